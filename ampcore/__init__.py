@@ -1,0 +1,37 @@
+"""ampcore: Automatic Mixed Precision with torch.amp semantics on any backend."""
+
+from . import dtypes, kernels, plugins
+from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .backend import Availability, Backend, BackendUnavailableError, Capabilities
+from .creation import (Generator, arange, as_tensor, empty, empty_like, from_numpy, full, full_like, manual_seed,
+                       ones, ones_like, rand, randn, tensor, zeros, zeros_like)
+from .device import Device, parse_device as device
+from .dispatch import KernelError
+from .dtypes import (DType, bfloat16, bool_, finfo, float16, float32, float64, int32, int64, promote_types,
+                     result_type)
+from .kernels import MissingKernelsError
+from .ops import cat, matmul, stack, where
+from .plugins import (PluginLoadError, UnknownBackendError, available_backends, get_backend, get_default_device,
+                      register_backend, register_plugin, set_default_device)
+from .tensor import Tensor
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "__version__",
+    # modules
+    "dtypes", "kernels", "plugins",
+    # dtypes
+    "DType", "bfloat16", "bool_", "finfo", "float16", "float32", "float64", "int32", "int64", "promote_types",
+    "result_type",
+    # tensors
+    "Tensor", "Generator", "arange", "as_tensor", "empty", "empty_like", "from_numpy", "full", "full_like",
+    "manual_seed", "ones", "ones_like", "rand", "randn", "tensor", "zeros", "zeros_like", "cat", "stack", "matmul",
+    "where",
+    # autograd
+    "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+    # devices and backends
+    "Device", "device", "Backend", "Capabilities", "Availability", "BackendUnavailableError", "MissingKernelsError",
+    "KernelError", "PluginLoadError", "UnknownBackendError", "available_backends", "get_backend",
+    "get_default_device", "register_backend", "register_plugin", "set_default_device",
+]

@@ -1,0 +1,152 @@
+"""Reverse-mode autograd: grad mode, graph nodes and the backward engine.
+
+Every differentiable op call records a :class:`Node` holding the op, what the
+op saved in its context, and the input tensors.  ``backward()`` walks the
+nodes in reverse topological order, calling each op's backward rule (written
+against the backend's kernels) and accumulating into leaf ``.grad``.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    from .ops.base import Op
+    from .tensor import Tensor
+
+__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "Node", "Context", "run_backward"]
+
+_state = threading.local()
+
+
+def is_grad_enabled() -> bool:
+    """Whether op calls on this thread record the graph."""
+    return getattr(_state, "enabled", True)
+
+
+class set_grad_enabled:
+    """Context manager (and decorator) that sets grad mode for a block on this thread."""
+
+    def __init__(self, mode: bool):
+        self.mode = bool(mode)
+        self._prev: list[bool] = []
+
+    def __enter__(self) -> None:
+        self._prev.append(is_grad_enabled())
+        _state.enabled = self.mode
+
+    def __exit__(self, *exc: Any) -> None:
+        _state.enabled = self._prev.pop()
+
+    def __call__(self, fn: Any) -> Any:
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with type(self)(self.mode):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class no_grad(set_grad_enabled):
+    """Disable graph recording in a block (``with ampcore.no_grad(): ...``) or a decorated function."""
+
+    def __init__(self) -> None:
+        super().__init__(False)
+
+
+class enable_grad(set_grad_enabled):
+    """Re-enable graph recording inside a ``no_grad`` block."""
+
+    def __init__(self) -> None:
+        super().__init__(True)
+
+
+class Context:
+    """What an op's forward saves for its backward (attributes set freely)."""
+
+    __slots__ = ("__dict__",)
+
+
+class Node:
+    """One recorded op call: the op, its saved context, and its inputs."""
+
+    __slots__ = ("op", "ctx", "inputs", "freed", "__weakref__")
+
+    def __init__(self, op: "Op", ctx: Context, inputs: Sequence["Tensor | None"]):
+        self.op = op
+        self.ctx = ctx
+        self.inputs = tuple(inputs)
+        self.freed = False
+
+    def name(self) -> str:
+        return f"{self.op.name}Backward"
+
+    def __repr__(self) -> str:
+        return f"<{self.name()}>"
+
+
+def _topological_order(root: Node) -> list[Node]:
+    """Nodes reachable from ``root``, each after every node that feeds it a gradient."""
+    order: list[Node] = []
+    seen: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        for t in node.inputs:
+            if t is not None and t.grad_fn is not None and id(t.grad_fn) not in seen:
+                stack.append((t.grad_fn, False))
+    order.reverse()
+    return order
+
+
+def run_backward(root: "Tensor", grad: Any, retain_graph: bool = False) -> None:
+    """Propagate ``grad`` (a backend array shaped like ``root``) to every leaf that requires grad."""
+    k = root._backend.kernels
+    if root.grad_fn is None:
+        _accumulate_leaf(root, grad)
+        return
+    pending: dict[int, Any] = {id(root.grad_fn): grad}
+    with no_grad():
+        for node in _topological_order(root.grad_fn):
+            g = pending.pop(id(node), None)
+            if g is None:
+                continue
+            if node.freed:
+                raise RuntimeError(
+                    f"trying to backward through {node.name()} a second time; its saved values were freed. "
+                    "Pass retain_graph=True to the first backward() if you need to backward twice"
+                )
+            input_grads = node.op.backward(node.ctx, k, g)
+            if not retain_graph:
+                node.ctx = Context()
+                node.freed = True
+            for t, gi in zip(node.inputs, input_grads):
+                if t is None or gi is None or not t.requires_grad:
+                    continue
+                if t.grad_fn is None:
+                    _accumulate_leaf(t, gi)
+                else:
+                    key = id(t.grad_fn)
+                    pending[key] = gi if key not in pending else k.add(pending[key], gi)
+
+
+def _accumulate_leaf(leaf: "Tensor", g: Any) -> None:
+    from .tensor import Tensor
+
+    k = leaf._backend.kernels
+    if leaf._backend.dtype_of(g) != leaf.dtype:
+        g = k.cast(g, leaf.dtype)
+    if leaf.grad is None:
+        leaf.grad = Tensor._wrap(g, leaf.device, leaf._backend)
+    else:
+        leaf.grad = Tensor._wrap(k.add(leaf.grad._data, g), leaf.device, leaf._backend)

@@ -1,0 +1,128 @@
+"""The backend contract: what a device plugin supplies.
+
+Subclass :class:`Backend`, fill in the abstract methods, return an instance
+from the ``ampcore_backends`` hook, and register the plugin module under the
+``ampcore.backends`` entry-point group.  ``docs/writing-a-backend.md`` walks
+through it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from .dtypes import DType, as_dtype
+from .kernels import KernelTable
+
+__all__ = ["Backend", "Capabilities", "Availability", "BackendUnavailableError"]
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a backend can run here, and if not, why and how to fix it."""
+
+    ok: bool
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What one device of a backend can do.
+
+    ``storable`` dtypes can hold tensors; of those, ``native`` ones are
+    computed in their own precision and ``emulated`` ones are computed in a
+    wider type and rounded on the way out.  ``policy`` names the built-in
+    cast-policy table autocast starts from (``"cpu"`` or ``"cuda"``).
+    """
+
+    device_name: str
+    storable: frozenset[DType]
+    native: frozenset[DType]
+    emulated: frozenset[DType] = frozenset()
+    autocast_dtype: DType | None = None
+    policy: str = "cpu"
+    memory_bytes: int | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-friendly view, for ``ampcore info`` and reports."""
+        names = lambda ds: sorted(d.name for d in ds)  # noqa: E731 - local formatting helper
+        return {
+            "device_name": self.device_name,
+            "storable": names(self.storable),
+            "native": names(self.native),
+            "emulated": names(self.emulated),
+            "autocast_dtype": self.autocast_dtype.name if self.autocast_dtype else None,
+            "policy": self.policy,
+            "memory_bytes": self.memory_bytes,
+            **{str(k): v for k, v in self.extra.items()},
+        }
+
+
+class BackendUnavailableError(RuntimeError):
+    """The named backend is installed but cannot run here."""
+
+    def __init__(self, name: str, reason: str):
+        self.name = name
+        self.reason = reason
+        super().__init__(f"backend {name!r} is installed but unavailable: {reason}")
+
+
+class Backend:
+    """Base class for backends.  Subclasses set ``name`` and implement the
+    methods that raise NotImplementedError.
+
+    ``priority`` orders automatic selection: the highest-priority available
+    backend is the default device (cpu is 100; GPU backends should be higher).
+    """
+
+    name: str = ""
+    device_type: str = ""
+    priority: int = 0
+    kernels: KernelTable  # set by the registry when the backend is loaded
+
+    # --- discovery -----------------------------------------------------
+    def availability(self) -> Availability:
+        """Whether the device library and a device are present; never raises."""
+        return Availability(True)
+
+    def device_count(self) -> int:
+        """How many devices ``name:0`` .. ``name:N-1`` exist (when available)."""
+        return 1
+
+    def capabilities(self, index: int = 0) -> Capabilities:
+        raise NotImplementedError
+
+    def kernel_functions(self) -> Mapping[str, Callable[..., Any]]:
+        """This backend's own kernels: every primitive, and any fused ones."""
+        raise NotImplementedError
+
+    # --- array I/O -----------------------------------------------------
+    def from_numpy(self, array: np.ndarray, dtype: DType, device_index: int = 0) -> Any:
+        """A device array holding ``array`` converted to ``dtype``."""
+        raise NotImplementedError
+
+    def to_numpy(self, array: Any) -> np.ndarray:
+        """A host copy (bfloat16 as ``ml_dtypes.bfloat16``)."""
+        raise NotImplementedError
+
+    def dtype_of(self, array: Any) -> DType:
+        return as_dtype(array.dtype)
+
+    def shape_of(self, array: Any) -> tuple[int, ...]:
+        return tuple(array.shape)
+
+    def nbytes(self, array: Any) -> int:
+        """Bytes the array occupies on the device (2 per element for fp16/bf16)."""
+        return int(array.nbytes)
+
+    def synchronize(self, device_index: int = 0) -> None:
+        """Wait for queued work (for timing); a no-op on synchronous backends."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"

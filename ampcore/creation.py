@@ -1,0 +1,207 @@
+"""Creating tensors: from data, filled, ranges and seeded random numbers.
+
+Random numbers come from the backend's ``uniform``/``normal`` kernels fed a
+64-bit seed drawn from a :class:`Generator`, so a seeded program is
+reproducible on a given backend without any host-side array.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import dtypes as dt
+from .device import DeviceLike
+from .dtypes import DType
+from .plugins import registry
+from .tensor import Tensor, check_storable
+
+__all__ = [
+    "Generator", "manual_seed", "default_generator", "tensor", "from_numpy", "as_tensor", "zeros", "ones", "full",
+    "empty", "zeros_like", "ones_like", "full_like", "empty_like", "rand", "randn", "arange",
+]
+
+
+class Generator:
+    """A seeded source of kernel seeds; thread-safe."""
+
+    def __init__(self, seed: int | None = None):
+        self._lock = threading.Lock()
+        self.manual_seed(seed if seed is not None else int(np.random.SeedSequence().entropy % (2**63)))
+
+    def manual_seed(self, seed: int) -> "Generator":
+        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+            raise TypeError(f"seed must be an int, got {seed!r}")
+        with self._lock:
+            self._seed = int(seed)
+            self._rng = np.random.default_rng(self._seed)
+        return self
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    def next_seed(self) -> int:
+        with self._lock:
+            return int(self._rng.integers(0, 2**63 - 1))
+
+    def get_state(self) -> dict[str, Any]:
+        with self._lock:
+            return {"seed": self._seed, "bit_generator": self._rng.bit_generator.state}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        with self._lock:
+            self._seed = int(state["seed"])
+            self._rng = np.random.default_rng(self._seed)
+            self._rng.bit_generator.state = state["bit_generator"]
+
+
+default_generator = Generator()
+
+
+def manual_seed(seed: int) -> Generator:
+    """Seed the default generator (``ampcore.manual_seed(0)`` for reproducible runs)."""
+    return default_generator.manual_seed(seed)
+
+
+def _shape(size: Sequence[Any]) -> tuple[int, ...]:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    out = []
+    for s in size:
+        if not isinstance(s, (int, np.integer)) or isinstance(s, bool) or s < 0:
+            raise ValueError(f"sizes must be non-negative ints, got {tuple(size)!r}")
+        out.append(int(s))
+    return tuple(out)
+
+
+def _place(device: DeviceLike | None, dtype: DType) -> tuple[Any, Any]:
+    dev = registry.resolve(device)
+    backend = registry.get_backend(dev.type)
+    check_storable(backend, dev.index, dtype)
+    return dev, backend
+
+
+def _infer_dtype(array: np.ndarray, from_python: bool) -> DType:
+    if array.dtype.kind == "f" and from_python:
+        return dt.float32
+    if array.dtype.kind == "b":
+        return dt.bool_
+    if array.dtype.kind in "iu":
+        return dt.int64 if from_python or array.dtype.itemsize > 4 or array.dtype.kind == "u" else dt.as_dtype(array.dtype)
+    try:
+        return dt.as_dtype(array.dtype)
+    except ValueError:
+        raise TypeError(f"cannot make a tensor from data of NumPy dtype {array.dtype}") from None
+
+
+def tensor(data: Any, dtype: Any = None, device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:
+    """A new tensor holding a copy of ``data`` (nested lists, numbers, NumPy arrays or a Tensor).
+
+    Python floats become float32, Python ints int64; NumPy arrays keep their dtype.
+    """
+    if isinstance(data, Tensor):
+        data = data.numpy()
+    from_python = not isinstance(data, (np.ndarray, np.generic))
+    array = np.asarray(data)
+    if array.dtype == object:
+        raise TypeError(f"cannot make a tensor from {type(data).__name__} data; use numbers or nested lists of numbers")
+    target = dt.as_dtype(dtype) if dtype is not None else _infer_dtype(array, from_python)
+    dev, backend = _place(device, target)
+    if requires_grad and not target.is_floating_point:
+        raise TypeError(f"only floating tensors can require gradients, got dtype {target.name}")
+    out = Tensor._wrap(backend.from_numpy(np.ascontiguousarray(array), target, dev.index), dev, backend)
+    out.requires_grad = bool(requires_grad)
+    return out
+
+
+def from_numpy(array: np.ndarray, device: DeviceLike | None = None) -> Tensor:
+    """A tensor with ``array``'s values and dtype (copied to the device)."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy needs a numpy.ndarray, got {type(array).__name__}")
+    return tensor(array, dtype=dt.as_dtype(array.dtype), device=device)
+
+
+def as_tensor(data: Any, dtype: Any = None, device: DeviceLike | None = None) -> Tensor:
+    """``data`` itself if it is already a matching Tensor, else a new tensor."""
+    if isinstance(data, Tensor) and (dtype is None or data.dtype == dt.as_dtype(dtype)) and \
+            (device is None or data.device == registry.resolve(device)):
+        return data
+    return tensor(data, dtype=dtype, device=device)
+
+
+def full(size: Sequence[int], fill_value: float, *, dtype: Any = None, device: DeviceLike | None = None,
+         requires_grad: bool = False) -> Tensor:
+    """A tensor of ``size`` filled with ``fill_value`` (float32 unless ``dtype`` says otherwise)."""
+    target = dt.as_dtype(dtype) if dtype is not None else (
+        dt.bool_ if isinstance(fill_value, bool) else dt.int64 if isinstance(fill_value, int) else dt.float32)
+    dev, backend = _place(device, target)
+    out = Tensor._wrap(backend.kernels.full(_shape([size]), fill_value, target, dev.index), dev, backend)
+    return out.requires_grad_(requires_grad) if requires_grad else out
+
+
+def zeros(*size: Any, dtype: Any = None, device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:
+    return full(_shape(size), 0.0, dtype=dtype or dt.float32, device=device, requires_grad=requires_grad)
+
+
+def ones(*size: Any, dtype: Any = None, device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:
+    return full(_shape(size), 1.0, dtype=dtype or dt.float32, device=device, requires_grad=requires_grad)
+
+
+def empty(*size: Any, dtype: Any = None, device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:
+    """Like torch.empty; values are zeros here (backends have no uninitialised allocation in the contract)."""
+    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def full_like(t: Tensor, fill_value: float, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    return full(t.shape, fill_value, dtype=dtype or t.dtype, device=t.device, requires_grad=requires_grad)
+
+
+def zeros_like(t: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    return full_like(t, 0.0, dtype=dtype, requires_grad=requires_grad)
+
+
+def ones_like(t: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    return full_like(t, 1.0, dtype=dtype, requires_grad=requires_grad)
+
+
+def empty_like(t: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    return zeros_like(t, dtype=dtype, requires_grad=requires_grad)
+
+
+def _random(kernel: str, size: Sequence[Any], dtype: Any, device: DeviceLike | None, generator: Generator | None,
+            requires_grad: bool) -> Tensor:
+    target = dt.as_dtype(dtype) if dtype is not None else dt.float32
+    if not target.is_floating_point:
+        raise TypeError(f"{kernel} numbers need a floating dtype, got {target.name}")
+    dev, backend = _place(device, target)
+    seed = (generator or default_generator).next_seed()
+    data = getattr(backend.kernels, kernel)(_shape(size), target, seed, dev.index)
+    out = Tensor._wrap(data, dev, backend)
+    return out.requires_grad_(requires_grad) if requires_grad else out
+
+
+def rand(*size: Any, dtype: Any = None, device: DeviceLike | None = None, generator: Generator | None = None,
+         requires_grad: bool = False) -> Tensor:
+    """Uniform samples in [0, 1)."""
+    return _random("uniform", size, dtype, device, generator, requires_grad)
+
+
+def randn(*size: Any, dtype: Any = None, device: DeviceLike | None = None, generator: Generator | None = None,
+          requires_grad: bool = False) -> Tensor:
+    """Standard normal samples."""
+    return _random("normal", size, dtype, device, generator, requires_grad)
+
+
+def arange(start: float, end: float | None = None, step: float = 1, *, dtype: Any = None,
+           device: DeviceLike | None = None) -> Tensor:
+    """Values from ``start`` up to (not including) ``end`` in steps of ``step``."""
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise ValueError("arange step must be non-zero")
+    is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+    target = dt.as_dtype(dtype) if dtype is not None else (dt.int64 if is_int else dt.float32)
+    dev, backend = _place(device, target)
+    return Tensor._wrap(backend.kernels.arange(start, end, step, target, dev.index), dev, backend)

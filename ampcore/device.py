@@ -1,0 +1,50 @@
+"""Device names: ``"cpu"``, ``"opencl:0"``, ``"cuda:1"``.
+
+A device is a backend name plus an index.  The backend name is the entry-point
+name the backend was registered under; it is also the device type autocast is
+keyed by.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Union
+
+__all__ = ["Device", "DeviceLike", "parse_device"]
+
+_DEVICE_RE = re.compile(r"^(?P<type>[A-Za-z_][A-Za-z0-9_\-]*)(?::(?P<index>\d+))?$")
+
+
+@dataclass(frozen=True)
+class Device:
+    """A backend (``type``) and which of its devices (``index``)."""
+
+    type: str
+    index: int = 0
+    explicit_index: bool = field(default=False, compare=False, hash=False)
+
+    def __str__(self) -> str:
+        return f"{self.type}:{self.index}" if (self.explicit_index or self.index) else self.type
+
+    def __repr__(self) -> str:
+        return f"device({str(self)!r})"
+
+
+DeviceLike = Union[str, Device]
+
+
+def parse_device(value: DeviceLike) -> Device:
+    """Parse ``"name"`` or ``"name:N"`` into a Device (no check that the backend exists).
+
+    Raises TypeError for a non-string and ValueError for a malformed string.
+    """
+    if isinstance(value, Device):
+        return value
+    if not isinstance(value, str):
+        raise TypeError(f"device must be a string like 'cpu' or 'cuda:0', got {value!r}")
+    match = _DEVICE_RE.match(value.strip())
+    if match is None:
+        raise ValueError(f"malformed device {value!r}; expected 'name' or 'name:index', e.g. 'cpu' or 'opencl:0'")
+    index = match.group("index")
+    return Device(match.group("type"), int(index) if index is not None else 0, index is not None)

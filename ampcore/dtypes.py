@@ -1,0 +1,146 @@
+"""The dtype set, type promotion and ``finfo``.
+
+One table names every dtype; everything else (parsing, promotion, NumPy
+equivalents) is derived from it.  bfloat16 is ``ml_dtypes.bfloat16`` on the
+NumPy side: 2 bytes per element, float32's exponent range, 8 bits of precision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+__all__ = [
+    "DType",
+    "float64",
+    "float32",
+    "float16",
+    "bfloat16",
+    "int64",
+    "int32",
+    "bool_",
+    "ALL_DTYPES",
+    "FLOAT_DTYPES",
+    "LOW_PRECISION_DTYPES",
+    "as_dtype",
+    "promote_types",
+    "result_type",
+    "finfo",
+    "FInfo",
+]
+
+
+@dataclass(frozen=True)
+class DType:
+    """A dtype ampcore knows: its name, NumPy equivalent and kind."""
+
+    name: str
+    itemsize: int
+    kind: str  # "f" floating, "i" signed integer, "b" bool
+    numpy: Any
+
+    @property
+    def is_floating_point(self) -> bool:
+        return self.kind == "f"
+
+    def __repr__(self) -> str:
+        return f"ampcore.{self.name}"
+
+    __str__ = __repr__
+
+
+float64 = DType("float64", 8, "f", np.dtype(np.float64))
+float32 = DType("float32", 4, "f", np.dtype(np.float32))
+float16 = DType("float16", 2, "f", np.dtype(np.float16))
+bfloat16 = DType("bfloat16", 2, "f", np.dtype(ml_dtypes.bfloat16))
+int64 = DType("int64", 8, "i", np.dtype(np.int64))
+int32 = DType("int32", 4, "i", np.dtype(np.int32))
+bool_ = DType("bool", 1, "b", np.dtype(np.bool_))
+
+ALL_DTYPES: tuple[DType, ...] = (float64, float32, float16, bfloat16, int64, int32, bool_)
+FLOAT_DTYPES: tuple[DType, ...] = (float64, float32, float16, bfloat16)
+LOW_PRECISION_DTYPES: tuple[DType, ...] = (float16, bfloat16)
+
+_BY_NAME = {d.name: d for d in ALL_DTYPES}
+_BY_NAME.update({"bool_": bool_, "half": float16, "float": float32, "double": float64,
+                 "bf16": bfloat16, "fp16": float16, "fp32": float32, "fp64": float64,
+                 "long": int64, "int": int32})
+_BY_NUMPY = {d.numpy: d for d in ALL_DTYPES}
+
+
+def as_dtype(value: Any) -> DType:
+    """Return the DType for a DType, a name (``"bfloat16"``, ``"fp16"``) or a NumPy dtype.
+
+    Raises TypeError for anything else and ValueError for an unknown name.
+    """
+    if isinstance(value, DType):
+        return value
+    if isinstance(value, str):
+        try:
+            return _BY_NAME[value]
+        except KeyError:
+            known = ", ".join(repr(d.name) for d in ALL_DTYPES)
+            raise ValueError(f"unknown dtype {value!r}; known dtypes are {known}") from None
+    try:
+        np_dtype = np.dtype(value)
+    except TypeError:
+        raise TypeError(f"expected a dtype (ampcore.float32, 'float16', ...), got {value!r}") from None
+    try:
+        return _BY_NUMPY[np_dtype]
+    except KeyError:
+        known = ", ".join(repr(d.name) for d in ALL_DTYPES)
+        raise ValueError(f"NumPy dtype {np_dtype!r} has no ampcore equivalent; use one of {known}") from None
+
+
+# Lattice order: bool < ints < floats; among floats, float16 and bfloat16 are
+# incomparable and meet at float32 (as in torch and the Array API).
+_RANK = {bool_: 0, int32: 1, int64: 2, float16: 3, bfloat16: 3, float32: 4, float64: 5}
+
+
+def promote_types(a: DType, b: DType) -> DType:
+    """The smallest dtype both ``a`` and ``b`` convert to without losing range.
+
+    float16 with bfloat16 gives float32; an integer with a float gives the float.
+    """
+    a, b = as_dtype(a), as_dtype(b)
+    if a == b:
+        return a
+    if {a, b} == {float16, bfloat16}:
+        return float32
+    return a if _RANK[a] > _RANK[b] else b
+
+
+def result_type(*dtypes: DType) -> DType:
+    """Fold :func:`promote_types` over several dtypes."""
+    if not dtypes:
+        raise ValueError("result_type needs at least one dtype")
+    out = as_dtype(dtypes[0])
+    for d in dtypes[1:]:
+        out = promote_types(out, d)
+    return out
+
+
+@dataclass(frozen=True)
+class FInfo:
+    """Machine limits of a floating dtype (values as Python floats)."""
+
+    dtype: DType
+    bits: int
+    eps: float
+    max: float
+    min: float
+    tiny: float  # smallest positive normal number
+    smallest_subnormal: float
+
+
+def finfo(dtype: Any) -> FInfo:
+    """Limits of a floating dtype: fp16 max 65504, eps 2**-10; bf16 max ~3.39e38, eps 2**-7."""
+    d = as_dtype(dtype)
+    if not d.is_floating_point:
+        raise TypeError(f"finfo needs a floating dtype, got {d.name!r}")
+    info = ml_dtypes.finfo(d.numpy) if d is bfloat16 else np.finfo(d.numpy)
+    return FInfo(d, d.itemsize * 8, float(info.eps), float(info.max), float(info.min),
+                 float(info.tiny), float(info.smallest_subnormal))

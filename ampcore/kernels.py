@@ -1,0 +1,166 @@
+"""The kernel contract: the primitive set every backend implements, and the
+optional fused kernels.
+
+Kernels work on backend arrays, never on Tensors.  The core checks shapes,
+devices and dtypes before it calls a kernel, so a kernel may assume its inputs
+are valid: binary kernels get operands of one dtype (already promoted) whose
+shapes broadcast; reductions get normalised non-negative axes.
+
+Low-precision contract: a kernel on float16/bfloat16 inputs returns float16/
+bfloat16 outputs, rounded once to nearest-even from a float32 (or better)
+result; reductions and matmul accumulate in at least float32.
+
+Primitive signatures (``x``, ``a``, ``b`` are backend arrays, ``dtype`` is an
+:class:`ampcore.DType`):
+
+======================  =====================================================
+cast(x, dtype)          convert (round-to-nearest-even for narrowing floats)
+neg abs exp log sqrt    elementwise unary, output dtype = input dtype
+rsqrt tanh sigmoid erf
+sign sin cos
+add sub mul div pow     elementwise binary with broadcasting
+maximum minimum
+eq ne lt le gt ge       comparisons with broadcasting -> bool
+where(cond, a, b)       select with broadcasting
+sum(x, axes, keepdims)  float32+ accumulation; bool/int input -> int64
+max(x, axes, keepdims)  maximum over axes (NaN propagates)
+argmax(x, axis)         int64 index of the first maximum along ``axis``
+cumsum(x, axis)         inclusive prefix sum (float32+ accumulation)
+matmul(a, b)            (..., m, k) @ (..., k, n), batch dims broadcast
+reshape(x, shape)       same elements, new shape
+transpose(x, axes)      permute axes
+broadcast_to(x, shape)  broadcast (may return a view)
+slice(x, index)         basic indexing; ``index`` is a tuple of ints and slices,
+                        one per leading axis (steps may be negative)
+slice_assign(base, index, values)
+                        a copy of ``base`` with ``base[index] = values``
+pad(x, widths, value)   constant padding; ``widths`` is ((lo, hi), ...) per axis
+concat(xs, axis)        join a sequence of arrays of one dtype
+take(x, indices, axis)  gather along ``axis`` with 1-D int64 ``indices``
+scatter_add(src, indices, axis, size)
+                        zeros with ``src``'s shape but ``size`` along ``axis``,
+                        then ``out[.., indices[j], ..] += src[.., j, ..]``
+full(shape, value, dtype, device_index)
+arange(start, stop, step, dtype, device_index)
+uniform(shape, dtype, seed, device_index)   U[0, 1), deterministic in ``seed``
+normal(shape, dtype, seed, device_index)    N(0, 1), deterministic in ``seed``
+unscale_and_check(grads, inv_scale, found_inf) -> (grads, found_inf)
+                        multiply every gradient by ``inv_scale`` (a 1-element
+                        float32 array) and set ``found_inf`` (1-element float32)
+                        to 1.0 if any element of any gradient is inf or NaN;
+                        one pass, on the device; may work in place
+update_scale(scale, growth_tracker, found_inf, growth_factor, backoff_factor,
+             growth_interval) -> (scale, growth_tracker)
+                        torch's dynamic loss-scale rule, on the device
+======================  =====================================================
+
+Fused kernels are optional; each has a reference composition of primitives in
+the core (see :mod:`ampcore.nn.functional` and :mod:`ampcore.optim`):
+
+======================  =====================================================
+softmax(x, axis) / softmax_backward(y, gy, axis)
+log_softmax(x, axis) / log_softmax_backward(y, gy, axis)
+gelu(x, approximate) / gelu_backward(x, gy, approximate)
+adamw_step(params, grads, exp_avgs, exp_avg_sqs, *, step, lr, beta1, beta2,
+           eps, weight_decay, decoupled) -> (params, exp_avgs, exp_avg_sqs)
+======================  =====================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+__all__ = [
+    "UNARY",
+    "BINARY",
+    "COMPARISON",
+    "PRIMITIVES",
+    "FUSED",
+    "KernelTable",
+    "MissingKernelsError",
+]
+
+UNARY = ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sign", "sin", "cos")
+BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
+COMPARISON = ("eq", "ne", "lt", "le", "gt", "ge")
+_STRUCTURAL = (
+    "cast", "where", "sum", "max", "argmax", "cumsum", "matmul",
+    "reshape", "transpose", "broadcast_to", "slice", "slice_assign", "pad", "concat",
+    "take", "scatter_add", "full", "arange", "uniform", "normal",
+    "unscale_and_check", "update_scale",
+)
+PRIMITIVES: frozenset[str] = frozenset(UNARY + BINARY + COMPARISON + _STRUCTURAL)
+FUSED: frozenset[str] = frozenset({
+    "softmax", "softmax_backward", "log_softmax", "log_softmax_backward",
+    "gelu", "gelu_backward", "adamw_step",
+})
+
+
+class MissingKernelsError(TypeError):
+    """A backend does not implement every primitive kernel."""
+
+    def __init__(self, backend_name: str, missing: Iterable[str]):
+        self.backend_name = backend_name
+        self.missing = sorted(missing)
+        super().__init__(
+            f"backend {backend_name!r} is missing primitive kernels {', '.join(self.missing)}; "
+            "every backend must implement all of ampcore.kernels.PRIMITIVES"
+        )
+
+
+@dataclass(frozen=True)
+class _Entry:
+    fn: Callable[..., Any]
+    provider: str
+
+
+class KernelTable:
+    """Kernels of one backend, keyed by name, with who provided each.
+
+    Attribute access calls the kernel: ``k.add(a, b)``.  Plugins may override
+    entries (:meth:`register`); the provider is kept for ``ampcore info``.
+    """
+
+    def __init__(self, backend_name: str, kernels: Mapping[str, Callable[..., Any]], provider: str):
+        self._backend_name = backend_name
+        self._entries: dict[str, _Entry] = {}
+        self.register(kernels, provider)
+
+    def register(self, kernels: Mapping[str, Callable[..., Any]], provider: str) -> None:
+        """Add or replace kernels; unknown names are refused so typos fail loudly."""
+        unknown = set(kernels) - PRIMITIVES - FUSED
+        if unknown:
+            raise ValueError(
+                f"unknown kernel names {sorted(unknown)} for backend {self._backend_name!r}; "
+                "known names are in ampcore.kernels.PRIMITIVES and ampcore.kernels.FUSED"
+            )
+        for name, fn in kernels.items():
+            if not callable(fn):
+                raise TypeError(f"kernel {name!r} of backend {self._backend_name!r} must be callable, got {fn!r}")
+            self._entries[name] = _Entry(fn, provider)
+            # Cache as an attribute: kernel calls are on every op's hot path.
+            object.__setattr__(self, name, fn)
+
+    def bind_array_info(self, shape_of: Callable[[Any], tuple[int, ...]], dtype_of: Callable[[Any], Any]) -> None:
+        """Give op rules ``k.shape_of`` / ``k.dtype_of`` (the backend's array introspection)."""
+        object.__setattr__(self, "shape_of", shape_of)
+        object.__setattr__(self, "dtype_of", dtype_of)
+
+    def missing_primitives(self) -> set[str]:
+        return set(PRIMITIVES) - set(self._entries)
+
+    def has(self, name: str) -> bool:
+        return name in self._entries
+
+    def provider(self, name: str) -> str | None:
+        """Who supplies ``name``: a plugin/backend name, or None (core reference composition)."""
+        entry = self._entries.get(name)
+        return entry.provider if entry else None
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names never registered.
+        raise AttributeError(f"backend {self._backend_name!r} has no kernel {name!r}")

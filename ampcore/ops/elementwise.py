@@ -1,0 +1,227 @@
+"""Elementwise ops: casts, unary math, binary math with broadcasting, comparisons, where.
+
+Binary ops follow torch's type rules: two tensors promote to their common
+dtype; a Python scalar is "weak" and takes the tensor's dtype (a float scalar
+with an integer tensor gives float32).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..dispatch import call
+from ..dtypes import DType
+from .base import Op, unbroadcast
+
+Scalar = (int, float, bool, np.number)
+
+
+# --------------------------------------------------------------------------- cast
+class Cast(Op):
+    name = "cast"
+
+    def forward(self, ctx, k, x, *, dtype):
+        ctx.src = k.dtype_of(x)
+        return k.cast(x, dtype)
+
+    def backward(self, ctx, k, g):
+        return (k.cast(g, ctx.src) if ctx.src.is_floating_point else None,)
+
+
+CAST = Cast()
+
+
+def cast(x: Any, dtype: DType) -> Any:
+    """``x`` converted to ``dtype``; gradients flow back in ``x``'s dtype. No-op if already there."""
+    dtype = dt.as_dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    x._backend_check_storable(dtype)
+    return call(CAST, x, dtype=dtype)
+
+
+# --------------------------------------------------------------------------- unary
+class Unary(Op):
+    """A unary op whose derivative is a function of (k, x, y, g)."""
+
+    def __init__(self, name: str, grad: Callable[..., Any] | None):
+        self.name = name
+        self._grad = grad
+        self.differentiable = grad is not None
+
+    def forward(self, ctx, k, x):
+        y = getattr(k, self.name)(x)
+        ctx.x, ctx.y = x, y
+        return y
+
+    def backward(self, ctx, k, g):
+        return (self._grad(k, ctx.x, ctx.y, g),)
+
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+UNARY_OPS: dict[str, Unary] = {op.name: op for op in [
+    Unary("neg", lambda k, x, y, g: k.neg(g)),
+    Unary("abs", lambda k, x, y, g: k.mul(g, k.sign(x))),
+    Unary("exp", lambda k, x, y, g: k.mul(g, y)),
+    Unary("log", lambda k, x, y, g: k.div(g, x)),
+    Unary("sqrt", lambda k, x, y, g: k.div(g, k.mul(y, 2.0))),
+    Unary("rsqrt", lambda k, x, y, g: k.mul(g, k.mul(k.mul(y, k.mul(y, y)), -0.5))),
+    Unary("tanh", lambda k, x, y, g: k.mul(g, k.sub(1.0, k.mul(y, y)))),
+    Unary("sigmoid", lambda k, x, y, g: k.mul(g, k.mul(y, k.sub(1.0, y)))),
+    Unary("erf", lambda k, x, y, g: k.mul(g, k.mul(k.exp(k.neg(k.mul(x, x))), _TWO_OVER_SQRT_PI))),
+    Unary("sin", lambda k, x, y, g: k.mul(g, k.cos(x))),
+    Unary("cos", lambda k, x, y, g: k.neg(k.mul(g, k.sin(x)))),
+    Unary("sign", None),
+]}
+
+
+def unary(name: str, x: Any) -> Any:
+    """Apply the unary op ``name``; integer inputs of float-only ops become float32."""
+    if not x.dtype.is_floating_point and name not in ("neg", "abs", "sign"):
+        x = cast(x, dt.float32)
+    return call(UNARY_OPS[name], x)
+
+
+# --------------------------------------------------------------------------- binary
+def _grad_pow_base(k, a, b, y, g):
+    return k.mul(g, k.mul(b, k.pow(a, k.sub(b, 1.0) if not isinstance(b, Scalar) else b - 1.0)))
+
+
+def _grad_pow_exp(k, a, b, y, g):
+    # d(a**b)/db = a**b * log(a); define it as 0 where a == 0 (torch does the same for b > 0).
+    return k.mul(g, k.where(k.eq(a, 0.0), 0.0, k.mul(y, k.log(a))))
+
+
+def _tie_split(k, a, b, g, win):
+    """Gradient to ``a`` of max/min: all of it where ``a`` wins, half on ties (as torch)."""
+    return k.where(win(a, b), g, k.where(k.eq(a, b), k.mul(g, 0.5), 0.0))
+
+
+_BINARY_GRADS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+    "add": (lambda k, a, b, y, g: g, lambda k, a, b, y, g: g),
+    "sub": (lambda k, a, b, y, g: g, lambda k, a, b, y, g: k.neg(g)),
+    "mul": (lambda k, a, b, y, g: k.mul(g, b), lambda k, a, b, y, g: k.mul(g, a)),
+    "div": (lambda k, a, b, y, g: k.div(g, b), lambda k, a, b, y, g: k.neg(k.div(k.mul(g, y), b))),
+    "pow": (_grad_pow_base, _grad_pow_exp),
+    "maximum": (lambda k, a, b, y, g: _tie_split(k, a, b, g, k.gt), lambda k, a, b, y, g: _tie_split(k, b, a, g, k.gt)),
+    "minimum": (lambda k, a, b, y, g: _tie_split(k, a, b, g, k.lt), lambda k, a, b, y, g: _tie_split(k, b, a, g, k.lt)),
+}
+
+
+class Binary(Op):
+    """A broadcasting binary op; either operand may be a Python scalar constant."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._ga, self._gb = _BINARY_GRADS[name]
+
+    def forward(self, ctx, k, a, b):
+        y = getattr(k, self.name)(a, b)
+        ctx.a, ctx.b, ctx.y = a, b, y
+        return y
+
+    def backward(self, ctx, k, g):
+        a, b, y = ctx.a, ctx.b, ctx.y
+        ga = gb = None
+        if ctx.needs_input_grad[0]:
+            ga = unbroadcast(k, self._ga(k, a, b, y, g), k.shape_of(a))
+        if ctx.needs_input_grad[1]:
+            gb = unbroadcast(k, self._gb(k, a, b, y, g), k.shape_of(b))
+        return ga, gb
+
+
+BINARY_OPS: dict[str, Binary] = {name: Binary(name) for name in _BINARY_GRADS}
+
+
+class Compare(Op):
+    differentiable = False
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def forward(self, ctx, k, a, b):
+        return getattr(k, self.name)(a, b)
+
+
+COMPARE_OPS: dict[str, Compare] = {n: Compare(n) for n in ("eq", "ne", "lt", "le", "gt", "ge")}
+
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """The broadcast shape, or ValueError showing every shape."""
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ValueError(f"shapes {' and '.join(map(str, shapes))} cannot be broadcast together") from None
+
+
+def _operands(a: Any, b: Any, float_result: bool = False) -> tuple[Any, Any]:
+    """Promote two operands (Tensors or scalars) to a common dtype, torch-style."""
+    from ..tensor import Tensor
+
+    a_t, b_t = isinstance(a, Tensor), isinstance(b, Tensor)
+    if not a_t and not b_t:
+        raise TypeError(f"at least one operand must be a Tensor, got {type(a).__name__} and {type(b).__name__}")
+    for v in (a, b):
+        if not isinstance(v, (Tensor,) + Scalar):
+            raise TypeError(f"unsupported operand {v!r}: expected a Tensor or a Python number")
+    if a_t and b_t:
+        broadcast_shapes(a.shape, b.shape)
+        target = dt.promote_types(a.dtype, b.dtype)
+    else:
+        t, s = (a, b) if a_t else (b, a)
+        target = t.dtype
+        if isinstance(s, (float, np.floating)) and not target.is_floating_point:
+            target = dt.float32
+        elif isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_)) and target == dt.bool_:
+            target = dt.int64
+    if float_result and not target.is_floating_point:
+        target = dt.float32
+    conv = lambda v: cast(v, target) if isinstance(v, Tensor) else (float(v) if target.is_floating_point else v)  # noqa: E731
+    return conv(a), conv(b)
+
+
+def binary(name: str, a: Any, b: Any) -> Any:
+    """Apply the binary op ``name`` to Tensors and/or Python scalars."""
+    a, b = _operands(a, b, float_result=(name == "div"))
+    return call(BINARY_OPS[name], a, b)
+
+
+def compare(name: str, a: Any, b: Any) -> Any:
+    """Elementwise comparison -> bool Tensor."""
+    a, b = _operands(a, b)
+    return call(COMPARE_OPS[name], a, b)
+
+
+# --------------------------------------------------------------------------- where
+class Where(Op):
+    name = "where"
+
+    def forward(self, ctx, k, cond, a, b):
+        ctx.cond, ctx.sa, ctx.sb = cond, k.shape_of(a) if not isinstance(a, Scalar) else (), \
+            k.shape_of(b) if not isinstance(b, Scalar) else ()
+        return k.where(cond, a, b)
+
+    def backward(self, ctx, k, g):
+        ga = unbroadcast(k, k.where(ctx.cond, g, 0.0), ctx.sa) if ctx.needs_input_grad[1] else None
+        gb = unbroadcast(k, k.where(ctx.cond, 0.0, g), ctx.sb) if ctx.needs_input_grad[2] else None
+        return None, ga, gb
+
+
+WHERE = Where()
+
+
+def where(cond: Any, a: Any, b: Any) -> Any:
+    """``a`` where ``cond`` is true, else ``b`` (broadcasting; scalars allowed for ``a``/``b``)."""
+    from ..tensor import Tensor
+
+    if not isinstance(cond, Tensor) or cond.dtype != dt.bool_:
+        raise TypeError(f"where() needs a bool Tensor condition, got {cond!r}")
+    a, b = _operands(a, b)
+    shapes = [cond.shape] + [v.shape for v in (a, b) if isinstance(v, Tensor)]
+    broadcast_shapes(*shapes)
+    return call(WHERE, cond, a, b)

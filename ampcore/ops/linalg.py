@@ -1,0 +1,53 @@
+"""Matrix products: batched matmul with broadcasting and float32 accumulation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import dtypes as dt
+from ..dispatch import call
+from .base import Op, unbroadcast
+from .elementwise import broadcast_shapes, cast
+
+
+class MatMul(Op):
+    name = "matmul"
+
+    def forward(self, ctx, k, a, b):
+        ctx.a, ctx.b = a, b
+        return k.matmul(a, b)
+
+    def backward(self, ctx, k, g):
+        a, b = ctx.a, ctx.b
+        ga = unbroadcast(k, k.matmul(g, _swap_last(k, b)), k.shape_of(a)) if ctx.needs_input_grad[0] else None
+        gb = unbroadcast(k, k.matmul(_swap_last(k, a), g), k.shape_of(b)) if ctx.needs_input_grad[1] else None
+        return ga, gb
+
+
+def _swap_last(k: Any, m: Any) -> Any:
+    nd = len(k.shape_of(m))
+    return k.transpose(m, tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+MATMUL = MatMul()
+
+
+def matmul(a: Any, b: Any) -> Any:
+    """torch.matmul semantics: 1-D operands are promoted to matrices and the extra dimension removed."""
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"matmul needs operands with at least 1 dimension, got shapes {a.shape} and {b.shape}")
+    a2 = a.reshape(1, a.shape[0]) if a.ndim == 1 else a
+    b2 = b.reshape(b.shape[0], 1) if b.ndim == 1 else b
+    if a2.shape[-1] != b2.shape[-2]:
+        raise ValueError(f"matmul shapes {a.shape} and {b.shape} do not match: "
+                         f"{a2.shape[-1]} (last of the first) != {b2.shape[-2]} (second-to-last of the second)")
+    try:
+        batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    except ValueError:
+        raise ValueError(f"matmul batch dimensions of shapes {a.shape} and {b.shape} cannot be broadcast") from None
+    target = dt.promote_types(a.dtype, b.dtype)
+    if not target.is_floating_point:
+        raise TypeError(f"matmul needs floating tensors, got {a.dtype.name} and {b.dtype.name}")
+    out = call(MATMUL, cast(a2, target), cast(b2, target))
+    shape = batch + ((a2.shape[-2],) if a.ndim > 1 else ()) + ((b2.shape[-1],) if b.ndim > 1 else ())
+    return out.reshape(shape)

@@ -1,0 +1,323 @@
+"""Shape ops: reshape, permute, broadcast, indexing, padding, concatenation, gather/scatter."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .. import dtypes as dt
+from ..dispatch import call
+from .base import Op, unbroadcast
+from .reduction import normalize_axes
+
+
+class Reshape(Op):
+    name = "reshape"
+
+    def forward(self, ctx, k, x, *, shape):
+        ctx.shape = k.shape_of(x)
+        return k.reshape(x, shape)
+
+    def backward(self, ctx, k, g):
+        return (k.reshape(g, ctx.shape),)
+
+
+class Transpose(Op):
+    name = "permute"
+
+    def forward(self, ctx, k, x, *, axes):
+        ctx.inverse = tuple(sorted(range(len(axes)), key=lambda i: axes[i]))
+        return k.transpose(x, axes)
+
+    def backward(self, ctx, k, g):
+        return (k.transpose(g, ctx.inverse),)
+
+
+class BroadcastTo(Op):
+    name = "expand"
+
+    def forward(self, ctx, k, x, *, shape):
+        ctx.shape = k.shape_of(x)
+        return k.broadcast_to(x, shape)
+
+    def backward(self, ctx, k, g):
+        return (unbroadcast(k, g, ctx.shape),)
+
+
+class Slice(Op):
+    name = "slice"
+
+    def forward(self, ctx, k, x, *, index):
+        ctx.shape, ctx.dtype, ctx.index = k.shape_of(x), k.dtype_of(x), index
+        return k.slice(x, index)
+
+    def backward(self, ctx, k, g):
+        zeros = k.full(ctx.shape, 0.0, ctx.dtype, ctx.device_index)
+        return (k.slice_assign(zeros, ctx.index, g),)
+
+
+class Pad(Op):
+    name = "pad"
+
+    def forward(self, ctx, k, x, *, widths, value):
+        ctx.index = tuple(slice(lo, lo + n) for (lo, _), n in zip(widths, k.shape_of(x)))
+        return k.pad(x, widths, value)
+
+    def backward(self, ctx, k, g):
+        return (k.slice(g, ctx.index),)
+
+
+class Concat(Op):
+    name = "cat"
+
+    def forward(self, ctx, k, *xs, axis):
+        ctx.axis, ctx.sizes = axis, [k.shape_of(x)[axis] for x in xs]
+        return k.concat(list(xs), axis)
+
+    def backward(self, ctx, k, g):
+        grads, start = [], 0
+        for n, needed in zip(ctx.sizes, ctx.needs_input_grad):
+            grads.append(k.slice(g, (slice(None),) * ctx.axis + (slice(start, start + n),)) if needed else None)
+            start += n
+        return tuple(grads)
+
+
+class Take(Op):
+    name = "take"
+
+    def forward(self, ctx, k, x, idx, *, axis):
+        ctx.idx, ctx.axis, ctx.size = idx, axis, k.shape_of(x)[axis]
+        return k.take(x, idx, axis)
+
+    def backward(self, ctx, k, g):
+        return k.scatter_add(g, ctx.idx, ctx.axis, ctx.size), None
+
+
+class ScatterAdd(Op):
+    name = "scatter_add"
+
+    def forward(self, ctx, k, src, idx, *, axis, size):
+        ctx.idx, ctx.axis = idx, axis
+        return k.scatter_add(src, idx, axis, size)
+
+    def backward(self, ctx, k, g):
+        return k.take(g, ctx.idx, ctx.axis), None
+
+
+RESHAPE, TRANSPOSE, BROADCAST, SLICE, PAD, CONCAT, TAKE, SCATTER_ADD = (
+    Reshape(), Transpose(), BroadcastTo(), Slice(), Pad(), Concat(), Take(), ScatterAdd())
+
+
+def _numel(shape: Sequence[int]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def infer_shape(shape: Sequence[int], numel: int, old: tuple[int, ...]) -> tuple[int, ...]:
+    """Resolve one ``-1`` in ``shape``; ValueError showing both shapes if sizes disagree."""
+    shape = tuple(int(s) for s in shape)
+    unknown = [i for i, s in enumerate(shape) if s == -1]
+    if len(unknown) > 1 or any(s < -1 for s in shape):
+        raise ValueError(f"invalid shape {shape}: at most one -1 and no other negative sizes")
+    if unknown:
+        rest = _numel(s for s in shape if s != -1)
+        if rest == 0 or numel % rest:
+            raise ValueError(f"shape {shape} is invalid for a tensor of shape {old} ({numel} elements)")
+        shape = tuple(numel // rest if s == -1 else s for s in shape)
+    if _numel(shape) != numel:
+        raise ValueError(f"shape {shape} is invalid for a tensor of shape {old} ({numel} elements)")
+    return shape
+
+
+def reshape(x: Any, *shape: Any) -> Any:
+    """Same elements in a new shape (one dimension may be -1)."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    new = infer_shape(shape, x.numel(), x.shape)
+    return x if new == x.shape else call(RESHAPE, x, shape=new)
+
+
+def permute(x: Any, *axes: Any) -> Any:
+    """Reorder the dimensions."""
+    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+        axes = tuple(axes[0])
+    if len(axes) != x.ndim:
+        raise ValueError(f"permute needs {x.ndim} dimensions for shape {x.shape}, got {axes}")
+    axes = tuple(normalize_axes(a, x.ndim)[0] for a in axes)
+    if sorted(axes) != list(range(x.ndim)):
+        raise ValueError(f"permute axes {axes} are not a permutation of 0..{x.ndim - 1}")
+    return x if axes == tuple(range(x.ndim)) else call(TRANSPOSE, x, axes=axes)
+
+
+def transpose(x: Any, dim0: int, dim1: int) -> Any:
+    """Swap two dimensions."""
+    axes = list(range(x.ndim))
+    (a,), (b,) = normalize_axes(dim0, x.ndim), normalize_axes(dim1, x.ndim)
+    axes[a], axes[b] = axes[b], axes[a]
+    return permute(x, axes)
+
+
+def expand(x: Any, *shape: Any) -> Any:
+    """Broadcast to ``shape`` (``-1`` keeps a dimension)."""
+    from .elementwise import broadcast_shapes
+
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    lead = len(shape) - x.ndim
+    if lead < 0:
+        raise ValueError(f"cannot expand shape {x.shape} to fewer dimensions {tuple(shape)}")
+    shape = tuple(x.shape[i - lead] if s == -1 else int(s) for i, s in enumerate(shape))
+    if broadcast_shapes(x.shape, shape) != shape:
+        raise ValueError(f"shape {x.shape} cannot be expanded to {shape}")
+    return x if shape == x.shape else call(BROADCAST, x, shape=shape)
+
+
+def unsqueeze(x: Any, dim: int) -> Any:
+    dim = dim % (x.ndim + 1) if -(x.ndim + 1) <= dim <= x.ndim else None
+    if dim is None:
+        raise IndexError(f"unsqueeze dimension out of range for a tensor with {x.ndim} dimension(s)")
+    return reshape(x, x.shape[:dim] + (1,) + x.shape[dim:])
+
+
+def squeeze(x: Any, dim: int | None = None) -> Any:
+    if dim is None:
+        return reshape(x, tuple(s for s in x.shape if s != 1))
+    (axis,) = normalize_axes(dim, x.ndim)
+    return reshape(x, x.shape[:axis] + x.shape[axis + 1:]) if x.shape[axis] == 1 else x
+
+
+def flatten(x: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
+    if x.ndim == 0:
+        return reshape(x, (1,))
+    (s,), (e,) = normalize_axes(start_dim, x.ndim), normalize_axes(end_dim, x.ndim)
+    return reshape(x, x.shape[:s] + (_numel(x.shape[s:e + 1]),) + x.shape[e + 1:])
+
+
+def pad(x: Any, pad: Sequence[int], value: float = 0.0) -> Any:
+    """torch-style constant pad: ``pad`` lists (left, right) pairs starting from the last dimension."""
+    if len(pad) % 2 or len(pad) // 2 > x.ndim:
+        raise ValueError(f"pad {tuple(pad)} must have an even length of at most 2 * ndim = {2 * x.ndim}")
+    if any(int(p) < 0 for p in pad):
+        raise ValueError(f"negative padding {tuple(pad)} is not supported")
+    widths = [(0, 0)] * x.ndim
+    for i in range(len(pad) // 2):
+        widths[x.ndim - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))
+    return call(PAD, x, widths=tuple(widths), value=float(value))
+
+
+def cat(tensors: Sequence[Any], dim: int = 0) -> Any:
+    """Concatenate along ``dim``; tensors are promoted to a common dtype."""
+    from .elementwise import cast
+
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("cat() needs at least one tensor")
+    ref = tensors[0]
+    (axis,) = normalize_axes(dim, ref.ndim)
+    for t in tensors[1:]:
+        if t.ndim != ref.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, ref.shape)) if i != axis):
+            raise ValueError(f"cat() shapes {ref.shape} and {t.shape} differ outside dimension {axis}")
+    target = dt.result_type(*[t.dtype for t in tensors])
+    return call(CONCAT, *[cast(t, target) for t in tensors], axis=axis)
+
+
+def stack(tensors: Sequence[Any], dim: int = 0) -> Any:
+    """Join tensors of one shape along a new dimension."""
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("stack() needs at least one tensor")
+    for t in tensors[1:]:
+        if t.shape != tensors[0].shape:
+            raise ValueError(f"stack() needs tensors of one shape, got {tensors[0].shape} and {t.shape}")
+    return cat([unsqueeze(t, dim) for t in tensors], dim)
+
+
+def _check_index_tensor(idx: Any, size: int) -> None:
+    if idx.dtype not in (dt.int64, dt.int32):
+        raise TypeError(f"indices must be an int64 or int32 tensor, got {idx.dtype.name}")
+
+
+def take(x: Any, indices: Any, dim: int) -> Any:
+    """Gather along ``dim`` with integer ``indices`` of any shape (result: x.shape with dim replaced by indices.shape)."""
+    from .elementwise import cast
+
+    (axis,) = normalize_axes(dim, x.ndim)
+    _check_index_tensor(indices, x.shape[axis])
+    flat = cast(indices, dt.int64).reshape(-1)
+    out = call(TAKE, x, flat, axis=axis)
+    return out.reshape(x.shape[:axis] + indices.shape + x.shape[axis + 1:])
+
+
+def index_add(src: Any, indices: Any, dim: int, size: int) -> Any:
+    """Zeros of ``src``'s shape with ``size`` along ``dim``, plus ``src`` added at ``indices``."""
+    from .elementwise import cast
+
+    (axis,) = normalize_axes(dim, src.ndim)
+    _check_index_tensor(indices, size)
+    return call(SCATTER_ADD, src, cast(indices, dt.int64).reshape(-1), axis=axis, size=int(size))
+
+
+def _normalize_basic_index(index: tuple, shape: tuple[int, ...]) -> tuple[tuple, tuple[int, ...]]:
+    """Split a basic index into a kernel index (ints and slices) and the result shape with ``None`` axes."""
+    n_ellipsis = sum(1 for i in index if i is Ellipsis)
+    if n_ellipsis > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    used = sum(1 for i in index if i is not None and i is not Ellipsis)
+    if used > len(shape):
+        raise IndexError(f"too many indices for a tensor of shape {shape}: {used} given")
+    expanded: list = []
+    for i in index:
+        if i is Ellipsis:
+            expanded.extend([slice(None)] * (len(shape) - used))
+        else:
+            expanded.append(i)
+    kernel_index: list = []
+    out_shape: list[int] = []
+    axis = 0
+    for i in expanded:
+        if i is None:
+            out_shape.append(1)
+            continue
+        n = shape[axis]
+        if isinstance(i, slice):
+            start, stop, step = i.indices(n)
+            if step == 0:
+                raise ValueError("slice step cannot be zero")
+            # slice.indices gives stop=-1 for "before index 0"; as a slice that would mean "the last".
+            kernel_index.append(slice(start, stop if stop >= 0 else None, step))
+            out_shape.append(len(range(start, stop, step)))
+        else:
+            if not -n <= i < n:
+                raise IndexError(f"index {i} is out of bounds for dimension {axis} with size {n}")
+            kernel_index.append(int(i) % n)
+        axis += 1
+    out_shape.extend(shape[axis:])
+    return tuple(kernel_index), tuple(out_shape)
+
+
+def getitem(x: Any, index: Any) -> Any:
+    """Basic indexing (ints, slices, None, ...) and one integer-tensor or list index."""
+    from ..tensor import Tensor
+
+    if not isinstance(index, tuple):
+        index = (index,)
+    advanced = [j for j, i in enumerate(index) if isinstance(i, (Tensor, list))]
+    if advanced:
+        if len(advanced) > 1 or any(i is None or i is Ellipsis for i in index):
+            raise IndexError("only one integer-tensor index (without None or ...) is supported; index step by step")
+        j = advanced[0]
+        idx = index[j]
+        if isinstance(idx, list):
+            idx = x._new_tensor(idx, dt.int64)
+        if idx.dtype == dt.bool_:
+            raise IndexError("boolean-mask indexing is not supported; use ampcore.where(mask, x, 0) instead")
+        rest = getitem(x, index[:j] + (slice(None),) + index[j + 1:])
+        axis = sum(1 for i in index[:j] if not isinstance(i, int))
+        return take(rest, idx, axis)
+    for i in index:
+        if not (i is None or i is Ellipsis or isinstance(i, (int, slice))) or isinstance(i, bool):
+            raise IndexError(f"unsupported index {i!r}: use ints, slices, None, ... or one integer tensor")
+    kernel_index, out_shape = _normalize_basic_index(index, x.shape)
+    out = call(SLICE, x, index=kernel_index) if kernel_index else x
+    return reshape(out, out_shape)

@@ -1,0 +1,496 @@
+"""Tensor: a backend array with a dtype, a device and an autograd history.
+
+Arrays are treated as immutable by ops; "in-place" methods (``add_``,
+``copy_``, ``__setitem__``) compute a new array and rebind it, so a failed op
+never leaves a tensor half-written.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+
+from . import dtypes as dt
+from .autograd import is_grad_enabled, run_backward
+from .device import Device, DeviceLike
+from .dtypes import DType
+from .ops import elementwise as ew
+from .ops import linalg, reduction, shape
+
+__all__ = ["Tensor"]
+
+_caps_cache: dict[tuple[str, int], Any] = {}
+
+
+def capabilities_of(backend: Any, index: int) -> Any:
+    """Capabilities of one device, cached (they do not change while the process runs)."""
+    key = (backend.name, index)
+    caps = _caps_cache.get(key)
+    if caps is None:
+        caps = _caps_cache[key] = backend.capabilities(index)
+    return caps
+
+
+def check_storable(backend: Any, index: int, dtype: DType) -> None:
+    """TypeError naming the dtype, device and what it can store, if ``dtype`` cannot live there."""
+    caps = capabilities_of(backend, index)
+    if dtype not in caps.storable:
+        can = ", ".join(sorted(d.name for d in caps.storable))
+        raise TypeError(f"device '{backend.name}:{index}' cannot store {dtype.name} tensors; it can store {can}")
+
+
+class Tensor:
+    """An n-dimensional array on a backend device, with autograd."""
+
+    __slots__ = ("_data", "_backend", "device", "dtype", "shape", "requires_grad", "grad", "grad_fn", "__weakref__")
+    __array_ufunc__ = None  # make NumPy defer to our reflected operators
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def _wrap(cls, data: Any, device: Device, backend: Any, grad_fn: Any = None,
+              requires_grad: bool = False) -> "Tensor":
+        t = object.__new__(cls)
+        t._data = data
+        t._backend = backend
+        t.device = device
+        t.dtype = backend.dtype_of(data)
+        t.shape = backend.shape_of(data)
+        t.requires_grad = bool(requires_grad or grad_fn is not None)
+        t.grad = None
+        t.grad_fn = grad_fn
+        return t
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        raise TypeError("create tensors with ampcore.tensor(data, dtype=..., device=...), not Tensor(...)")
+
+    def _new_tensor(self, data: Any, dtype: DType | None = None) -> "Tensor":
+        from .creation import tensor
+
+        return tensor(data, dtype=dtype, device=self.device)
+
+    def _backend_check_storable(self, dtype: DType) -> None:
+        check_storable(self._backend, self.device.index, dtype)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def size(self, dim: int | None = None) -> Any:
+        return self.shape if dim is None else self.shape[dim]
+
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held on the device (2 per element for float16/bfloat16)."""
+        return self._backend.nbytes(self._data)
+
+    @property
+    def T(self) -> "Tensor":
+        return self.permute(tuple(reversed(range(self.ndim))))
+
+    @property
+    def mT(self) -> "Tensor":
+        return self.transpose(-2, -1)
+
+    def t(self) -> "Tensor":
+        if self.ndim > 2:
+            raise ValueError(f"t() expects a tensor with <= 2 dimensions, got shape {self.shape}; use .mT or .transpose")
+        return self.T
+
+    # ------------------------------------------------------------------ host conversion
+    def numpy(self) -> np.ndarray:
+        """A host copy as a NumPy array (bfloat16 as ``ml_dtypes.bfloat16``)."""
+        return np.asarray(self._backend.to_numpy(self._data))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        a = self.numpy()
+        return a.astype(dtype) if dtype is not None else a
+
+    def tolist(self) -> Any:
+        return self.numpy().astype(np.float64 if self.dtype.is_floating_point else self.dtype.numpy).tolist()
+
+    def item(self) -> Any:
+        """The value of a one-element tensor as a Python number."""
+        if self.numel() != 1:
+            raise ValueError(f"item() needs a tensor with one element, got shape {self.shape}")
+        return self.numpy().reshape(()).item() if self.dtype not in dt.LOW_PRECISION_DTYPES \
+            else float(self.numpy().reshape(()))
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise ValueError(f"the truth value of a tensor with {self.numel()} elements is ambiguous; "
+                             "use .any()-style reductions explicitly")
+        return bool(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.is_floating_point:
+            raise TypeError("only integer tensors of one element can be used as an index")
+        return int(self.item())
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self) -> Iterator["Tensor"]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.numpy().astype(np.float64) if self.dtype in dt.LOW_PRECISION_DTYPES
+                               else self.numpy(), separator=", ", threshold=100, precision=4)
+        extra = f", grad_fn={self.grad_fn!r}" if self.grad_fn else (", requires_grad=True" if self.requires_grad else "")
+        return f"tensor({body}, dtype={self.dtype.name}, device='{self.device}'{extra})"
+
+    __hash__ = object.__hash__
+
+    # ------------------------------------------------------------------ devices and dtypes
+    def to(self, *args: Any, dtype: Any = None, device: DeviceLike | None = None) -> "Tensor":
+        """``.to(device)``, ``.to(dtype)`` or ``.to(device, dtype)``; differentiable for dtype changes."""
+        for a in args:
+            if isinstance(a, DType) or (isinstance(a, str) and _is_dtype_name(a)):
+                dtype = a
+            elif isinstance(a, (str, Device)):
+                device = a
+            elif isinstance(a, Tensor):
+                device, dtype = a.device, a.dtype
+            else:
+                raise TypeError(f"to() takes a device, a dtype or a tensor, got {a!r}")
+        out = self
+        if device is not None:
+            from .plugins import registry
+
+            target = registry.resolve(device)
+            if target != self.device:
+                out = _move(self, target, registry.get_backend(target.type))
+        if dtype is not None:
+            out = ew.cast(out, dt.as_dtype(dtype))
+        return out
+
+    def float(self) -> "Tensor":
+        return self.to(dt.float32)
+
+    def double(self) -> "Tensor":
+        return self.to(dt.float64)
+
+    def half(self) -> "Tensor":
+        return self.to(dt.float16)
+
+    def bfloat16(self) -> "Tensor":
+        return self.to(dt.bfloat16)
+
+    def long(self) -> "Tensor":
+        return self.to(dt.int64)
+
+    def int(self) -> "Tensor":
+        return self.to(dt.int32)
+
+    def bool(self) -> "Tensor":
+        return self.to(dt.bool_)
+
+    def cpu(self) -> "Tensor":
+        return self.to("cpu")
+
+    def type_as(self, other: "Tensor") -> "Tensor":
+        return self.to(other.dtype)
+
+    # ------------------------------------------------------------------ autograd
+    def backward(self, gradient: "Tensor | None" = None, retain_graph: bool = False) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad``."""
+        if not self.requires_grad:
+            raise RuntimeError("backward() on a tensor that does not require grad and has no grad_fn; "
+                               "set requires_grad=True on the leaves you differentiate")
+        if gradient is None:
+            if self.numel() != 1:
+                raise RuntimeError(f"backward() without a gradient needs a scalar output, got shape {self.shape}; "
+                                   "pass gradient=ones_like(output) or reduce (e.g. .sum()) first")
+            grad = self._backend.kernels.full(self.shape, 1.0, self.dtype, self.device.index)
+        else:
+            if not isinstance(gradient, Tensor) or gradient.shape != self.shape:
+                got = gradient.shape if isinstance(gradient, Tensor) else type(gradient).__name__
+                raise ValueError(f"gradient must be a tensor of shape {self.shape}, got {got}")
+            grad = gradient.to(device=self.device, dtype=self.dtype)._data
+        run_backward(self, grad, retain_graph=retain_graph)
+
+    def detach(self) -> "Tensor":
+        """The same values, cut from the graph (shares the array)."""
+        return Tensor._wrap(self._data, self.device, self._backend)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        if self.grad_fn is not None and not requires_grad:
+            raise RuntimeError("cannot unset requires_grad on a non-leaf tensor; use .detach()")
+        if requires_grad and not self.dtype.is_floating_point:
+            raise TypeError(f"only floating tensors can require gradients, got {self.dtype.name}")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def clone(self) -> "Tensor":
+        """A copy with its own storage; differentiable."""
+        return ew.call(ew.CAST, self, dtype=self.dtype)
+
+    # ------------------------------------------------------------------ in-place (rebinding)
+    def _check_inplace(self) -> None:
+        if is_grad_enabled() and self.requires_grad:
+            kind = "a leaf tensor that requires grad" if self.is_leaf else "a tensor in the autograd graph"
+            raise RuntimeError(f"in-place change of {kind}; do it under ampcore.no_grad() or on .detach()")
+
+    def _assign(self, other: "Tensor") -> "Tensor":
+        if other.shape != self.shape:
+            other = other.expand(self.shape)
+        self._data = ew.cast(other.detach(), self.dtype)._data if other.dtype != self.dtype else other._data
+        return self
+
+    def copy_(self, src: Any) -> "Tensor":
+        """Overwrite the values with ``src`` (broadcast and cast to this tensor's shape and dtype)."""
+        self._check_inplace()
+        src = src if isinstance(src, Tensor) else self._new_tensor(src, self.dtype)
+        return self._assign(src.to(device=self.device))
+
+    def zero_(self) -> "Tensor":
+        return self.fill_(0)
+
+    def fill_(self, value: float) -> "Tensor":
+        self._check_inplace()
+        self._data = self._backend.kernels.full(self.shape, value, self.dtype, self.device.index)
+        return self
+
+    def add_(self, other: Any, alpha: float = 1.0) -> "Tensor":
+        self._check_inplace()
+        return self._assign(self + (other * alpha if alpha != 1.0 else other))
+
+    def mul_(self, other: Any) -> "Tensor":
+        self._check_inplace()
+        return self._assign(self * other)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self._check_inplace()
+        index = index if isinstance(index, tuple) else (index,)
+        if any(i is None for i in index):
+            raise IndexError("None is not supported in assignment indices")
+        kernel_index, selected = shape._normalize_basic_index(index, self.shape)
+        value = value if isinstance(value, Tensor) else self._new_tensor(value, self.dtype)
+        value = ew.cast(value.detach().to(device=self.device), self.dtype).expand(selected)
+        self._data = self._backend.kernels.slice_assign(self._data, kernel_index, value._data)
+
+    # ------------------------------------------------------------------ shape
+    reshape = shape.reshape
+    view = shape.reshape
+    permute = shape.permute
+    transpose = shape.transpose
+    expand = shape.expand
+    unsqueeze = shape.unsqueeze
+    squeeze = shape.squeeze
+    flatten = shape.flatten
+    __getitem__ = shape.getitem
+
+    def expand_as(self, other: "Tensor") -> "Tensor":
+        return self.expand(other.shape)
+
+    def contiguous(self) -> "Tensor":
+        return self
+
+    # ------------------------------------------------------------------ reductions
+    sum = reduction.sum
+    mean = reduction.mean
+    max = reduction.max
+    amax = reduction.amax
+    argmax = reduction.argmax
+    cumsum = reduction.cumsum
+
+    def min(self, dim: int | None = None, keepdim: bool = False) -> Any:
+        if dim is None:
+            return -reduction.amax(-self)
+        values, indices = reduction.max(-self, dim, keepdim)
+        return reduction.MaxResult(-values, indices)
+
+    def argmin(self, dim: int | None = None, keepdim: bool = False) -> "Tensor":
+        return reduction.argmax(-self, dim, keepdim)
+
+    def var(self, dim: Any = None, correction: int = 1, keepdim: bool = False) -> "Tensor":
+        """Variance with Bessel's ``correction`` (torch's default 1)."""
+        axes = reduction.normalize_axes(dim, self.ndim)
+        n = 1
+        for a in axes:
+            n *= self.shape[a]
+        centered = self - self.mean(axes, keepdim=True)
+        return (centered * centered).sum(axes, keepdim) / float(max(n - correction, 0) or float("nan"))
+
+    def std(self, dim: Any = None, correction: int = 1, keepdim: bool = False) -> "Tensor":
+        return self.var(dim, correction, keepdim).sqrt()
+
+    # ------------------------------------------------------------------ math
+    def exp(self) -> "Tensor":
+        return ew.unary("exp", self)
+
+    def log(self) -> "Tensor":
+        return ew.unary("log", self)
+
+    def sqrt(self) -> "Tensor":
+        return ew.unary("sqrt", self)
+
+    def rsqrt(self) -> "Tensor":
+        return ew.unary("rsqrt", self)
+
+    def tanh(self) -> "Tensor":
+        return ew.unary("tanh", self)
+
+    def sigmoid(self) -> "Tensor":
+        return ew.unary("sigmoid", self)
+
+    def sin(self) -> "Tensor":
+        return ew.unary("sin", self)
+
+    def cos(self) -> "Tensor":
+        return ew.unary("cos", self)
+
+    def erf(self) -> "Tensor":
+        return ew.unary("erf", self)
+
+    def abs(self) -> "Tensor":
+        return ew.unary("abs", self)
+
+    def sign(self) -> "Tensor":
+        return ew.unary("sign", self)
+
+    def relu(self) -> "Tensor":
+        return ew.binary("maximum", self, 0.0) if self.dtype.is_floating_point else ew.binary("maximum", self, 0)
+
+    def pow(self, exponent: Any) -> "Tensor":
+        return ew.binary("pow", self, exponent)
+
+    def clamp(self, min: float | None = None, max: float | None = None) -> "Tensor":  # noqa: A002 - torch names
+        out = self
+        if min is not None:
+            out = ew.binary("maximum", out, min)
+        if max is not None:
+            out = ew.binary("minimum", out, max)
+        return out
+
+    clip = clamp
+
+    def maximum(self, other: Any) -> "Tensor":
+        return ew.binary("maximum", self, other)
+
+    def minimum(self, other: Any) -> "Tensor":
+        return ew.binary("minimum", self, other)
+
+    def masked_fill(self, mask: "Tensor", value: float) -> "Tensor":
+        return ew.where(mask, value, self)
+
+    def matmul(self, other: "Tensor") -> "Tensor":
+        return linalg.matmul(self, other)
+
+    def softmax(self, dim: int) -> "Tensor":
+        from .nn import functional as F
+
+        return F.softmax(self, dim)
+
+    def log_softmax(self, dim: int) -> "Tensor":
+        from .nn import functional as F
+
+        return F.log_softmax(self, dim)
+
+    # ------------------------------------------------------------------ operators
+    def __add__(self, o: Any) -> "Tensor":
+        return ew.binary("add", self, o)
+
+    def __radd__(self, o: Any) -> "Tensor":
+        return ew.binary("add", o, self)
+
+    def __sub__(self, o: Any) -> "Tensor":
+        return ew.binary("sub", self, o)
+
+    def __rsub__(self, o: Any) -> "Tensor":
+        return ew.binary("sub", o, self)
+
+    def __mul__(self, o: Any) -> "Tensor":
+        return ew.binary("mul", self, o)
+
+    def __rmul__(self, o: Any) -> "Tensor":
+        return ew.binary("mul", o, self)
+
+    def __truediv__(self, o: Any) -> "Tensor":
+        return ew.binary("div", self, o)
+
+    def __rtruediv__(self, o: Any) -> "Tensor":
+        return ew.binary("div", o, self)
+
+    def __pow__(self, o: Any) -> "Tensor":
+        return ew.binary("pow", self, o)
+
+    def __rpow__(self, o: Any) -> "Tensor":
+        return ew.binary("pow", o, self)
+
+    def __matmul__(self, o: "Tensor") -> "Tensor":
+        return linalg.matmul(self, o)
+
+    def __rmatmul__(self, o: "Tensor") -> "Tensor":
+        return linalg.matmul(o, self)
+
+    def __neg__(self) -> "Tensor":
+        return ew.unary("neg", self)
+
+    def __pos__(self) -> "Tensor":
+        return self
+
+    def __abs__(self) -> "Tensor":
+        return ew.unary("abs", self)
+
+    def __eq__(self, o: Any) -> "Tensor":  # type: ignore[override]
+        return ew.compare("eq", self, o)
+
+    def __ne__(self, o: Any) -> "Tensor":  # type: ignore[override]
+        return ew.compare("ne", self, o)
+
+    def __lt__(self, o: Any) -> "Tensor":
+        return ew.compare("lt", self, o)
+
+    def __le__(self, o: Any) -> "Tensor":
+        return ew.compare("le", self, o)
+
+    def __gt__(self, o: Any) -> "Tensor":
+        return ew.compare("gt", self, o)
+
+    def __ge__(self, o: Any) -> "Tensor":
+        return ew.compare("ge", self, o)
+
+
+def _is_dtype_name(name: str) -> bool:
+    try:
+        dt.as_dtype(name)
+        return True
+    except ValueError:
+        return False
+
+
+def _move(t: Tensor, target: Device, backend: Any) -> Tensor:
+    """Copy ``t`` to another device through the host."""
+    if t.grad_fn is not None:
+        raise RuntimeError(f"cannot move a tensor that is part of an autograd graph from '{t.device}' to "
+                           f"'{target}'; move the inputs before computing")
+    check_storable(backend, target.index, t.dtype)
+    data = backend.from_numpy(t._backend.to_numpy(t._data), t.dtype, target.index)
+    return Tensor._wrap(data, target, backend, requires_grad=t.requires_grad)

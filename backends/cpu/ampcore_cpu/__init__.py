@@ -1,0 +1,5 @@
+"""ampcore's NumPy CPU backend (entry point ``cpu``)."""
+
+from .plugin import CPUBackend
+
+__all__ = ["CPUBackend"]

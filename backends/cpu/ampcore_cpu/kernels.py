@@ -1,0 +1,244 @@
+"""NumPy kernels for every ampcore primitive.
+
+float64/float32/int/bool run natively.  float16 and bfloat16 are stored at 2
+bytes per element and computed in float32, with one round-to-nearest-even on
+the way out: the numbers a tensor core's fp32-accumulating GEMM gives.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ampcore import dtypes as dt
+
+F32 = np.dtype(np.float32)
+LOW = frozenset({dt.float16.numpy, dt.bfloat16.numpy})
+CHUNK = 1 << 16  # elements per cache-sized block in the fused passes
+
+_erf64 = np.frompyfunc(math.erf, 1, 1)
+
+
+def _np(dtype: Any) -> np.dtype:
+    return dtype.numpy if isinstance(dtype, dt.DType) else np.dtype(dtype)
+
+
+def _up(x: Any) -> Any:
+    """float16/bfloat16 arrays as float32; everything else unchanged (scalars too)."""
+    return x.astype(F32) if isinstance(x, np.ndarray) and x.dtype in LOW else x
+
+
+def _lowp(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``fn`` in float32 for low-precision inputs and round the result once to their dtype."""
+
+    def kernel(*args: Any) -> Any:
+        arrays = [a for a in args if isinstance(a, np.ndarray)]
+        dtype = arrays[0].dtype
+        if dtype in LOW:
+            return np.asarray(fn(*[_up(a) for a in args])).astype(dtype)
+        out = np.asarray(fn(*args))
+        return out if out.dtype == dtype else out.astype(dtype)
+
+    kernel.__name__ = getattr(fn, "__name__", "kernel")
+    return kernel
+
+
+def _compare(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return lambda a, b: np.asarray(fn(_up(a), _up(b)))
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    e = np.exp(-np.abs(x))  # never overflows
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    # NumPy has no erf ufunc; math.erf is correctly rounded in float64.
+    return _erf64(x.astype(np.float64)).astype(np.float64)
+
+
+def _sign(x: np.ndarray) -> np.ndarray:
+    return np.sign(x) if x.dtype != np.bool_ else x.copy()
+
+
+def _rsqrt(x: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return 1.0 / np.sqrt(x)
+
+
+def _quiet(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """IEEE results (inf, NaN) without NumPy's floating-point warnings."""
+
+    def kernel(*args: Any) -> Any:
+        with np.errstate(all="ignore"):
+            return fn(*args)
+
+    return kernel
+
+
+UNARY = {
+    "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": _rsqrt,
+    "tanh": np.tanh, "sigmoid": _sigmoid, "erf": _erf, "sign": _sign, "sin": np.sin, "cos": np.cos,
+}
+BINARY = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
+    "maximum": np.maximum, "minimum": np.minimum,
+}
+COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+           "ge": np.greater_equal}
+
+
+def cast(x: np.ndarray, dtype: Any) -> np.ndarray:
+    return x.astype(_np(dtype))  # astype always copies: the contract's "new array"
+
+
+def where(cond: np.ndarray, a: Any, b: Any) -> np.ndarray:
+    dtype = next(v.dtype for v in (a, b) if isinstance(v, np.ndarray))
+    as_arr = lambda v: v if isinstance(v, np.ndarray) else np.asarray(v, dtype=dtype)  # noqa: E731
+    return np.where(cond, as_arr(a), as_arr(b)).astype(dtype, copy=False)
+
+
+def _accumulator(x: np.ndarray) -> Any:
+    if x.dtype.kind in "biu":
+        return np.int64
+    return np.float64 if x.dtype == np.float64 else np.float32
+
+
+def reduce_sum(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+    acc = _accumulator(x)
+    out = np.sum(x, axis=axes, dtype=acc, keepdims=keepdims)
+    return np.asarray(out).astype(x.dtype if x.dtype.kind == "f" else np.int64, copy=False)
+
+
+def reduce_max(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+    return np.asarray(np.max(x, axis=axes, keepdims=keepdims))
+
+
+def argmax(x: np.ndarray, axis: int) -> np.ndarray:
+    return np.asarray(np.argmax(_up(x), axis=axis)).astype(np.int64, copy=False)
+
+
+def cumsum(x: np.ndarray, axis: int) -> np.ndarray:
+    acc = _accumulator(x)
+    return np.cumsum(x, axis=axis, dtype=acc).astype(x.dtype if x.dtype.kind == "f" else np.int64, copy=False)
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype in LOW:
+        # BLAS sgemm: fp32 products and accumulation, one rounding on output.
+        return np.matmul(a.astype(F32), b.astype(F32)).astype(a.dtype)
+    return np.matmul(a, b)
+
+
+def slice_(x: np.ndarray, index: tuple) -> np.ndarray:
+    return x[index]
+
+
+def slice_assign(base: np.ndarray, index: tuple, values: np.ndarray) -> np.ndarray:
+    out = base.copy()
+    out[index] = values
+    return out
+
+
+def pad(x: np.ndarray, widths: Sequence[tuple[int, int]], value: float) -> np.ndarray:
+    out = np.full(tuple(n + lo + hi for n, (lo, hi) in zip(x.shape, widths)), value, dtype=x.dtype)
+    out[tuple(slice(lo, lo + n) for n, (lo, _) in zip(x.shape, widths))] = x
+    return out
+
+
+def concat(xs: Sequence[np.ndarray], axis: int) -> np.ndarray:
+    return np.concatenate(list(xs), axis=axis)
+
+
+def take(x: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarray:
+    return np.take(x, indices, axis=axis)
+
+
+def scatter_add(src: np.ndarray, indices: np.ndarray, axis: int, size: int) -> np.ndarray:
+    moved = np.moveaxis(_up(src), axis, 0)
+    out = np.zeros((size,) + moved.shape[1:], dtype=moved.dtype)
+    np.add.at(out, indices, moved)
+    return np.moveaxis(out, 0, axis).astype(src.dtype, copy=False)
+
+
+def full(shape: tuple[int, ...], value: Any, dtype: Any, device_index: int = 0) -> np.ndarray:
+    return np.full(shape, value, dtype=_np(dtype))
+
+
+def arange(start: float, stop: float, step: float, dtype: Any, device_index: int = 0) -> np.ndarray:
+    target = _np(dtype)
+    if target.kind in "iub":
+        return np.arange(start, stop, step, dtype=target)
+    return np.arange(start, stop, step, dtype=np.float64).astype(target)
+
+
+def uniform(shape: tuple[int, ...], dtype: Any, seed: int, device_index: int = 0) -> np.ndarray:
+    target = _np(dtype)
+    rng = np.random.default_rng(seed)
+    return rng.random(shape, dtype=np.float64 if target == np.float64 else np.float32).astype(target, copy=False)
+
+
+def normal(shape: tuple[int, ...], dtype: Any, seed: int, device_index: int = 0) -> np.ndarray:
+    target = _np(dtype)
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(shape, dtype=np.float64 if target == np.float64 else np.float32).astype(target, copy=False)
+
+
+def unscale_and_check(grads: list[np.ndarray], inv_scale: np.ndarray, found_inf: np.ndarray) -> tuple[list, np.ndarray]:
+    """Multiply in place by ``inv_scale`` and look for inf/NaN, block by block while it is in cache."""
+    inv = inv_scale.reshape(())[()]
+    bad = False
+    out = []
+    for g in grads:
+        if not (g.flags.writeable and g.flags.c_contiguous):
+            g = np.ascontiguousarray(g).copy()
+        flat = g.reshape(-1)
+        for start in range(0, flat.size, CHUNK):
+            block = flat[start:start + CHUNK]
+            np.multiply(block, inv, out=block)
+            if not bad and not np.isfinite(block).all():
+                bad = True
+        out.append(g)
+    if bad:
+        found_inf[...] = 1.0
+    return out, found_inf
+
+
+def update_scale(scale: np.ndarray, growth_tracker: np.ndarray, found_inf: np.ndarray, growth_factor: float,
+                 backoff_factor: float, growth_interval: int) -> tuple[np.ndarray, np.ndarray]:
+    """torch's rule: back off and reset on inf; grow every ``growth_interval`` clean steps (unless that overflows)."""
+    scale, tracker = scale.copy(), growth_tracker.copy()
+    if found_inf.reshape(())[()] != 0:
+        scale *= np.float32(backoff_factor)
+        tracker[...] = 0
+    else:
+        successful = tracker + 1
+        if successful.reshape(())[()] == growth_interval:
+            grown = scale * np.float32(growth_factor)
+            if np.isfinite(grown).all():
+                scale = grown
+            tracker[...] = 0
+        else:
+            tracker = successful
+    return scale, tracker
+
+
+def primitive_table() -> dict[str, Callable[..., Any]]:
+    """Every primitive kernel, keyed by its contract name."""
+    table: dict[str, Callable[..., Any]] = {}
+    for name, fn in UNARY.items():
+        table[name] = _quiet(_lowp(fn))
+    for name, fn in BINARY.items():
+        table[name] = _quiet(_lowp(fn))
+    for name, fn in COMPARE.items():
+        table[name] = _compare(fn)
+    table.update(
+        cast=_quiet(cast), where=where, sum=reduce_sum, max=reduce_max, argmax=argmax, cumsum=cumsum,
+        matmul=matmul, reshape=np.reshape, transpose=np.transpose, broadcast_to=np.broadcast_to,
+        slice=slice_, slice_assign=slice_assign, pad=pad, concat=concat, take=take, scatter_add=scatter_add,
+        full=full, arange=arange, uniform=uniform, normal=normal,
+        unscale_and_check=unscale_and_check, update_scale=update_scale,
+    )
+    return table

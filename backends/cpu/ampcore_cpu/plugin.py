@@ -1,0 +1,72 @@
+"""The ``cpu`` backend: NumPy, with bfloat16/float16 emulated exactly.
+
+Registered under the ``ampcore.backends`` entry point ``cpu``; uses only
+ampcore's public API, like any third-party backend.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+import ampcore
+from ampcore import dtypes as dt
+from ampcore.plugins import hookimpl
+
+from .kernels import primitive_table
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def _memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+class CPUBackend(ampcore.Backend):
+    """NumPy arrays in host memory; BLAS for matmul."""
+
+    name = "cpu"
+    priority = 100
+
+    def capabilities(self, index: int = 0) -> ampcore.Capabilities:
+        return ampcore.Capabilities(
+            device_name=_cpu_name(),
+            storable=frozenset(dt.ALL_DTYPES),
+            native=frozenset({dt.float64, dt.float32, dt.int64, dt.int32, dt.bool_}),
+            emulated=frozenset({dt.float16, dt.bfloat16}),
+            autocast_dtype=dt.bfloat16,
+            policy="cpu",
+            memory_bytes=_memory_bytes(),
+            extra={"numpy": np.__version__, "cores": os.cpu_count()},
+        )
+
+    def kernel_functions(self) -> Mapping[str, Callable[..., Any]]:
+        from .fused import fused_table
+
+        return {**primitive_table(), **fused_table()}
+
+    def from_numpy(self, array: np.ndarray, dtype: Any, device_index: int = 0) -> np.ndarray:
+        return np.array(array, dtype=dtype.numpy, copy=True)
+
+    def to_numpy(self, array: np.ndarray) -> np.ndarray:
+        return np.array(array, copy=True)
+
+
+@hookimpl
+def ampcore_backends() -> list[ampcore.Backend]:
+    return [CPUBackend()]
