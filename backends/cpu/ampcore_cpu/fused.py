@@ -1,4 +1,4 @@
-"""Fused kernels of the CPU backend (optional tier of the contract)."""
+"""Fused kernels of the CPU backend (the optional tier of the contract)."""
 
 from __future__ import annotations
 
@@ -6,4 +6,8 @@ from typing import Any, Callable
 
 
 def fused_table() -> dict[str, Callable[..., Any]]:
-    return {}
+    """Every fused kernel this backend implements natively."""
+    from .fused_nn import NN_KERNELS
+    from .fused_optim import OPTIM_KERNELS
+
+    return {**NN_KERNELS, **OPTIM_KERNELS}

@@ -1,0 +1,3 @@
+"""Fused softmax / log-softmax / GELU kernels for the CPU backend."""
+
+NN_KERNELS: dict = {}

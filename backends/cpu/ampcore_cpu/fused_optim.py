@@ -1,0 +1,3 @@
+"""Fused optimizer-step kernels for the CPU backend."""
+
+OPTIM_KERNELS: dict = {}
