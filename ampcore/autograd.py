@@ -44,7 +44,7 @@ class set_grad_enabled:
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with type(self)(self.mode):
+            with set_grad_enabled(self.mode):
                 return fn(*args, **kwargs)
 
         return wrapper
@@ -144,9 +144,11 @@ def _accumulate_leaf(leaf: "Tensor", g: Any) -> None:
     from .tensor import Tensor
 
     k = leaf._backend.kernels
-    if leaf._backend.dtype_of(g) != leaf.dtype:
-        g = k.cast(g, leaf.dtype)
     if leaf.grad is None:
-        leaf.grad = Tensor._wrap(g, leaf.device, leaf._backend)
+        # cast always copies: each leaf owns its .grad, since the scaler and
+        # fused optimizers may update gradients in place.
+        leaf.grad = Tensor._wrap(k.cast(g, leaf.dtype), leaf.device, leaf._backend)
     else:
+        if leaf._backend.dtype_of(g) != leaf.dtype:
+            g = k.cast(g, leaf.dtype)
         leaf.grad = Tensor._wrap(k.add(leaf.grad._data, g), leaf.device, leaf._backend)

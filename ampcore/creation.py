@@ -111,7 +111,7 @@ def tensor(data: Any, dtype: Any = None, device: DeviceLike | None = None, requi
     dev, backend = _place(device, target)
     if requires_grad and not target.is_floating_point:
         raise TypeError(f"only floating tensors can require gradients, got dtype {target.name}")
-    out = Tensor._wrap(backend.from_numpy(np.ascontiguousarray(array), target, dev.index), dev, backend)
+    out = Tensor._wrap(backend.from_numpy(np.asarray(array, order="C"), target, dev.index), dev, backend)
     out.requires_grad = bool(requires_grad)
     return out
 

@@ -94,6 +94,8 @@ def _grad_pow_base(k, a, b, y, g):
 
 def _grad_pow_exp(k, a, b, y, g):
     # d(a**b)/db = a**b * log(a); define it as 0 where a == 0 (torch does the same for b > 0).
+    if isinstance(a, Scalar):
+        return k.mul(g, k.mul(y, math.log(a))) if a != 0 else k.mul(g, 0.0)
     return k.mul(g, k.where(k.eq(a, 0.0), 0.0, k.mul(y, k.log(a))))
 
 

@@ -216,7 +216,8 @@ def update_scale(scale: np.ndarray, growth_tracker: np.ndarray, found_inf: np.nd
     else:
         successful = tracker + 1
         if successful.reshape(())[()] == growth_interval:
-            grown = scale * np.float32(growth_factor)
+            with np.errstate(over="ignore"):
+                grown = scale * np.float32(growth_factor)
             if np.isfinite(grown).all():
                 scale = grown
             tracker[...] = 0

@@ -1,0 +1,97 @@
+import numpy as np
+import pytest
+
+import ampcore
+from ampcore import dtypes as dt
+
+
+def test_gradients_accumulate_across_backward_calls():
+    x = ampcore.tensor([1.0, 2.0], requires_grad=True)
+    (x * x).sum().backward()
+    (x * 3.0).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [5.0, 7.0])
+
+
+def test_diamond_graph_sums_both_paths():
+    x = ampcore.tensor(3.0, requires_grad=True)
+    y = x * 2.0
+    z = y * y + y  # dz/dx = (2y + 1) * 2
+    z.backward()
+    assert x.grad.item() == pytest.approx((2 * 6 + 1) * 2)
+
+
+def test_second_backward_without_retain_graph_raises_clearly():
+    x = ampcore.tensor([1.0], requires_grad=True)
+    y = (x.exp() * 2.0).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match="retain_graph=True"):
+        y.backward()
+    z = (x.exp() * 2.0).sum()
+    z.backward(retain_graph=True)
+    z.backward()
+
+
+def test_backward_on_non_scalar_needs_a_gradient():
+    x = ampcore.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"scalar output, got shape \(3,\)"):
+        (x * 2.0).backward()
+    (x * 2.0).backward(ampcore.ones(3))
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0, 2.0])
+
+
+def test_backward_without_grad_raises():
+    with pytest.raises(RuntimeError, match="requires_grad"):
+        ampcore.ones(2).sum().backward()
+
+
+def test_no_grad_records_nothing_and_restores():
+    x = ampcore.ones(2, requires_grad=True)
+    with ampcore.no_grad():
+        y = x * 2.0
+        assert not ampcore.is_grad_enabled()
+        with ampcore.enable_grad():
+            assert (x * 2.0).requires_grad
+    assert ampcore.is_grad_enabled()
+    assert y.grad_fn is None and not y.requires_grad
+
+
+def test_no_grad_as_decorator():
+    @ampcore.no_grad()
+    def f(t):
+        return t * 2.0
+
+    assert not f(ampcore.ones(1, requires_grad=True)).requires_grad
+
+
+def test_detach_cuts_the_graph():
+    x = ampcore.ones(2, requires_grad=True)
+    d = (x * 2.0).detach()
+    assert d.grad_fn is None and not d.requires_grad
+
+
+def test_leaf_gradients_are_separate_arrays():
+    # a + b sends the same upstream array to both leaves; each leaf must own its .grad
+    # (the scaler unscales gradients in place).
+    a = ampcore.ones(3, requires_grad=True)
+    b = ampcore.ones(3, requires_grad=True)
+    (a + b).sum().backward()
+    assert a.grad._data is not b.grad._data
+    a.grad._data *= 2.0
+    np.testing.assert_array_equal(b.grad.numpy(), [1.0, 1.0, 1.0])
+
+
+def test_float32_parameter_gets_float32_grad_through_low_precision_compute():
+    w = ampcore.randn(4, 3, requires_grad=True)
+    x = ampcore.randn(2, 4).to("bfloat16")
+    y = x @ w.to("bfloat16")
+    assert y.dtype is dt.bfloat16
+    y.float().sum().backward()
+    assert w.grad.dtype is dt.float32
+    expected = x.float().numpy().T @ np.ones((2, 3), np.float32)
+    np.testing.assert_allclose(w.grad.numpy(), expected, rtol=2 ** -7, atol=2 ** -7)
+
+
+def test_integer_outputs_are_not_differentiable():
+    x = ampcore.randn(3, 4, requires_grad=True)
+    assert not x.argmax(1).requires_grad
+    assert not (x > 0).requires_grad

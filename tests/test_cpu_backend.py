@@ -1,0 +1,149 @@
+"""Numerics of the NumPy CPU backend: exact rounding of the 2-byte float types,
+storage size, low-precision compute and the AMP kernels."""
+
+import struct
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ampcore
+from ampcore import dtypes as dt
+
+K = ampcore.get_backend("cpu").kernels
+finite32 = st.floats(width=32, allow_nan=False, allow_infinity=True, allow_subnormal=True)
+
+
+def bf16_rne_reference(x: np.float32) -> int:
+    """Round-to-nearest-even float32 -> bfloat16 on the bit pattern (independent of ml_dtypes)."""
+    bits = int(np.array(x, np.float32).view(np.uint32))
+    if (bits & 0x7F800000) == 0x7F800000 and bits & 0x7FFFFF:
+        return None  # NaN: any NaN pattern will do
+    lsb = (bits >> 16) & 1
+    return ((bits + 0x7FFF + lsb) >> 16) & 0xFFFF
+
+
+@settings(max_examples=400, deadline=None)
+@given(finite32)
+def test_cast_to_bfloat16_rounds_to_nearest_even(v):
+    out = K.cast(np.array([v], np.float32), dt.bfloat16)
+    assert out.dtype == ml_dtypes.bfloat16
+    assert int(out.view(np.uint16)[0]) == bf16_rne_reference(np.float32(v))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False, min_value=-65519.0, max_value=65519.0))
+def test_cast_to_float16_rounds_to_nearest_even(v):
+    expected = struct.unpack("<H", struct.pack("<e", v))[0]  # CPython packs half with round-half-even
+    out = K.cast(np.array([v], np.float64), dt.float16)
+    assert int(out.view(np.uint16)[0]) == expected
+
+
+def test_nan_and_inf_survive_low_precision_casts():
+    a = np.array([np.nan, np.inf, -np.inf], np.float32)
+    for d in dt.LOW_PRECISION_DTYPES:
+        out = K.cast(a, d).astype(np.float32)
+        assert np.isnan(out[0]) and out[1] == np.inf and out[2] == -np.inf
+    assert np.isinf(K.cast(np.array([70000.0], np.float32), dt.float16).astype(np.float32)[0])
+
+
+bf16_values = st.floats(width=32, allow_nan=False, allow_infinity=False, min_value=-2.0**100, max_value=2.0**100).map(
+    lambda v: np.array([v], np.float32).astype(ml_dtypes.bfloat16))
+
+
+@settings(max_examples=300, deadline=None)
+@given(bf16_values, bf16_values)
+def test_bfloat16_multiply_is_the_exactly_rounded_product(a, b):
+    # bf16 x bf16 is exact in float32, so computing in float32 and rounding once
+    # must equal rounding the exact (float64) product once.
+    out = K.mul(a, b)
+    with np.errstate(over="ignore"):
+        exact = np.float32(a.astype(np.float64)[0] * b.astype(np.float64)[0])
+    assert out.dtype == ml_dtypes.bfloat16
+    ref = bf16_rne_reference(exact)
+    assert int(out.view(np.uint16)[0]) == ref
+
+
+@pytest.mark.parametrize("d", dt.LOW_PRECISION_DTYPES, ids=lambda d: d.name)
+def test_low_precision_tensors_take_two_bytes_per_element(d):
+    t = ampcore.zeros(64, 32, dtype=d)
+    assert t.nbytes == 64 * 32 * 2
+    assert t.numpy().dtype == d.numpy
+
+
+@pytest.mark.parametrize("d", dt.LOW_PRECISION_DTYPES, ids=lambda d: d.name)
+def test_low_precision_matmul_accumulates_in_float32(d):
+    rng = np.random.default_rng(0)
+    k = 512
+    a = rng.standard_normal((16, k)).astype(d.numpy)
+    b = rng.standard_normal((k, 8)).astype(d.numpy)
+    out = K.matmul(a, b)
+    assert out.dtype == d.numpy
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    # one rounding to the output dtype (half an ulp) + float32 accumulation error
+    tol = dt.finfo(d).eps / 2 * np.abs(ref) + k * 2.0 ** -24 * bound
+    assert np.all(np.abs(out.astype(np.float64) - ref) <= tol)
+
+
+@pytest.mark.parametrize("d", dt.LOW_PRECISION_DTYPES, ids=lambda d: d.name)
+def test_low_precision_sum_accumulates_in_float32(d):
+    # 4096 ones summed in bf16/fp16 arithmetic would stall at 256 / 2048.
+    x = np.ones(4096, dtype=d.numpy)
+    assert float(K.sum(x, (0,), False)) == 4096.0
+
+
+def test_capabilities_report_emulated_low_precision():
+    caps = ampcore.get_backend("cpu").capabilities()
+    assert caps.emulated == {dt.float16, dt.bfloat16}
+    assert dt.float32 in caps.native and caps.autocast_dtype is dt.bfloat16
+    assert caps.storable == set(dt.ALL_DTYPES)
+
+
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+@pytest.mark.parametrize("where", [0, 77_777, -1])
+def test_unscale_and_check_finds_non_finite_anywhere(bad, where):
+    grads = [np.ones(10, np.float32), np.full(150_000, 4.0, np.float32), np.ones(0, np.float32)]
+    grads[1][where] = bad
+    found = np.zeros(1, np.float32)
+    out, found = K.unscale_and_check(grads, np.array([0.25], np.float32), found)
+    assert found[0] == 1.0
+    np.testing.assert_array_equal(out[0], 0.25)
+
+
+def test_unscale_and_check_is_exact_and_keeps_found_inf_set():
+    rng = np.random.default_rng(0)
+    g = rng.standard_normal(100_000).astype(np.float32)
+    expected = g * np.float32(2.0 ** -16)
+    found = np.zeros(1, np.float32)
+    (out,), found = K.unscale_and_check([g.copy()], np.array([2.0 ** -16], np.float32), found)
+    np.testing.assert_array_equal(out, expected)
+    assert found[0] == 0.0
+    found[0] = 1.0
+    _, found = K.unscale_and_check([np.ones(3, np.float32)], np.array([1.0], np.float32), found)
+    assert found[0] == 1.0  # a later clean group must not clear it
+
+
+def test_update_scale_follows_torch_rule():
+    scale, tracker = np.array([1024.0], np.float32), np.array([0], np.int32)
+    clean, inf = np.zeros(1, np.float32), np.ones(1, np.float32)
+    scale, tracker = K.update_scale(scale, tracker, clean, 2.0, 0.5, 3)
+    assert (scale[0], tracker[0]) == (1024.0, 1)
+    scale, tracker = K.update_scale(scale, tracker, clean, 2.0, 0.5, 3)
+    scale, tracker = K.update_scale(scale, tracker, clean, 2.0, 0.5, 3)
+    assert (scale[0], tracker[0]) == (2048.0, 0)
+    scale, tracker = K.update_scale(scale, tracker, inf, 2.0, 0.5, 3)
+    assert (scale[0], tracker[0]) == (1024.0, 0)
+    big = np.array([3e38], np.float32)
+    big, tracker = K.update_scale(big, np.array([0], np.int32), clean, 2.0, 0.5, 1)
+    assert big[0] == np.float32(3e38) and tracker[0] == 0  # growth to inf is refused
+
+
+def test_sigmoid_is_stable_for_large_inputs():
+    x = np.array([-1000.0, -30.0, 0.0, 30.0, 1000.0], np.float32)
+    out = K.sigmoid(x)
+    with np.errstate(over="ignore"):  # the float64 reference itself overflows to the right limit
+        ref = 1 / (1 + np.exp(-x.astype(np.float64)))
+    np.testing.assert_allclose(out, ref, rtol=1e-6)

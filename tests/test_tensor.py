@@ -1,0 +1,167 @@
+import numpy as np
+import pytest
+
+import ampcore
+from ampcore import dtypes as dt
+
+
+def test_python_data_gets_torch_default_dtypes():
+    assert ampcore.tensor([1.0, 2.0]).dtype is dt.float32
+    assert ampcore.tensor([1, 2]).dtype is dt.int64
+    assert ampcore.tensor([True]).dtype is dt.bool_
+    assert ampcore.tensor(np.zeros(3)).dtype is dt.float64  # NumPy arrays keep their dtype
+    assert ampcore.from_numpy(np.zeros(3, np.float16)).dtype is dt.float16
+
+
+def test_creation_functions_shapes_and_values():
+    assert ampcore.zeros(2, 3).shape == (2, 3)
+    assert ampcore.ones((4,), dtype="bfloat16").dtype is dt.bfloat16
+    np.testing.assert_array_equal(ampcore.full((2,), 7.0).numpy(), [7.0, 7.0])
+    np.testing.assert_array_equal(ampcore.arange(5).numpy(), np.arange(5))
+    assert ampcore.arange(0, 1, 0.25).dtype is dt.float32
+    assert ampcore.zeros_like(ampcore.ones(3, dtype="float16")).dtype is dt.float16
+
+
+def test_seeded_random_is_reproducible_and_distributed():
+    a = ampcore.randn(1000, generator=ampcore.Generator(7)).numpy()
+    b = ampcore.randn(1000, generator=ampcore.Generator(7)).numpy()
+    np.testing.assert_array_equal(a, b)
+    assert abs(a.mean()) < 0.15 and 0.85 < a.std() < 1.15
+    u = ampcore.rand(1000, generator=ampcore.Generator(1)).numpy()
+    assert u.min() >= 0.0 and u.max() < 1.0
+    ampcore.manual_seed(3)
+    c = ampcore.rand(4).numpy()
+    ampcore.manual_seed(3)
+    np.testing.assert_array_equal(c, ampcore.rand(4).numpy())
+
+
+def test_item_numpy_tolist():
+    t = ampcore.tensor([[1.5, 2.0]])
+    assert t[0, 1].item() == 2.0
+    assert t.tolist() == [[1.5, 2.0]]
+    assert isinstance(ampcore.tensor(3.0, dtype="bfloat16").item(), float)
+    with pytest.raises(ValueError, match=r"one element.*\(1, 2\)"):
+        t.item()
+
+
+def test_to_dtype_and_nbytes_of_low_precision():
+    t = ampcore.ones(10, 10)
+    assert t.nbytes == 400
+    assert t.to("bfloat16").nbytes == 200
+    assert t.half().nbytes == 200
+    assert t.to(dtype=dt.float64).dtype is dt.float64
+
+
+def test_operators_promote_like_torch():
+    h = ampcore.ones(2, dtype="float16")
+    f = ampcore.ones(2)
+    assert (h + f).dtype is dt.float32
+    assert (h * 2.0).dtype is dt.float16  # Python scalars are weak
+    assert (ampcore.tensor([1, 2]) * 2.5).dtype is dt.float32
+    assert (ampcore.tensor([1, 2]) / 2).dtype is dt.float32
+    assert (ampcore.tensor([1, 2]) + 1).dtype is dt.int64
+    assert (f > 0).dtype is dt.bool_
+    np.testing.assert_allclose((2.0 - f).numpy(), [1.0, 1.0])
+    np.testing.assert_allclose((2.0 ** ampcore.tensor([1.0, 3.0])).numpy(), [2.0, 8.0])
+
+
+def test_broadcast_mismatch_names_both_shapes():
+    with pytest.raises(ValueError, match=r"\(2, 3\) and \(4,\)"):
+        ampcore.ones(2, 3) + ampcore.ones(4)
+
+
+def test_matmul_mismatch_names_both_shapes():
+    with pytest.raises(ValueError, match=r"\(2, 3\) and \(4, 5\)"):
+        ampcore.ones(2, 3) @ ampcore.ones(4, 5)
+
+
+def test_matmul_handles_vectors_and_batches_like_numpy():
+    rng = np.random.default_rng(0)
+    for sa, sb in [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((5, 2, 3), (3, 4)), ((1, 2, 3), (6, 3, 4))]:
+        a, b = rng.standard_normal(sa), rng.standard_normal(sb)
+        out = ampcore.tensor(a) @ ampcore.tensor(b)
+        np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-12)
+
+
+def test_indexing_matches_numpy():
+    a = np.arange(60.0).reshape(3, 4, 5)
+    t = ampcore.tensor(a)
+    for idx in [1, (slice(None), 2), (Ellipsis, 1), (None, 0), (slice(1, None), slice(None, None, -2)),
+                (-1, slice(0, 4, 3), 2), (slice(10, 20),)]:
+        np.testing.assert_array_equal(t[idx].numpy(), a[idx])
+    np.testing.assert_array_equal(t[ampcore.tensor([2, 0, 2])].numpy(), a[[2, 0, 2]])
+    np.testing.assert_array_equal(t[:, [3, 1]].numpy(), a[:, [3, 1]])
+    with pytest.raises(IndexError, match="out of bounds"):
+        t[3]
+    with pytest.raises(IndexError, match="too many indices"):
+        t[0, 0, 0, 0]
+
+
+def test_reshape_permute_and_friends():
+    t = ampcore.arange(24).reshape(2, 3, 4)
+    assert t.reshape(-1, 4).shape == (6, 4)
+    assert t.permute(2, 0, 1).shape == (4, 2, 3)
+    assert t.transpose(0, 2).shape == (4, 3, 2)
+    assert t.unsqueeze(1).shape == (2, 1, 3, 4)
+    assert t.unsqueeze(1).squeeze(1).shape == (2, 3, 4)
+    assert t.flatten(1).shape == (2, 12)
+    assert ampcore.ones(3, 1).expand(3, 4).shape == (3, 4)
+    with pytest.raises(ValueError, match=r"shape \(5, -1\) is invalid for a tensor of shape \(2, 3, 4\)"):
+        t.reshape(5, -1)
+    with pytest.raises(ValueError, match="permutation"):
+        t.permute(0, 0, 1)
+
+
+def test_reductions():
+    a = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+    t = ampcore.tensor(a)
+    np.testing.assert_allclose(t.sum().item(), a.sum(), rtol=1e-6)
+    np.testing.assert_allclose(t.mean(1).numpy(), a.mean(1), rtol=1e-6)
+    np.testing.assert_allclose(t.var(0).numpy(), a.var(0, ddof=1), rtol=1e-5)
+    values, indices = t.max(1)
+    np.testing.assert_array_equal(values.numpy(), a.max(1))
+    np.testing.assert_array_equal(indices.numpy(), a.argmax(1))
+    np.testing.assert_array_equal(t.min(0).indices.numpy(), a.argmin(0))
+    np.testing.assert_allclose(t.cumsum(1).numpy(), a.cumsum(1), rtol=1e-6)
+    assert ampcore.tensor([True, True, False]).sum().item() == 2
+    with pytest.raises(TypeError, match="int64"):
+        ampcore.arange(3).mean()
+    with pytest.raises(IndexError, match="dimension 2"):
+        t.sum(2)
+
+
+def test_in_place_methods_rebind_and_refuse_on_graph_leaves():
+    t = ampcore.zeros(2, 3)
+    t[0, 1:] = 5.0
+    t.add_(1.0)
+    np.testing.assert_array_equal(t.numpy(), [[1, 6, 6], [1, 1, 1]])
+    t.copy_(ampcore.tensor([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(t.numpy(), [[1, 2, 3], [1, 2, 3]])
+    w = ampcore.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="no_grad"):
+        w.mul_(2.0)
+    with ampcore.no_grad():
+        w.mul_(2.0)
+    np.testing.assert_array_equal(w.numpy(), [2.0, 2.0])
+
+
+def test_clone_owns_its_storage():
+    t = ampcore.ones(3)
+    c = t.clone()
+    c[0] = 9.0
+    assert t.numpy()[0] == 1.0
+
+
+def test_only_float_tensors_require_grad():
+    with pytest.raises(TypeError, match="int64"):
+        ampcore.tensor([1, 2], requires_grad=True)
+
+
+def test_repr_shows_dtype_and_device():
+    r = repr(ampcore.ones(2, dtype="bfloat16"))
+    assert "bfloat16" in r and "device='cpu'" in r
+
+
+def test_truth_value_of_many_elements_is_ambiguous():
+    with pytest.raises(ValueError, match="ambiguous"):
+        bool(ampcore.ones(2))
