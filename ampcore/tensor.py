@@ -376,7 +376,7 @@ class Tensor:
         return ew.unary("sign", self)
 
     def relu(self) -> "Tensor":
-        return ew.binary("maximum", self, 0.0) if self.dtype.is_floating_point else ew.binary("maximum", self, 0)
+        return ew.relu(self)
 
     def pow(self, exponent: Any) -> "Tensor":
         return ew.binary("pow", self, exponent)

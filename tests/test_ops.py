@@ -44,6 +44,13 @@ def test_pow_backward_in_base_and_exponent():
     assert gradcheck(lambda y: 2.0 ** y, [b])
 
 
+def test_relu_backward_and_zero_gradient_at_zero():
+    assert gradcheck(lambda t: ops.relu(t), [rnd(3, 4)])
+    x = ampcore.tensor([-1.0, 0.0, 2.0], requires_grad=True)
+    x.relu().sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 0.0, 1.0])
+
+
 def test_max_min_ties_share_the_gradient_like_torch():
     a = ampcore.tensor([1.0, 2.0], requires_grad=True)
     b = ampcore.tensor([1.0, 3.0], requires_grad=True)

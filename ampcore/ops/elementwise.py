@@ -80,6 +80,28 @@ UNARY_OPS: dict[str, Unary] = {op.name: op for op in [
 ]}
 
 
+class Relu(Op):
+    """max(x, 0) with torch's gradient rule (zero at 0): two passes backward instead of max's tie split."""
+
+    name = "relu"
+
+    def forward(self, ctx, k, x):
+        y = k.maximum(x, 0.0 if k.dtype_of(x).is_floating_point else 0)
+        ctx.y = y
+        return y
+
+    def backward(self, ctx, k, g):
+        return (k.where(k.gt(ctx.y, 0.0), g, 0.0),)
+
+
+RELU = Relu()
+
+
+def relu(x: Any) -> Any:
+    """Rectified linear unit."""
+    return call(RELU, x)
+
+
 def unary(name: str, x: Any) -> Any:
     """Apply the unary op ``name``; integer inputs of float-only ops become float32."""
     if not x.dtype.is_floating_point and name not in ("neg", "abs", "sign"):

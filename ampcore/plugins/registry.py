@@ -58,6 +58,18 @@ class BackendRecord:
     distribution: str | None = None
     version: str | None = None
     entry_point: str | None = None
+    _availability: Any = None
+
+    def availability(self) -> Any:
+        """The backend's availability, probed once (probing a driver can be slow)."""
+        if self._availability is None:
+            try:
+                self._availability = self.backend.availability()
+            except Exception as exc:  # availability() must not raise; report it instead
+                from ..backend import Availability
+
+                self._availability = Availability(False, f"availability() raised {type(exc).__name__}: {exc}")
+        return self._availability
 
 
 def _strict() -> bool:
@@ -201,7 +213,7 @@ class Registry:
                         from broken.exception
             raise UnknownBackendError(name, self.records)
         if require_available:
-            status = record.backend.availability()
+            status = record.availability()
             if not status.ok:
                 raise BackendUnavailableError(name, status.reason)
         return record.backend
@@ -227,7 +239,10 @@ class Registry:
             try:
                 return self.resolve(env)
             except Exception as exc:
-                raise type(exc)(f"{exc} (from AMPCORE_DEVICE={env!r})") from exc
+                # Amend the message in place: the exception types take structured
+                # arguments (UnknownBackendError(name, known)), so re-creating them fails.
+                exc.args = (f"{exc} (from AMPCORE_DEVICE={env!r})",)
+                raise
         return self.best_device()
 
     def best_device(self) -> Device:
@@ -244,7 +259,7 @@ class Registry:
     def available(self) -> list[Backend]:
         """Available backends, highest priority first (ties broken by name)."""
         self.ensure_loaded()
-        ready = [r.backend for r in list(self.records.values()) if r.backend.availability().ok]
+        ready = [r.backend for r in list(self.records.values()) if r.availability().ok]
         return sorted(ready, key=lambda b: (-b.priority, b.name))
 
 
