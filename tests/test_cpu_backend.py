@@ -92,7 +92,10 @@ def test_low_precision_matmul_accumulates_in_float32(d):
 def test_low_precision_sum_accumulates_in_float32(d):
     # 4096 ones summed in bf16/fp16 arithmetic would stall at 256 / 2048.
     x = np.ones(4096, dtype=d.numpy)
-    assert float(K.sum(x, (0,), False)) == 4096.0
+    total = K.sum(x, (0,), False)
+    assert total.dtype == d.numpy and float(total) == 4096.0
+    steps = K.cumsum(np.full(4096, 0.5, dtype=d.numpy), 0)
+    assert steps.dtype == d.numpy and float(steps[-1]) == 2048.0
 
 
 def test_capabilities_report_emulated_low_precision():

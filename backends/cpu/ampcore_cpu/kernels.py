@@ -106,10 +106,15 @@ def _accumulator(x: np.ndarray) -> Any:
     return np.float64 if x.dtype == np.float64 else np.float32
 
 
+def _reduced_dtype(x: np.ndarray) -> Any:
+    """Floats keep their dtype, bool/int sum to int64 (not ``dtype.kind``: bfloat16's kind is "V")."""
+    return np.int64 if x.dtype.kind in "biu" else x.dtype
+
+
 def reduce_sum(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
     acc = _accumulator(x)
     out = np.sum(x, axis=axes, dtype=acc, keepdims=keepdims)
-    return np.asarray(out).astype(x.dtype if x.dtype.kind == "f" else np.int64, copy=False)
+    return np.asarray(out).astype(_reduced_dtype(x), copy=False)
 
 
 def reduce_max(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
@@ -122,7 +127,7 @@ def argmax(x: np.ndarray, axis: int) -> np.ndarray:
 
 def cumsum(x: np.ndarray, axis: int) -> np.ndarray:
     acc = _accumulator(x)
-    return np.cumsum(x, axis=axis, dtype=acc).astype(x.dtype if x.dtype.kind == "f" else np.int64, copy=False)
+    return np.cumsum(x, axis=axis, dtype=acc).astype(_reduced_dtype(x), copy=False)
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:

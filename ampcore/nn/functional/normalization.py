@@ -1,0 +1,134 @@
+"""Normalisation: layer_norm, group_norm, batch_norm.
+
+float16/bfloat16 inputs are normalised in float32 and the result rounded
+once to the input dtype: what torch's kernels do internally, and it keeps
+x**2 from overflowing float16.  The output keeps the input dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ...autograd import no_grad
+from ...dispatch import composite
+from ...ops import elementwise as ew
+from ...tensor import Tensor
+from ._utils import check_float, check_tensor, opmath
+
+__all__ = ["layer_norm", "group_norm", "batch_norm"]
+
+
+@composite("layer_norm")
+def layer_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,  # noqa: A002
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalise over the trailing ``normalized_shape`` dimensions (biased variance), then scale and shift.
+
+    Raises ValueError if the input's trailing shape is not ``normalized_shape``
+    or weight/bias do not have that shape.
+    """
+    check_float(input, "input", "layer_norm")
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if not shape or len(shape) > input.ndim or input.shape[input.ndim - len(shape):] != shape:
+        raise ValueError(f"layer_norm(): input of shape {input.shape} does not end in normalized_shape {shape}")
+    _check_param_shape("layer_norm", "weight", weight, shape)
+    _check_param_shape("layer_norm", "bias", bias, shape)
+    axes = tuple(range(input.ndim - len(shape), input.ndim))
+    out = _normalize(opmath(input), axes, eps)
+    return ew.cast(_affine(out, weight, bias, shape), input.dtype)
+
+
+@composite("group_norm")
+def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,  # noqa: A002
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalise (N, C, *) input over each group of C / num_groups channels (and all spatial positions).
+
+    Raises ValueError if C is not divisible by ``num_groups`` or weight/bias are not shaped (C,).
+    """
+    check_float(input, "input", "group_norm")
+    if input.ndim < 2:
+        raise ValueError(f"group_norm() needs an (N, C, *) input, got shape {input.shape}")
+    n, c = input.shape[:2]
+    if not isinstance(num_groups, int) or num_groups < 1 or c % num_groups:
+        raise ValueError(f"group_norm(): {c} channels (input shape {input.shape}) are not divisible into "
+                         f"num_groups={num_groups!r}")
+    stat = _channel_shape(input)
+    _check_param_shape("group_norm", "weight", weight, (c,))
+    _check_param_shape("group_norm", "bias", bias, (c,))
+    grouped = opmath(input).reshape(n, num_groups, -1)
+    out = _normalize(grouped, (2,), eps).reshape(input.shape)
+    return ew.cast(_affine(out, weight, bias, stat), input.dtype)
+
+
+@composite("batch_norm")
+def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,  # noqa: A002
+               weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalise (N, C, *) input per channel.
+
+    Training: batch mean and biased variance; if given, the running stats are
+    updated in place (without gradient, in their own dtype — float32 for a
+    bf16 model) as ``running = (1 - momentum) * running + momentum * batch``,
+    with the *unbiased* batch variance, as torch does.  Evaluation: the
+    running stats are used.  Raises ValueError for missing running stats in
+    evaluation, mis-shaped stats/parameters, or one value per channel in training.
+    """
+    check_float(input, "input", "batch_norm")
+    if input.ndim < 2:
+        raise ValueError(f"batch_norm() needs an (N, C, *) input, got shape {input.shape}")
+    c = input.shape[1]
+    for name, value in (("running_mean", running_mean), ("running_var", running_var),
+                        ("weight", weight), ("bias", bias)):
+        _check_param_shape("batch_norm", name, value, (c,))
+    stat = _channel_shape(input)
+    axes = tuple(i for i in range(input.ndim) if i != 1)
+    x = opmath(input)
+    if training:
+        out = _normalize(x, axes, eps, running=(running_mean, running_var, momentum))
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("batch_norm(): running_mean and running_var are needed when training=False")
+        mean = ew.cast(running_mean, x.dtype).reshape(stat)
+        var = ew.cast(running_var, x.dtype).reshape(stat)
+        out = (x - mean) * (var + eps).rsqrt()
+    return ew.cast(_affine(out, weight, bias, stat), input.dtype)
+
+
+def _normalize(x: Tensor, axes: tuple[int, ...], eps: float, running: tuple[Any, Any, float] | None = None) -> Tensor:
+    """(x - mean) / sqrt(var + eps) over ``axes``, with the biased variance; optionally update running stats."""
+    mean = x.mean(axes, keepdim=True)
+    centered = x - mean
+    var = (centered * centered).mean(axes, keepdim=True)
+    if running is not None:
+        _update_running(mean, var, x.numel() // mean.numel(), *running)
+    return centered * (var + eps).rsqrt()
+
+
+def _update_running(mean: Tensor, var: Tensor, count: int, running_mean: Any, running_var: Any,
+                    momentum: float) -> None:
+    if count <= 1:
+        raise ValueError(f"batch_norm(): expected more than 1 value per channel when training, got {count}")
+    with no_grad():
+        if running_mean is not None:
+            batch = ew.cast(mean.detach().reshape(-1), running_mean.dtype)
+            running_mean.copy_(running_mean * (1.0 - momentum) + batch * momentum)
+        if running_var is not None:
+            unbiased = ew.cast(var.detach().reshape(-1), running_var.dtype) * (count / (count - 1))
+            running_var.copy_(running_var * (1.0 - momentum) + unbiased * momentum)
+
+
+def _affine(x: Tensor, weight: Tensor | None, bias: Tensor | None, shape: tuple[int, ...]) -> Tensor:
+    if weight is not None:
+        x = x * weight.reshape(shape)
+    if bias is not None:
+        x = x + bias.reshape(shape)
+    return x
+
+
+def _channel_shape(x: Tensor) -> tuple[int, ...]:
+    """(1, C, 1, ..., 1): per-channel parameters broadcast against (N, C, *)."""
+    return (1, x.shape[1]) + (1,) * (x.ndim - 2)
+
+
+def _check_param_shape(op: str, name: str, value: Any, shape: tuple[int, ...]) -> None:
+    if value is not None and check_tensor(value, name, op).shape != shape:
+        raise ValueError(f"{op}(): {name} of shape {value.shape} does not match the expected shape {shape}")

@@ -1,0 +1,48 @@
+"""Embedding lookup."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ... import dtypes as dt
+from ...dispatch import composite
+from ...ops import elementwise as ew
+from ...ops import take
+from ...tensor import Tensor
+from ._utils import check_tensor
+
+__all__ = ["embedding"]
+
+
+@composite("embedding")
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,  # noqa: A002
+              max_norm: float | None = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+              sparse: bool = False) -> Tensor:
+    """Rows of ``weight`` (num_embeddings, dim) picked by integer ``input`` of any shape -> input.shape + (dim,).
+
+    The row ``padding_idx`` (negative counts from the end) receives no gradient.
+    Raises TypeError for non-integer indices, ValueError for a bad weight or
+    padding_idx, IndexError for indices out of range, and NotImplementedError
+    for ``max_norm``, ``scale_grad_by_freq`` and ``sparse``.
+    """
+    check_tensor(input, "input", "embedding")
+    check_tensor(weight, "weight", "embedding")
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding(): max_norm, scale_grad_by_freq and sparse are not supported yet")
+    if input.dtype not in (dt.int64, dt.int32):
+        raise TypeError(f"embedding() needs int64 or int32 indices, got dtype {input.dtype.name}")
+    if weight.ndim != 2:
+        raise ValueError(f"embedding() needs a 2-D weight (num_embeddings, embedding_dim), got shape {weight.shape}")
+    out = take(weight, input, 0)
+    if padding_idx is None:
+        return out
+    pad = _padding_index(padding_idx, weight.shape[0])
+    # Same values, but the padding rows take theirs from a detached copy, so no gradient reaches weight[pad].
+    is_pad = (input == pad).unsqueeze(-1)
+    return ew.where(is_pad, out.detach(), out)
+
+
+def _padding_index(padding_idx: Any, num: int) -> int:
+    if not isinstance(padding_idx, int) or not -num <= padding_idx < num:
+        raise ValueError(f"embedding(): padding_idx {padding_idx!r} must be an int in [-{num}, {num})")
+    return padding_idx % num
