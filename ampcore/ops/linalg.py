@@ -8,19 +8,27 @@ from .. import dtypes as dt
 from ..dispatch import call
 from .base import Op, unbroadcast
 from .elementwise import broadcast_shapes, cast
+from .shape import TRANSPOSE
 
 
 class MatMul(Op):
     name = "matmul"
 
-    def forward(self, ctx, k, a, b):
-        ctx.a, ctx.b = a, b
+    def forward(self, ctx, k, a, b, *, b_transposed=False):
+        ctx.a, ctx.b, ctx.b_transposed = a, b, b_transposed
         return k.matmul(a, b)
 
     def backward(self, ctx, k, g):
         a, b = ctx.a, ctx.b
         ga = unbroadcast(k, k.matmul(g, _swap_last(k, b)), k.shape_of(a)) if ctx.needs_input_grad[0] else None
-        gb = unbroadcast(k, k.matmul(_swap_last(k, a), g), k.shape_of(b)) if ctx.needs_input_grad[1] else None
+        gb = None
+        if ctx.needs_input_grad[1]:
+            if ctx.b_transposed:
+                # b is w.T (x @ w.T, as in linear): compute (g.T @ a).T, so the transpose back to w gives
+                # w's gradient in w's own layout; a.T @ g would hand the optimizer a transposed view.
+                gb = _swap_last(k, k.matmul(_swap_last(k, g), a))
+            else:
+                gb = unbroadcast(k, k.matmul(_swap_last(k, a), g), k.shape_of(b))
         return ga, gb
 
 
@@ -48,6 +56,8 @@ def matmul(a: Any, b: Any) -> Any:
     target = dt.promote_types(a.dtype, b.dtype)
     if not target.is_floating_point:
         raise TypeError(f"matmul needs floating tensors, got {a.dtype.name} and {b.dtype.name}")
-    out = call(MATMUL, cast(a2, target), cast(b2, target))
+    a2, b2 = cast(a2, target), cast(b2, target)
+    b_transposed = a2.ndim == 2 and b2.ndim == 2 and b2.grad_fn is not None and b2.grad_fn.op is TRANSPOSE
+    out = call(MATMUL, a2, b2, b_transposed=b_transposed)
     shape = batch + ((a2.shape[-2],) if a.ndim > 1 else ()) + ((b2.shape[-1],) if b.ndim > 1 else ())
     return out.reshape(shape)

@@ -1,3 +1,157 @@
-"""Fused optimizer-step kernels for the CPU backend."""
+"""Fused optimizer-step kernels for the CPU backend.
 
-OPTIM_KERNELS: dict = {}
+``adamw_step`` runs torch's Adam/AdamW rule over every tensor of a parameter
+group block by block (``CHUNK`` elements), with in-place ``out=`` NumPy
+passes, so each block of a parameter, its gradient and its moments is loaded
+once and stays in cache for the whole update.  float16/bfloat16 parameters
+and gradients are widened to float32 per block and the parameter rounded back
+once (nearest-even); the moments are float32 (float64 for float64 parameters).
+
+The arithmetic is op for op the core's reference composition
+(``ampcore.optim.adam.adamw_step_reference``), so both paths give the same bits.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ampcore import dtypes as dt
+
+from .kernels import CHUNK
+
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+FLOATS = frozenset(d.numpy for d in dt.FLOAT_DTYPES)  # not dtype.kind: bfloat16's kind is "V"
+
+
+def _compute_dtype(p: np.ndarray) -> np.dtype:
+    return F64 if p.dtype == F64 else F32
+
+
+def _writable(a: np.ndarray) -> np.ndarray:
+    """``a`` if it can be updated in place, else a private contiguous copy."""
+    return a if a.flags.writeable and a.flags.c_contiguous else np.array(a, order="C", copy=True)
+
+
+def _validate(params: Sequence[Any], grads: Sequence[Any], exp_avgs: Sequence[Any],
+              exp_avg_sqs: Sequence[Any], step: int, hyper: dict[str, float]) -> None:
+    """Every check, before anything is written."""
+    n = len(params)
+    if not (len(grads) == len(exp_avgs) == len(exp_avg_sqs) == n):
+        raise ValueError(f"adamw_step needs lists of one length, got {n} params, {len(grads)} grads, "
+                         f"{len(exp_avgs)} exp_avgs and {len(exp_avg_sqs)} exp_avg_sqs")
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 1:
+        raise ValueError(f"adamw_step step must be an int >= 1, got {step!r}")
+    for name, value in hyper.items():
+        if not math.isfinite(value):
+            raise ValueError(f"adamw_step {name} must be finite, got {value!r}")
+    for i, (p, g, m, v) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
+        if not all(isinstance(a, np.ndarray) for a in (p, g, m, v)):
+            raise TypeError(f"adamw_step tensor {i}: expected NumPy arrays")
+        if p.dtype not in FLOATS or g.dtype not in FLOATS:
+            raise TypeError(f"adamw_step tensor {i}: parameter and gradient must be floating, "
+                            f"got {p.dtype} and {g.dtype}")
+        if not (p.shape == g.shape == m.shape == v.shape):
+            raise ValueError(f"adamw_step tensor {i}: shapes differ: param {p.shape}, grad {g.shape}, "
+                             f"exp_avg {m.shape}, exp_avg_sq {v.shape}")
+        want = _compute_dtype(p)
+        if m.dtype != want or v.dtype != want:
+            raise TypeError(f"adamw_step tensor {i}: moments must be {want} for a {p.dtype} parameter, "
+                            f"got {m.dtype} and {v.dtype}")
+
+
+class _Buffers(threading.local):
+    """Per-thread, per-dtype scratch blocks, reused across tensors, chunks and calls (no allocation per step)."""
+
+    def __init__(self) -> None:
+        self._by_dtype: dict[np.dtype, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def get(self, dtype: np.dtype, length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        bufs = self._by_dtype.get(dtype)
+        if bufs is None:
+            bufs = self._by_dtype[dtype] = tuple(np.empty(CHUNK, dtype) for _ in range(3))  # type: ignore[assignment]
+        return bufs[0][:length], bufs[1][:length], bufs[2][:length]
+
+
+_BUFFERS = _Buffers()
+
+
+def _update_block(pc: np.ndarray, gc: np.ndarray, m: np.ndarray, v: np.ndarray, t: np.ndarray, gb: np.ndarray,
+                  c: dict[str, Any]) -> None:
+    """One block of torch's Adam(W) rule, in place on ``pc`` (the parameter in compute precision), ``m``, ``v``."""
+    if c["weight_decay"]:
+        if c["decoupled"]:
+            np.multiply(pc, c["decay"], out=pc)
+        else:
+            np.multiply(pc, c["weight_decay"], out=t)
+            np.add(gc, t, out=gb)
+            gc = gb
+    np.subtract(gc, m, out=t)  # m.lerp_(g, 1 - beta1)
+    np.multiply(t, c["one_minus_beta1"], out=t)
+    np.add(m, t, out=m)
+    np.multiply(v, c["beta2"], out=v)  # v = beta2 * v + (1 - beta2) * g * g
+    np.multiply(gc, gc, out=t)
+    np.multiply(t, c["one_minus_beta2"], out=t)
+    np.add(v, t, out=v)
+    np.sqrt(v, out=t)  # denom = sqrt(v) / sqrt(1 - beta2**t) + eps
+    np.divide(t, c["bc2_sqrt"], out=t)
+    np.add(t, c["eps"], out=t)
+    np.divide(m, t, out=t)  # p -= step_size * m / denom
+    np.multiply(t, c["step_size"], out=t)
+    np.subtract(pc, t, out=pc)
+
+
+def adamw_step(params: Sequence[np.ndarray], grads: Sequence[np.ndarray], exp_avgs: Sequence[np.ndarray],
+               exp_avg_sqs: Sequence[np.ndarray], *, step: int, lr: float, beta1: float, beta2: float, eps: float,
+               weight_decay: float, decoupled: bool) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    """Adam (``decoupled=False``: L2 term added to the gradient) or AdamW (``decoupled=True``:
+    ``p *= 1 - lr * weight_decay``) over one parameter group, in place where the arrays allow.
+
+    All inputs are validated before any array is written (ValueError/TypeError).
+    """
+    hyper = dict(lr=float(lr), beta1=float(beta1), beta2=float(beta2), eps=float(eps),
+                 weight_decay=float(weight_decay))
+    _validate(params, grads, exp_avgs, exp_avg_sqs, step, hyper)
+    bias_correction1 = 1.0 - hyper["beta1"] ** step
+    consts = dict(weight_decay=hyper["weight_decay"], decoupled=bool(decoupled),
+                  decay=1.0 - hyper["lr"] * hyper["weight_decay"], one_minus_beta1=1.0 - hyper["beta1"],
+                  beta2=hyper["beta2"], one_minus_beta2=1.0 - hyper["beta2"],
+                  bc2_sqrt=math.sqrt(1.0 - hyper["beta2"] ** step), eps=hyper["eps"],
+                  step_size=hyper["lr"] / bias_correction1)
+    out_p, out_m, out_v = [_writable(p) for p in params], [_writable(m) for m in exp_avgs], \
+        [_writable(v) for v in exp_avg_sqs]
+    bufs = _BUFFERS
+    with np.errstate(all="ignore"):  # inf/NaN propagate as IEEE values, as on a device
+        for p, g, m, v in zip(out_p, grads, out_m, out_v):
+            _update_tensor(p, g, m, v, consts, bufs)
+    return out_p, out_m, out_v
+
+
+def _update_tensor(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, consts: dict[str, Any],
+                   bufs: _Buffers) -> None:
+    cdt = m.dtype
+    pf, mf, vf = p.reshape(-1), m.reshape(-1), v.reshape(-1)
+    gf = g.reshape(-1)  # a copy if g is not contiguous; only read
+    widen_p = p.dtype != cdt
+    for start in range(0, pf.size, CHUNK):
+        stop = min(start + CHUNK, pf.size)
+        t, gb, pb = bufs.get(cdt, stop - start)
+        if widen_p:
+            np.copyto(pb, pf[start:stop])
+            pc = pb
+        else:
+            pc = pf[start:stop]
+        gc = gf[start:stop]
+        if gc.dtype != cdt:
+            np.copyto(gb, gc)
+            gc = gb
+        _update_block(pc, gc, mf[start:stop], vf[start:stop], t, gb, consts)
+        if widen_p:
+            pf[start:stop] = pc  # one round-to-nearest-even into float16/bfloat16
+
+
+OPTIM_KERNELS: dict[str, Callable[..., Any]] = {"adamw_step": adamw_step}

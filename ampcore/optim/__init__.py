@@ -1,0 +1,8 @@
+"""Optimizers with torch.optim's names and update rules; state is float32 even for
+float16/bfloat16 parameters."""
+
+from .adam import Adam, AdamW
+from .optimizer import Optimizer, StateDictError
+from .sgd import SGD
+
+__all__ = ["Optimizer", "StateDictError", "SGD", "Adam", "AdamW"]

@@ -1,0 +1,153 @@
+"""Adam and AdamW, through the backend's fused ``adamw_step`` kernel when it has one.
+
+The rule (torch's), for step t of a parameter p with gradient g, in float32
+(float64 for float64 parameters)::
+
+    if decoupled (AdamW):  p = p * (1 - lr * weight_decay)
+    else (Adam):           g = g + weight_decay * p
+    m = m + (1 - beta1) * (g - m)            # m.lerp_(g, 1 - beta1)
+    v = beta2 * v + (1 - beta2) * g * g
+    v_hat = max(v_hat, v) if amsgrad else v
+    denom = sqrt(v_hat) / sqrt(1 - beta2**t) + eps
+    p = p - (lr / (1 - beta1**t)) * (m / denom)
+
+A low-precision parameter is widened to float32, updated, and rounded once.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from ..tensor import Tensor
+from .optimizer import Optimizer, check_hyper
+
+__all__ = ["Adam", "AdamW", "adamw_step_reference"]
+
+
+def _widen(k: Any, x: Any, dtype: Any) -> Any:
+    return x if k.dtype_of(x) == dtype else k.cast(x, dtype)
+
+
+def adamw_step_reference(k: Any, params: Sequence[Any], grads: Sequence[Any], exp_avgs: Sequence[Any],
+                         exp_avg_sqs: Sequence[Any], *, step: int, lr: float, beta1: float, beta2: float,
+                         eps: float, weight_decay: float, decoupled: bool,
+                         max_exp_avg_sqs: Sequence[Any] | None = None) -> tuple[list[Any], ...]:
+    """The fused ``adamw_step`` kernel's contract composed from primitive kernels ``k``.
+
+    Returns new ``(params, exp_avgs, exp_avg_sqs)`` arrays (plus ``max_exp_avg_sqs``
+    when given, for amsgrad); the inputs are not modified.  The moments'
+    dtype is the compute dtype.
+    """
+    bias_correction1 = 1.0 - beta1 ** step
+    bc2_sqrt = math.sqrt(1.0 - beta2 ** step)
+    step_size = lr / bias_correction1
+    new_p, new_m, new_v, new_max = [], [], [], []
+    for i, (p, g, m, v) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
+        cdt = k.dtype_of(m)
+        pc, gc = _widen(k, p, cdt), _widen(k, g, cdt)
+        if weight_decay:
+            if decoupled:
+                pc = k.mul(pc, 1.0 - lr * weight_decay)
+            else:
+                gc = k.add(gc, k.mul(pc, weight_decay))
+        m = k.add(m, k.mul(k.sub(gc, m), 1.0 - beta1))
+        v = k.add(k.mul(v, beta2), k.mul(k.mul(gc, gc), 1.0 - beta2))
+        v_hat = v
+        if max_exp_avg_sqs is not None:
+            v_hat = k.maximum(max_exp_avg_sqs[i], v)
+            new_max.append(v_hat)
+        denom = k.add(k.div(k.sqrt(v_hat), bc2_sqrt), eps)
+        pc = k.sub(pc, k.mul(k.div(m, denom), step_size))
+        new_p.append(_widen(k, pc, k.dtype_of(p)))
+        new_m.append(m)
+        new_v.append(v)
+    if max_exp_avg_sqs is not None:
+        return new_p, new_m, new_v, new_max
+    return new_p, new_m, new_v
+
+
+class Adam(Optimizer):
+    """Adam (torch.optim.Adam): ``weight_decay`` is an L2 term added to the gradient.
+
+    ``step()`` uses the backend's fused ``adamw_step`` when it has one (not for
+    ``amsgrad``), else :func:`adamw_step_reference`.  State per parameter:
+    ``step`` (int), ``exp_avg``, ``exp_avg_sq`` (and ``max_exp_avg_sq`` with
+    amsgrad), float32 for float32/float16/bfloat16 parameters.
+    ValueError for lr < 0, eps < 0, betas outside [0, 1) or weight_decay < 0.
+    """
+
+    decoupled = False
+
+    def __init__(self, params: Any, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, amsgrad: bool = False) -> None:
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad))
+
+    def _validate_group(self, group: dict[str, Any]) -> None:
+        check_hyper("learning rate", group["lr"])
+        check_hyper("epsilon value", group["eps"])
+        betas = group["betas"]
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise ValueError(f"invalid betas {betas!r}: must be a pair (beta1, beta2)")
+        check_hyper("beta parameter at index 0", betas[0], 0.0, 1.0, high_open=True)
+        check_hyper("beta parameter at index 1", betas[1], 0.0, 1.0, high_open=True)
+        check_hyper("weight_decay value", group["weight_decay"])
+        group["betas"] = (float(betas[0]), float(betas[1]))
+
+    def _state_spec(self, group: dict[str, Any]) -> dict[str, str]:
+        spec = {"step": "step", "exp_avg": "tensor", "exp_avg_sq": "tensor"}
+        if group["amsgrad"]:
+            spec["max_exp_avg_sq"] = "tensor"
+        return spec
+
+    def _update(self, group: dict[str, Any], params: list[Tensor]) -> None:
+        amsgrad = bool(group["amsgrad"])
+        states = {}
+        for p in params:
+            st = self.state.get(p)
+            if not st:
+                st = {"step": 0, "exp_avg": self._new_state_tensor(p), "exp_avg_sq": self._new_state_tensor(p)}
+                if amsgrad:
+                    st["max_exp_avg_sq"] = self._new_state_tensor(p)
+            states[p] = st
+        # One kernel call per backend and step count (usually one for the whole group).
+        buckets: dict[tuple[int, int], list[Tensor]] = {}
+        for p in params:
+            buckets.setdefault((id(p._backend), states[p]["step"] + 1), []).append(p)
+        results = [self._run(group, ps, states, step, amsgrad) for (_, step), ps in buckets.items()]
+        for (_, step), ps, arrays in zip(buckets, buckets.values(), results):
+            for i, p in enumerate(ps):
+                st = states[p]
+                p._data, st["exp_avg"]._data, st["exp_avg_sq"]._data = arrays[0][i], arrays[1][i], arrays[2][i]
+                if amsgrad:
+                    st["max_exp_avg_sq"]._data = arrays[3][i]
+                st["step"] = step
+                self.state[p] = st
+                self._mark_owned(p)
+
+    def _run(self, group: dict[str, Any], ps: list[Tensor], states: dict[Tensor, dict[str, Any]], step: int,
+             amsgrad: bool) -> tuple[list[Any], ...]:
+        k = ps[0]._backend.kernels
+        beta1, beta2 = group["betas"]
+        hyper = dict(step=step, lr=float(group["lr"]), beta1=beta1, beta2=beta2, eps=float(group["eps"]),
+                     weight_decay=float(group["weight_decay"]), decoupled=self.decoupled)
+        grads = [p.grad._data for p in ps]
+        m = [states[p]["exp_avg"]._data for p in ps]
+        v = [states[p]["exp_avg_sq"]._data for p in ps]
+        if amsgrad:
+            vmax = [states[p]["max_exp_avg_sq"]._data for p in ps]
+            return adamw_step_reference(k, [p._data for p in ps], grads, m, v, max_exp_avg_sqs=vmax, **hyper)
+        if k.has("adamw_step"):
+            return k.adamw_step([self._private(p) for p in ps], grads, m, v, **hyper)
+        return adamw_step_reference(k, [p._data for p in ps], grads, m, v, **hyper)
+
+
+class AdamW(Adam):
+    """AdamW (torch.optim.AdamW): decoupled weight decay ``p *= 1 - lr * weight_decay``
+    before the Adam update; ``weight_decay`` defaults to 1e-2.  Otherwise as :class:`Adam`."""
+
+    decoupled = True
+
+    def __init__(self, params: Any, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2, amsgrad: bool = False) -> None:
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad)
