@@ -15,12 +15,14 @@ from .plugins import (PluginLoadError, UnknownBackendError, available_backends, 
                       register_backend, register_plugin, set_default_device)
 from .tensor import Tensor
 
+from . import nn, optim  # noqa: E402 - they build on the names above
+
 __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
     # modules
-    "dtypes", "kernels", "plugins",
+    "dtypes", "kernels", "plugins", "nn", "optim",
     # dtypes
     "DType", "bfloat16", "bool_", "finfo", "float16", "float32", "float64", "int32", "int64", "promote_types",
     "result_type",

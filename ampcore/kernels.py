@@ -162,5 +162,8 @@ class KernelTable:
         return sorted(self._entries)
 
     def __getattr__(self, name: str) -> Any:
-        # Only reached for names never registered.
+        # Only reached for names never registered (and for private names looked up
+        # before __init__ ran, e.g. by copy/pickle: they must not recurse).
+        if name.startswith("_"):
+            raise AttributeError(name)
         raise AttributeError(f"backend {self._backend_name!r} has no kernel {name!r}")

@@ -7,6 +7,7 @@ never leaves a tensor half-written.
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Iterator
 
 import numpy as np
@@ -30,6 +31,12 @@ def capabilities_of(backend: Any, index: int) -> Any:
     if caps is None:
         caps = _caps_cache[key] = backend.capabilities(index)
     return caps
+
+
+def forget_capabilities(backend_name: str) -> None:
+    """Drop cached capabilities of a backend (when it is unregistered)."""
+    for key in [k for k in _caps_cache if k[0] == backend_name]:
+        del _caps_cache[key]
 
 
 def check_storable(backend: Any, index: int, dtype: DType) -> None:
@@ -166,6 +173,17 @@ class Tensor:
         return f"tensor({body}, dtype={self.dtype.name}, device='{self.device}'{extra})"
 
     __hash__ = object.__hash__
+
+    def __deepcopy__(self, memo: dict) -> "Tensor":
+        """A copy with its own storage on the same device and backend (``copy.deepcopy(model.state_dict())``)."""
+        out = type(self)._wrap(self._backend.kernels.cast(self._data, self.dtype), self.device, self._backend,
+                               requires_grad=self.requires_grad and self.grad_fn is None)
+        if hasattr(self, "__dict__"):  # subclasses such as Parameter
+            out.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        if self.grad is not None:
+            out.grad = copy.deepcopy(self.grad, memo)
+        memo[id(self)] = out
+        return out
 
     # ------------------------------------------------------------------ devices and dtypes
     def to(self, *args: Any, dtype: Any = None, device: DeviceLike | None = None) -> "Tensor":

@@ -165,3 +165,19 @@ def test_repr_shows_dtype_and_device():
 def test_truth_value_of_many_elements_is_ambiguous():
     with pytest.raises(ValueError, match="ambiguous"):
         bool(ampcore.ones(2))
+
+
+def test_deepcopy_copies_storage_and_keeps_subclass():
+    import copy
+
+    model = ampcore.nn.Linear(3, 2)
+    model.weight.grad = ampcore.ones(2, 3)
+    twin = copy.deepcopy(model)
+    assert type(twin.weight) is type(model.weight) and twin.weight.requires_grad
+    assert twin.weight._data is not model.weight._data
+    np.testing.assert_array_equal(twin.weight.numpy(), model.weight.numpy())
+    np.testing.assert_array_equal(twin.weight.grad.numpy(), 1.0)
+    state = copy.deepcopy(model.state_dict())
+    with ampcore.no_grad():
+        model.weight.fill_(0.0)
+    assert np.any(state["weight"].numpy() != 0.0)

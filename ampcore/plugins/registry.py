@@ -87,6 +87,7 @@ class Registry:
     def __init__(self, *, load_entry_points: bool = True):
         self._lock = threading.RLock()
         self._loaded = False
+        self._strict_error: PluginLoadError | None = None
         self._load_entry_points = load_entry_points
         self.pm = pluggy.PluginManager("ampcore")
         self.pm.add_hookspecs(hookspecs)
@@ -102,9 +103,17 @@ class Registry:
         with self._lock:
             if self._loaded:
                 return
+            if self._strict_error is not None:
+                # Loading again would re-register the plugins loaded before the failure
+                # and blame them ("already registered"); keep reporting the real culprit.
+                raise self._strict_error
             if self._load_entry_points:
-                for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-                    self._load_entry_point(ep)
+                try:
+                    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+                        self._load_entry_point(ep)
+                except PluginLoadError as exc:
+                    self._strict_error = exc
+                    raise
             self._loaded = True
 
     def _record_broken(self, name: str, where: str, exc: BaseException) -> None:
@@ -196,8 +205,11 @@ class Registry:
 
     def unregister_backend(self, name: str) -> None:
         """Forget a backend registered from code (tests)."""
+        from ..tensor import forget_capabilities
+
         with self._lock:
             self.records.pop(name, None)
+            forget_capabilities(name)
             if self._default is not None and self._default.type == name:
                 self._default = None
 

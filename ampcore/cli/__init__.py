@@ -1,0 +1,47 @@
+"""The ``ampcore`` command: ``ampcore info`` and ``ampcore train``.
+
+Each subcommand lives in its own module with ``add_parser(subparsers)`` and
+``run(args) -> int``.  A :class:`CommandError` (bad device, unsupported
+option) is printed as one line on stderr with exit status 2, no traceback;
+anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from .. import __version__
+from .common import CommandError
+
+__all__ = ["main", "CommandError"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand."""
+    from . import info, train
+
+    parser = argparse.ArgumentParser(prog="ampcore", description="Mixed-precision training on any backend.")
+    parser.add_argument("--version", action="version", version=f"ampcore {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in (info, train):
+        module.add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``ampcore`` command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.run(args) or 0)
+    except CommandError as exc:
+        print(f"ampcore {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"ampcore {args.command}: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,147 @@
+"""``ampcore info``: every backend found, available or not and why, its capabilities and kernels,
+and the plugins that failed to load."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+from typing import Any
+
+from .. import __version__
+from ..kernels import FUSED, PRIMITIVES
+from ..plugins import broken_plugins, get_default_device, list_backends
+from ..plugins.registry import BackendRecord
+
+__all__ = ["add_parser", "collect", "run"]
+
+
+def add_parser(subparsers: Any) -> None:
+    """Add ``info`` to the ``ampcore`` subcommands."""
+    parser = subparsers.add_parser("info", help="list backends, their capabilities and broken plugins",
+                                   description="List installed backends, their capabilities, and broken plugins.")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(run=run)
+
+
+def collect() -> dict[str, Any]:
+    """The report as plain data: backends highest priority first, then broken plugins."""
+    records = sorted(list_backends(), key=lambda r: (-r.backend.priority, r.backend.name))
+    try:
+        default, default_error = str(get_default_device()), None
+    except Exception as exc:  # no usable backend, or a bad AMPCORE_DEVICE: report it, don't crash the report
+        default, default_error = None, f"{type(exc).__name__}: {exc}"
+    return {
+        "ampcore": __version__,
+        "python": platform.python_version(),
+        "default_device": default,
+        "default_device_error": default_error,
+        "backends": [_backend_info(r) for r in records],
+        "broken_plugins": [{"name": b.name, "stage": b.where, "error": b.error} for b in broken_plugins()],
+    }
+
+
+def _backend_info(record: BackendRecord) -> dict[str, Any]:
+    backend = record.backend
+    status = record.availability()
+    info: dict[str, Any] = {
+        "name": backend.name, "device_type": backend.device_type, "available": status.ok, "reason": status.reason,
+        "priority": backend.priority, "plugin": record.plugin, "distribution": record.distribution,
+        "version": record.version, "entry_point": record.entry_point, "devices": [], "kernels": _kernels(backend),
+    }
+    if status.ok:
+        try:
+            info["devices"] = [{"index": i, **backend.capabilities(i).as_dict()} for i in range(backend.device_count())]
+        except Exception as exc:  # a backend bug must not hide the rest of the report
+            info["capabilities_error"] = f"{type(exc).__name__}: {exc}"
+    return info
+
+
+def _kernels(backend: Any) -> dict[str, Any]:
+    table = backend.kernels
+    own = [n for n in table.names() if table.provider(n) == backend.name]
+    return {
+        "native": len(own),
+        "primitives": len(PRIMITIVES - set(table.missing_primitives())),
+        "fused": {n: table.provider(n) or "core reference" for n in sorted(FUSED)},
+        "overridden": {n: table.provider(n) for n in table.names() if table.provider(n) != backend.name},
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the report (``--json``: as JSON); always succeeds, broken backends are part of the report."""
+    data = collect()
+    if args.json:
+        print(json.dumps(data, indent=2, default=str))
+    else:
+        render(data)
+    return 0
+
+
+# --------------------------------------------------------------------------- rendering
+def _size(n: int | None) -> str:
+    if n is None:
+        return "unknown"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
+        n /= 1024
+    return str(n)
+
+
+def _backend_panel(b: dict[str, Any]) -> Any:
+    from rich.panel import Panel
+    from rich.table import Table
+
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    status = "[green]available[/]" if b["available"] else f"[red]unavailable[/]: {b['reason']}"
+    grid.add_row("status", status)
+    grid.add_row("priority", str(b["priority"]))
+    for dev in b["devices"]:
+        where = f"{b['name']}:{dev['index']}"
+        grid.add_row("device", f"{where}  {dev['device_name']}  memory {_size(dev['memory_bytes'])}")
+        grid.add_row("  storable", ", ".join(dev["storable"]))
+        grid.add_row("  native", ", ".join(dev["native"]))
+        grid.add_row("  emulated", ", ".join(dev["emulated"]) or "none")
+        grid.add_row("  autocast dtype", str(dev["autocast_dtype"]))
+    if "capabilities_error" in b:
+        grid.add_row("capabilities", f"[red]{b['capabilities_error']}[/]")
+    origin = f"plugin {b['plugin']}"
+    if b["distribution"]:
+        origin += f"  from {b['distribution']} {b['version']}  entry point {b['entry_point']}"
+    grid.add_row("source", origin)
+    k = b["kernels"]
+    grid.add_row("kernels", f"{k['native']} native, primitives {k['primitives']}/{len(PRIMITIVES)}")
+    by_provider: dict[str, list[str]] = {}
+    for name, provider in k["fused"].items():
+        by_provider.setdefault(provider, []).append(name)
+    for i, (provider, names) in enumerate(sorted(by_provider.items())):
+        grid.add_row("  fused" if i == 0 else "", f"{provider}: {', '.join(names)}")
+    if k["overridden"]:
+        grid.add_row("  from plugins", ", ".join(f"{n} ({p})" for n, p in k["overridden"].items()))
+    return Panel(grid, title=f"[bold]{b['name']}[/]", title_align="left", expand=False)
+
+
+def render(data: dict[str, Any]) -> None:
+    """Print the report with rich: one panel per backend, then the broken plugins."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    default = data["default_device"] or f"[red]none[/] ({data['default_device_error']})"
+    console.print(f"ampcore {data['ampcore']}  python {data['python']}  default device {default}")
+    if not data["backends"]:
+        console.print("[red]no backends installed[/]: pip install ampcore-cpu")
+    for backend in data["backends"]:
+        console.print(_backend_panel(backend))
+    if not data["broken_plugins"]:
+        console.print("broken plugins: none")
+        return
+    table = Table(title="broken plugins", title_justify="left")
+    for column in ("name", "stage", "error"):
+        table.add_column(column, overflow="fold")
+    for b in data["broken_plugins"]:
+        table.add_row(b["name"], b["stage"], b["error"])
+    console.print(table)

@@ -1,0 +1,229 @@
+"""A fake backend for tests: NumPy underneath, capabilities and failures on demand.
+
+``FakeBackend`` lets the core and plugin authors test capability handling
+without hardware, the way array-api-strict's fake devices lack a dtype:
+
+    FakeBackend(storable={float32, bfloat16}, native={float32})   # bf16 storage only
+    FakeBackend(missing=("matmul",))           # register_backend -> MissingKernelsError
+    FakeBackend(fail_on=("exp", 2))            # the 2nd call of exp raises RuntimeError
+
+Compute kernels refuse inputs whose dtype is storable but neither native nor
+emulated (TypeError), so a core that ignores ``capabilities()`` is caught.
+Low precision computes in float32 and rounds once to nearest-even on output.
+It shares no code with any real backend on purpose.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Collection, Mapping
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..backend import Backend, Capabilities
+from ..kernels import BINARY, COMPARISON, UNARY
+
+__all__ = ["FakeBackend"]
+
+_F32 = np.dtype(np.float32)
+_LOW = (dt.float16.numpy, dt.bfloat16.numpy)
+
+
+def _up(v: Any) -> Any:
+    return v.astype(_F32) if isinstance(v, np.ndarray) and v.dtype in _LOW else v
+
+
+def _np(dtype: Any) -> np.dtype:
+    return dt.as_dtype(dtype).numpy
+
+
+def _rsqrt(x: np.ndarray) -> np.ndarray:
+    return 1.0 / np.sqrt(x)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * x))  # tanh form: no overflow for large |x|
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+_UNARY_FNS = {"neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": _rsqrt,
+              "tanh": np.tanh, "sigmoid": _sigmoid, "erf": _erf, "sign": np.sign, "sin": np.sin, "cos": np.cos}
+_BINARY_FNS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
+               "maximum": np.maximum, "minimum": np.minimum}
+_COMPARE_FNS = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+                "ge": np.greater_equal}
+
+
+def _elementwise(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Compute in float32 (or the input's own type) and return the first array operand's dtype."""
+
+    def kernel(*args: Any) -> np.ndarray:
+        dtype = next(a.dtype for a in args if isinstance(a, np.ndarray))
+        with np.errstate(all="ignore"):
+            out = np.asarray(fn(*[_up(a) for a in args]))
+        return out.astype(dtype, copy=False)
+
+    return kernel
+
+
+def _compare(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return lambda a, b: np.asarray(fn(_up(a), _up(b)))
+
+
+def _where(cond: np.ndarray, a: Any, b: Any) -> np.ndarray:
+    dtype = next(v.dtype for v in (a, b) if isinstance(v, np.ndarray))
+    return np.where(cond, np.asarray(a, dtype=dtype), np.asarray(b, dtype=dtype)).astype(dtype)
+
+
+def _reduce(fn: Callable[..., Any], int64_for_ints: bool) -> Callable[..., Any]:
+    """A reduction in float32 (float64 stays float64); sums of bool/int give int64."""
+
+    def kernel(x: np.ndarray, *args: Any) -> np.ndarray:
+        if x.dtype.kind in "biu" and int64_for_ints:
+            return np.asarray(fn(x.astype(np.int64), *args))
+        return np.asarray(fn(_up(x), *args)).astype(x.dtype)
+
+    return kernel
+
+
+def _sum(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+    return _reduce(np.sum, True)(x, axes, None, None, keepdims)
+
+
+def _max(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+    return _reduce(np.max, False)(x, axes, None, keepdims)
+
+
+def _slice_assign(base: np.ndarray, index: tuple, values: np.ndarray) -> np.ndarray:
+    out = base.copy()
+    out[index] = values
+    return out
+
+
+def _pad(x: np.ndarray, widths: Any, value: float) -> np.ndarray:
+    out = np.full(tuple(n + lo + hi for n, (lo, hi) in zip(x.shape, widths)), value, dtype=x.dtype)
+    out[tuple(slice(lo, lo + n) for n, (lo, _) in zip(x.shape, widths))] = x
+    return out
+
+
+def _scatter_add(src: np.ndarray, indices: np.ndarray, axis: int, size: int) -> np.ndarray:
+    moved = np.moveaxis(_up(src), axis, 0)
+    out = np.zeros((size,) + moved.shape[1:], dtype=moved.dtype)
+    np.add.at(out, indices, moved)
+    return np.moveaxis(out, 0, axis).astype(src.dtype)
+
+
+def _random(method: str) -> Callable[..., np.ndarray]:
+    def kernel(shape: tuple[int, ...], dtype: Any, seed: int, device_index: int = 0) -> np.ndarray:
+        return getattr(np.random.default_rng(seed), method)(shape).astype(_np(dtype))
+
+    return kernel
+
+
+def _unscale_and_check(grads: list, inv_scale: np.ndarray, found_inf: np.ndarray) -> tuple[list, np.ndarray]:
+    out = [(_up(g) * inv_scale.reshape(())).astype(g.dtype) for g in grads]
+    bad = any(not np.isfinite(_up(g)).all() for g in out)
+    return out, np.asarray([1.0 if bad else float(found_inf.reshape(-1)[0])], dtype=_F32).reshape(found_inf.shape)
+
+
+def _update_scale(scale: np.ndarray, tracker: np.ndarray, found_inf: np.ndarray, growth_factor: float,
+                  backoff_factor: float, growth_interval: int) -> tuple[np.ndarray, np.ndarray]:
+    s, t = float(scale.reshape(-1)[0]), int(tracker.reshape(-1)[0])
+    if float(found_inf.reshape(-1)[0]):
+        s, t = s * backoff_factor, 0
+    elif t + 1 == growth_interval:
+        s, t = (s * growth_factor if np.isfinite(np.float32(s * growth_factor)) else s), 0
+    else:
+        t += 1
+    return np.full(scale.shape, s, dtype=scale.dtype), np.full(tracker.shape, t, dtype=tracker.dtype)
+
+
+def _primitives() -> dict[str, Callable[..., Any]]:
+    table: dict[str, Callable[..., Any]] = {}
+    table.update({n: _elementwise(_UNARY_FNS[n]) for n in UNARY})
+    table.update({n: _elementwise(_BINARY_FNS[n]) for n in BINARY})
+    table.update({n: _compare(_COMPARE_FNS[n]) for n in COMPARISON})
+    table.update(
+        cast=lambda x, dtype: x.astype(_np(dtype)), where=_where, sum=_sum, max=_max,
+        argmax=lambda x, axis: np.asarray(np.argmax(_up(x), axis=axis), dtype=np.int64),
+        cumsum=_reduce(np.cumsum, True), matmul=_elementwise(np.matmul),
+        reshape=np.reshape, transpose=np.transpose, broadcast_to=np.broadcast_to,
+        slice=lambda x, index: x[index], slice_assign=_slice_assign, pad=_pad,
+        concat=lambda xs, axis: np.concatenate(list(xs), axis=axis),
+        take=lambda x, indices, axis: np.take(x, indices, axis=axis), scatter_add=_scatter_add,
+        full=lambda shape, value, dtype, device_index=0: np.full(shape, value, dtype=_np(dtype)),
+        arange=lambda start, stop, step, dtype, device_index=0: np.arange(start, stop, step).astype(_np(dtype)),
+        uniform=_random("random"), normal=_random("standard_normal"),
+        unscale_and_check=_unscale_and_check, update_scale=_update_scale,
+    )
+    return table
+
+
+# Kernels that compute on their inputs' dtype (capability-checked); the rest only move or convert data.
+_COMPUTE = frozenset(UNARY + BINARY + COMPARISON + ("where", "sum", "max", "argmax", "cumsum", "matmul"))
+
+
+class FakeBackend(Backend):
+    """A NumPy-backed backend whose capabilities, kernel set and failures are chosen by the test.
+
+    ``storable``/``native``/``emulated`` are dtype collections (default: every
+    dtype storable, float16/bfloat16 emulated); ``missing`` names kernels to
+    leave out; ``fail_on=(kernel, k)`` makes the k-th call (1-based) of that
+    kernel raise RuntimeError; ``devices`` is the device count.
+    """
+
+    def __init__(self, name: str = "fake", *, storable: Collection[Any] | None = None,
+                 native: Collection[Any] | None = None, emulated: Collection[Any] | None = None,
+                 missing: Collection[str] = (), fail_on: tuple[str, int] | None = None, priority: int = 0,
+                 devices: int = 1, autocast_dtype: Any = None):
+        as_set = lambda ds: frozenset(dt.as_dtype(d) for d in ds)  # noqa: E731 - local conversion
+        self.name = name
+        self.priority = priority
+        self.storable = as_set(dt.ALL_DTYPES if storable is None else storable)
+        default_native = {dt.float64, dt.float32, dt.int64, dt.int32, dt.bool_}
+        self.native = as_set(default_native if native is None else native) & self.storable
+        emulated = dt.LOW_PRECISION_DTYPES if emulated is None else emulated
+        self.emulated = as_set(emulated) & (self.storable - self.native)
+        self.missing = frozenset(missing)
+        self.fail_on = fail_on
+        self.devices = devices
+        self.autocast_dtype = dt.as_dtype(autocast_dtype) if autocast_dtype is not None else None
+        self.calls: dict[str, int] = {}
+
+    def device_count(self) -> int:
+        return self.devices
+
+    def capabilities(self, index: int = 0) -> Capabilities:
+        return Capabilities(device_name=f"fake device {index}", storable=self.storable, native=self.native,
+                            emulated=self.emulated, autocast_dtype=self.autocast_dtype, memory_bytes=1 << 30)
+
+    def kernel_functions(self) -> Mapping[str, Callable[..., Any]]:
+        return {name: self._wrap(name, fn) for name, fn in _primitives().items() if name not in self.missing}
+
+    def _wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        computable = {d.numpy for d in self.native | self.emulated}
+
+        def kernel(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            if self.fail_on is not None and self.fail_on == (name, self.calls[name]):
+                raise RuntimeError(f"fake backend {self.name!r}: injected failure in call {self.calls[name]} "
+                                   f"of kernel {name!r}")
+            if name in _COMPUTE:
+                for a in args:
+                    if isinstance(a, np.ndarray) and a.dtype != np.bool_ and a.dtype not in computable:
+                        raise TypeError(f"fake backend {self.name!r} stores {a.dtype} but cannot compute "
+                                        f"{name!r} on it")
+            return fn(*args, **kwargs)
+
+        kernel.__name__ = name
+        return kernel
+
+    def from_numpy(self, array: np.ndarray, dtype: Any, device_index: int = 0) -> np.ndarray:
+        dtype = dt.as_dtype(dtype)
+        if dtype not in self.storable:
+            raise TypeError(f"fake backend {self.name!r} cannot store {dtype.name}")
+        return np.array(array, dtype=dtype.numpy, copy=True)
+
+    def to_numpy(self, array: np.ndarray) -> np.ndarray:
+        return np.array(array, copy=True)

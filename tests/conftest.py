@@ -1,0 +1,56 @@
+"""Shared fixtures: fake backends registered for one test, and a fresh Python to run code in."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+import ampcore
+from ampcore.plugins import registry
+from ampcore.testing import FakeBackend
+
+_ids = itertools.count()
+
+
+@pytest.fixture
+def register_fake() -> Any:
+    """``register_fake(**FakeBackend_kwargs)`` -> a registered FakeBackend with a fresh name, removed after the test.
+
+    Names are unique per call because capabilities are cached by backend name.
+    Pass ``cls=`` for a FakeBackend subclass.
+    """
+    names: list[str] = []
+    saved_default = registry._default
+
+    def register(cls: type = FakeBackend, **kwargs: Any) -> FakeBackend:
+        kwargs.setdefault("name", f"fake{next(_ids)}")
+        backend = ampcore.register_backend(cls(**kwargs))
+        names.append(backend.name)
+        return backend
+
+    yield register
+    for name in names:
+        registry.unregister_backend(name)
+    registry._default = saved_default
+
+
+@pytest.fixture
+def run_python() -> Callable[..., subprocess.CompletedProcess]:
+    """Run ``code`` in a new interpreter (fresh plugin registry); ``path`` goes first on sys.path."""
+
+    def run(code: str, *, path: Path | None = None, env: dict[str, str] | None = None,
+            args: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("AMPCORE_")}
+        if path is not None:
+            full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(path), full_env.get("PYTHONPATH")]))
+        full_env.update(env or {})
+        command = [sys.executable, *(args or ("-c", code))]
+        return subprocess.run(command, capture_output=True, text=True, env=full_env, timeout=120)
+
+    return run

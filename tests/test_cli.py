@@ -1,0 +1,125 @@
+"""The ``ampcore`` command line: ``info`` (text and JSON) and ``train``, and its error reporting."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+
+import pytest
+
+import ampcore
+from ampcore.cli import main
+from ampcore.plugins import BrokenPlugin, registry
+
+
+@pytest.fixture
+def wide(monkeypatch):
+    """A wide terminal, so rich does not wrap the lines the tests look for."""
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+def test_info_lists_cpu_as_available_with_capabilities(capsys, wide):
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert f"default device {ampcore.get_default_device()}" in out
+    cpu_panel = out.split("─ cpu ─", 1)[1].split("╰", 1)[0]
+    assert re.search(r"status +available", cpu_panel)
+    assert re.search(r"storable +bfloat16, bool, float16, float32, float64, int32, int64", out)
+    assert re.search(r"native +bool, float32, float64, int32, int64", out)
+    assert re.search(r"emulated +bfloat16, float16", out)
+    assert re.search(r"autocast dtype +bfloat16", out)
+    assert re.search(r"fused +core reference: adamw_step, gelu", out) or re.search(r"fused +cpu: ", out)
+    assert "from ampcore-cpu 0.1.0  entry point ampcore_cpu.plugin" in out
+    assert "broken plugins: none" in out
+
+
+def test_info_shows_unavailable_backends_with_reason_and_broken_plugins(capsys, wide, register_fake, monkeypatch):
+    from ampcore import Availability
+    from ampcore.testing import FakeBackend
+
+    class Offline(FakeBackend):
+        def availability(self):
+            return Availability(False, "no device: libfake.so not found")
+
+    offline = register_fake(cls=Offline)
+    broken = BrokenPlugin("exploder", "ImportError: exploder needs libboom", "import")
+    monkeypatch.setattr(registry, "broken", [*registry.broken, broken])
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert f"─ {offline.name} ─" in out
+    assert "unavailable: no device: libfake.so not found" in out
+    assert "broken plugins" in out and "exploder" in out and "ImportError: exploder needs libboom" in out
+
+
+def test_info_json_has_the_same_facts(capsys, register_fake):
+    fake = register_fake(storable=["float32", "bfloat16", "int64", "bool"], native=["float32", "int64", "bool"])
+    assert main(["info", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    backends = {b["name"]: b for b in data["backends"]}
+    cpu = backends["cpu"]
+    assert cpu["available"] is True and cpu["priority"] == 100
+    assert cpu["distribution"] == "ampcore-cpu" and cpu["entry_point"] == "ampcore_cpu.plugin"
+    assert cpu["devices"][0]["emulated"] == ["bfloat16", "float16"]
+    assert cpu["devices"][0]["autocast_dtype"] == "bfloat16"
+    assert set(cpu["kernels"]["fused"]) == {"softmax", "softmax_backward", "log_softmax", "log_softmax_backward",
+                                            "gelu", "gelu_backward", "adamw_step"}
+    assert cpu["kernels"]["native"] >= 47
+    assert backends[fake.name]["devices"][0]["storable"] == ["bfloat16", "bool", "float32", "int64"]
+    assert backends[fake.name]["devices"][0]["emulated"] == ["bfloat16"]
+    assert data["default_device"] == str(ampcore.get_default_device())
+    assert isinstance(data["broken_plugins"], list)
+
+
+def test_python_dash_m_ampcore_info_shows_a_broken_plugin(tmp_path, run_python):
+    info = tmp_path / "ampcore_crashy-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ampcore-crashy\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[ampcore.backends]\ncrashy = crashy_plugin\n")
+    (tmp_path / "crashy_plugin.py").write_text(textwrap.dedent("""
+        raise RuntimeError("crashy cannot find its driver")
+    """))
+    proc = run_python("", args=("-m", "ampcore", "info"), path=tmp_path, env={"COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    assert "─ cpu ─" in proc.stdout and "available" in proc.stdout
+    assert "crashy" in proc.stdout and "RuntimeError: crashy cannot find its driver" in proc.stdout
+
+
+def test_train_one_epoch_prints_accuracy(capsys):
+    assert main(["train", "--epochs", "1", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "training on cpu in float32: 1 epochs" in out
+    assert "test accuracy 0." in out and "train accuracy 0." in out
+
+
+def test_train_json_reports_the_result(capsys):
+    assert main(["train", "--epochs", "1", "--batch-size", "128", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["steps"] == 12 and result["epochs"] == 1
+    assert result["device"] == str(ampcore.get_default_device())
+    assert 0.0 <= result["test_accuracy"] <= 1.0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["train", "--device", "nosuch"], "ampcore train: error: unknown backend 'nosuch'; installed backends are "),
+    (["train", "--device", "cpu:3"], "device 'cpu:3' does not exist; backend 'cpu' has 1 device(s)"),
+    (["train", "--dtype", "bfloat16"], "mixed precision arrives with issue #4"),
+    (["train", "--epochs", "0"], "epochs must be a positive integer, got 0"),
+])
+def test_bad_train_options_exit_2_with_one_line_and_no_traceback(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_bad_device_from_the_real_command_line(run_python):
+    proc = run_python("", args=("-m", "ampcore", "train", "--device", "nosuch"))
+    assert proc.returncode == 2
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("ampcore train: error: unknown backend 'nosuch'; installed backends are ") and "'cpu'" in line
+
+
+def test_no_subcommand_prints_usage_and_fails(capsys):
+    assert main([]) == 2
+    assert "usage: ampcore" in capsys.readouterr().err
