@@ -150,3 +150,20 @@ def test_sigmoid_is_stable_for_large_inputs():
     with np.errstate(over="ignore"):  # the float64 reference itself overflows to the right limit
         ref = 1 / (1 + np.exp(-x.astype(np.float64)))
     np.testing.assert_allclose(out, ref, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int64])
+def test_where_fast_path_gives_the_same_bits_as_np_where(dtype):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((37, 53)).astype(dtype)
+    b = rng.standard_normal((37, 53)).astype(dtype)
+    if np.dtype(dtype).kind != "i":
+        a[0, :3] = [np.inf, np.nan, -0.0]
+    cond = rng.random((37, 53)) > 0.5
+    for x, y in [(a, b), (a, 0.0), (0.0, b), (a, -0.0), (a, 1.5)]:
+        ref = np.where(cond, np.asarray(x, dtype), np.asarray(y, dtype))
+        out = K.where(cond, x, y)
+        assert out.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(out.view(np.uint8), ref.view(np.uint8))
+    broadcast = K.where(cond[:1], a, b)  # shapes differ: the general path
+    np.testing.assert_array_equal(broadcast, np.where(cond[:1], a, b))

@@ -94,8 +94,44 @@ def cast(x: np.ndarray, dtype: Any) -> np.ndarray:
     return x.astype(_np(dtype))  # astype always copies: the contract's "new array"
 
 
+_BITS = {2: np.int16, 4: np.int32, 8: np.int64}
+
+
+def _is_plus_zero(v: Any) -> bool:
+    return not isinstance(v, np.ndarray) and v == 0 and math.copysign(1.0, float(v)) > 0
+
+
+def _select_bits(cond: np.ndarray, a: Any, b: Any, dtype: np.dtype) -> np.ndarray | None:
+    """``where`` as a bitwise blend (a & m) | (b & ~m), or None when the fast path does not apply.
+
+    np.where branches per element and is ~10x slower on random masks (the
+    ReLU backward); the blend gives the same bits, +0.0 and NaN included.
+    """
+    bits = _BITS.get(dtype.itemsize)
+    arrays = [v for v in (a, b) if isinstance(v, np.ndarray)]
+    if bits is None or cond.dtype != np.bool_ or any(v.shape != cond.shape or v.dtype != dtype for v in arrays):
+        return None
+    if not all(isinstance(v, np.ndarray) or _is_plus_zero(v) for v in (a, b)):
+        return None
+    mask = cond.view(np.uint8).astype(bits)
+    np.negative(mask, out=mask)  # 0 -> all zero bits, 1 -> all one bits
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        out = np.bitwise_and(a.view(bits), mask)
+        np.invert(mask, out=mask)
+        np.bitwise_or(out, np.bitwise_and(b.view(bits), mask, out=mask), out=out)
+    elif isinstance(a, np.ndarray):
+        out = np.bitwise_and(a.view(bits), mask, out=mask)
+    else:
+        np.invert(mask, out=mask)
+        out = np.bitwise_and(b.view(bits), mask, out=mask)
+    return out.view(dtype)
+
+
 def where(cond: np.ndarray, a: Any, b: Any) -> np.ndarray:
     dtype = next(v.dtype for v in (a, b) if isinstance(v, np.ndarray))
+    fast = _select_bits(cond, a, b, dtype)
+    if fast is not None:
+        return fast
     as_arr = lambda v: v if isinstance(v, np.ndarray) else np.asarray(v, dtype=dtype)  # noqa: E731
     return np.where(cond, as_arr(a), as_arr(b)).astype(dtype, copy=False)
 

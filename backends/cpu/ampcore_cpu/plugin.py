@@ -17,6 +17,7 @@ from ampcore import dtypes as dt
 from ampcore.plugins import hookimpl
 
 from .kernels import primitive_table
+from .malloc import tune_malloc
 
 
 def _cpu_name() -> str:
@@ -43,6 +44,9 @@ class CPUBackend(ampcore.Backend):
     name = "cpu"
     priority = 100
 
+    def __init__(self) -> None:
+        self.malloc_tuned = tune_malloc()
+
     def capabilities(self, index: int = 0) -> ampcore.Capabilities:
         return ampcore.Capabilities(
             device_name=_cpu_name(),
@@ -52,7 +56,7 @@ class CPUBackend(ampcore.Backend):
             autocast_dtype=dt.bfloat16,
             policy="cpu",
             memory_bytes=_memory_bytes(),
-            extra={"numpy": np.__version__, "cores": os.cpu_count()},
+            extra={"numpy": np.__version__, "cores": os.cpu_count(), "malloc_tuned": self.malloc_tuned},
         )
 
     def kernel_functions(self) -> Mapping[str, Callable[..., Any]]:

@@ -1,0 +1,27 @@
+"""The overhead benchmark runs end to end on a tiny problem (no timing is asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_overhead.py"
+
+
+def test_bench_overhead_prints_the_table_and_the_ratio_line(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--steps", "2", "--batch", "8", "--warmup", "1",
+                           "--no-torch", "--json", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "ampcore/numpy ratio:" in proc.stdout
+    assert "median ms/step" in proc.stdout and "numpy" in proc.stdout
+    result = json.loads(out.read_text())
+    assert result["batch"] == 8 and result["steps"] == 2
+    assert result["ratio_ampcore_numpy"] > 0 and result["initial_loss_abs_diff"] < 1e-4
+
+
+def test_bench_overhead_rejects_bad_options():
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--steps", "0"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--steps must be at least 1" in proc.stderr
