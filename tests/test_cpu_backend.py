@@ -167,3 +167,17 @@ def test_where_fast_path_gives_the_same_bits_as_np_where(dtype):
         np.testing.assert_array_equal(out.view(np.uint8), ref.view(np.uint8))
     broadcast = K.where(cond[:1], a, b)  # shapes differ: the general path
     np.testing.assert_array_equal(broadcast, np.where(cond[:1], a, b))
+
+
+def test_malloc_tuning_is_reported_and_can_be_switched_off():
+    import platform
+    import subprocess
+    import sys
+
+    code = "import ampcore; print(ampcore.get_backend('cpu').capabilities().extra['malloc_tuned'])"
+    env_off = {**__import__("os").environ, "AMPCORE_CPU_MALLOC_TUNING": "0"}
+    off = subprocess.run([sys.executable, "-c", code], env=env_off, capture_output=True, text=True, check=True)
+    assert off.stdout.strip() == "False"
+    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
+        on = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        assert on.stdout.strip() == "True"
