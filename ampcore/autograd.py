@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from .ops.base import Op
     from .tensor import Tensor
 
-__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "Node", "Context", "run_backward"]
+__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "Node", "Context", "run_backward",
+           "zero_grads"]
 
 _state = threading.local()
 
@@ -152,3 +153,17 @@ def _accumulate_leaf(leaf: "Tensor", g: Any) -> None:
         if leaf._backend.dtype_of(g) != leaf.dtype:
             g = k.cast(g, leaf.dtype)
         leaf.grad = Tensor._wrap(k.add(leaf.grad._data, g), leaf.device, leaf._backend)
+
+
+def zero_grads(params: Any, set_to_none: bool = True) -> None:
+    """Reset each tensor's ``.grad``: to None, or to zeros in the same grad tensor object."""
+    for p in params:
+        g = p.grad
+        if g is None:
+            continue
+        if set_to_none:
+            p.grad = None
+        else:
+            g.grad_fn = None
+            g.requires_grad = False
+            g._data = g._backend.kernels.full(g.shape, 0.0, g.dtype, g.device.index)

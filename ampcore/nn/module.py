@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterator, Mapping, NamedTuple
 import numpy as np
 
 from .. import dtypes as dt
-from ..autograd import no_grad
+from ..autograd import no_grad, zero_grads
 from ..device import Device
 from ..dtypes import DType
 from ..tensor import Tensor
@@ -299,15 +299,7 @@ class Module:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset every parameter's ``.grad``: to None (default) or to zeros."""
-        for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                g = p.grad
-                g._data = g._backend.kernels.full(g.shape, 0.0, g.dtype, g.device.index)
-                g.grad_fn = None
+        zero_grads(self.parameters(), set_to_none)
 
     # ------------------------------------------------------------------ device and dtype
     def to(self, *args: Any, dtype: Any = None, device: Any = None) -> "Module":

@@ -24,7 +24,7 @@ from collections import abc, defaultdict
 from typing import Any, Callable, Iterable, Mapping
 
 from .. import dtypes as dt
-from ..autograd import enable_grad, no_grad
+from ..autograd import enable_grad, no_grad, zero_grads
 from ..creation import zeros
 from ..tensor import Tensor
 
@@ -140,15 +140,7 @@ class Optimizer:
     # ------------------------------------------------------------------ stepping
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of every parameter: to None (default) or to zeros."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    g = p.grad
-                    g._data = g._backend.kernels.full(g.shape, 0.0, g.dtype, g.device.index)
+        zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One update of every parameter that has a gradient (others are skipped).
