@@ -10,6 +10,14 @@ Low-precision contract: a kernel on float16/bfloat16 inputs returns float16/
 bfloat16 outputs, rounded once to nearest-even from a float32 (or better)
 result; reductions and matmul accumulate in at least float32.
 
+Scalars: the binary kernels, the comparisons and ``where`` accept a Python
+number for either operand (never both); it takes the array operand's dtype.
+
+Ownership: ``cast`` always returns a new array, even to the same dtype (the
+core uses it to copy).  Other kernels may return views of their inputs; the
+core never writes into a kernel's output except through ``unscale_and_check``
+and the fused optimizer step, on arrays it owns.
+
 Primitive signatures (``x``, ``a``, ``b`` are backend arrays, ``dtype`` is an
 :class:`ampcore.DType`):
 
