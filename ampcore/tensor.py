@@ -471,6 +471,12 @@ class Tensor:
     def __neg__(self) -> "Tensor":
         return ew.unary("neg", self)
 
+    def __invert__(self) -> "Tensor":
+        """Logical not of a bool tensor (``~mask``)."""
+        if self.dtype != dt.bool_:
+            raise TypeError(f"~ is only supported on bool tensors here, got {self.dtype.name}")
+        return ew.compare("eq", self, False)
+
     def __pos__(self) -> "Tensor":
         return self
 

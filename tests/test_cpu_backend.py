@@ -165,6 +165,8 @@ def test_where_fast_path_gives_the_same_bits_as_np_where(dtype):
         out = K.where(cond, x, y)
         assert out.dtype == np.dtype(dtype)
         np.testing.assert_array_equal(out.view(np.uint8), ref.view(np.uint8))
+    scalar = K.where(np.array(True), np.array(a[0, 0]), np.array(b[0, 0]))  # 0-d: the general path
+    assert scalar.shape == () and scalar.dtype == np.dtype(dtype)
     broadcast = K.where(cond[:1], a, b)  # shapes differ: the general path
     np.testing.assert_array_equal(broadcast, np.where(cond[:1], a, b))
 

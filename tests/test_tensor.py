@@ -181,3 +181,16 @@ def test_deepcopy_copies_storage_and_keeps_subclass():
     with ampcore.no_grad():
         model.weight.fill_(0.0)
     assert np.any(state["weight"].numpy() != 0.0)
+
+
+def test_bool_masks_invert_with_tilde_and_refuse_negation():
+    mask = ampcore.tensor([True, False])
+    np.testing.assert_array_equal((~mask).numpy(), [False, True])
+    with pytest.raises(TypeError, match="~"):
+        -mask
+
+
+def test_where_with_two_scalars_uses_default_dtypes():
+    out = ampcore.where(ampcore.tensor([True, False]), 1.0, 2.0)
+    assert out.dtype is dt.float32
+    np.testing.assert_array_equal(out.numpy(), [1.0, 2.0])

@@ -104,6 +104,8 @@ def relu(x: Any) -> Any:
 
 def unary(name: str, x: Any) -> Any:
     """Apply the unary op ``name``; integer inputs of float-only ops become float32."""
+    if name == "neg" and x.dtype == dt.bool_:
+        raise TypeError("negation (-) of a bool tensor is not supported; invert a mask with ~ instead")
     if not x.dtype.is_floating_point and name not in ("neg", "abs", "sign"):
         x = cast(x, dt.float32)
     return call(UNARY_OPS[name], x)
@@ -245,6 +247,8 @@ def where(cond: Any, a: Any, b: Any) -> Any:
 
     if not isinstance(cond, Tensor) or cond.dtype != dt.bool_:
         raise TypeError(f"where() needs a bool Tensor condition, got {cond!r}")
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor) and isinstance(a, Scalar):
+        a = cond._new_tensor(a)  # two scalars: torch's default dtypes (float32 / int64)
     a, b = _operands(a, b)
     shapes = [cond.shape] + [v.shape for v in (a, b) if isinstance(v, Tensor)]
     broadcast_shapes(*shapes)

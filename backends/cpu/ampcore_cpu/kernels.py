@@ -109,7 +109,7 @@ def _select_bits(cond: np.ndarray, a: Any, b: Any, dtype: np.dtype) -> np.ndarra
     """
     bits = _BITS.get(dtype.itemsize)
     arrays = [v for v in (a, b) if isinstance(v, np.ndarray)]
-    if bits is None or cond.dtype != np.bool_ or any(v.shape != cond.shape or v.dtype != dtype for v in arrays):
+    if bits is None or cond.ndim == 0 or cond.dtype != np.bool_ or any(v.shape != cond.shape or v.dtype != dtype for v in arrays):
         return None
     if not all(isinstance(v, np.ndarray) or _is_plus_zero(v) for v in (a, b)):
         return None
