@@ -183,3 +183,22 @@ def test_malloc_tuning_is_reported_and_can_be_switched_off():
     if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
         on = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
         assert on.stdout.strip() == "True"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False, min_value=-40, max_value=40), min_size=1, max_size=50))
+def test_erf_matches_math_erf_to_float64_accuracy(values):
+    import math
+
+    x = np.array(values, np.float64)
+    out = K.erf(x)
+    ref = np.array([math.erf(v) for v in values])
+    np.testing.assert_allclose(out, ref, rtol=4 * 2.0 ** -52, atol=1e-300)
+
+
+def test_erf_edge_values():
+    out = K.erf(np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 8.0], np.float64))
+    assert out[0] == 0.0 and np.signbit(out[1])
+    assert out[2] == 1.0 and out[3] == -1.0 and np.isnan(out[4])
+    np.testing.assert_allclose(out[5:], [0.8427007929497149, -0.8427007929497149, 1.0], rtol=2.0 ** -52)
+    assert K.erf(np.array([0.5], np.float32)).dtype == np.float32

@@ -14,11 +14,12 @@ import numpy as np
 
 from ampcore import dtypes as dt
 
+from . import special
+
 F32 = np.dtype(np.float32)
 LOW = frozenset({dt.float16.numpy, dt.bfloat16.numpy})
 CHUNK = 1 << 16  # elements per cache-sized block in the fused passes
 
-_erf64 = np.frompyfunc(math.erf, 1, 1)
 
 
 def _np(dtype: Any) -> np.dtype:
@@ -55,8 +56,7 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
-    # NumPy has no erf ufunc; math.erf is correctly rounded in float64.
-    return _erf64(x.astype(np.float64)).astype(np.float64)
+    return special.erf(x)  # float64, rounded once to the input dtype by _lowp
 
 
 def _sign(x: np.ndarray) -> np.ndarray:
