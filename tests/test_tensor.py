@@ -194,3 +194,13 @@ def test_where_with_two_scalars_uses_default_dtypes():
     out = ampcore.where(ampcore.tensor([True, False]), 1.0, 2.0)
     assert out.dtype is dt.float32
     np.testing.assert_array_equal(out.numpy(), [1.0, 2.0])
+
+
+@pytest.mark.parametrize("d", ["float16", "bfloat16"])
+def test_low_precision_mean_does_not_overflow_in_the_sum(d):
+    x = ampcore.full((100_000,), 2.0, dtype=d)  # the float16 sum (200000) is beyond 65504
+    m = x.mean()
+    assert m.dtype.name == d and m.item() == 2.0
+    x.requires_grad_()
+    x.mean().backward()
+    assert x.grad.dtype.name == d

@@ -127,14 +127,23 @@ def sum(x: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) ->
 
 
 def mean(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
-    """Mean over ``dim``; integer input raises as in torch (cast to a float dtype first)."""
+    """Mean over ``dim``; integer input raises as in torch (cast to a float dtype first).
+
+    float16/bfloat16 are summed and divided in float32 and rounded once: a
+    float16 sum of 1e5 ones would overflow (65504) before the division.
+    """
+    from .elementwise import cast
+
     if not x.dtype.is_floating_point:
         raise TypeError(f"mean() needs a floating tensor, got {x.dtype.name}; call .float() first")
     axes = normalize_axes(dim, x.ndim)
     count = 1
     for a in axes:
         count *= x.shape[a]
-    return sum(x, axes, keepdim) / float(count) if count else sum(x, axes, keepdim) * float("nan")
+    low = x.dtype in dt.LOW_PRECISION_DTYPES
+    total = sum(x, axes, keepdim, dtype=dt.float32 if low else None)
+    out = total / float(count) if count else total * float("nan")
+    return cast(out, x.dtype) if low else out
 
 
 def amax(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
