@@ -52,6 +52,23 @@ def test_info_shows_unavailable_backends_with_reason_and_broken_plugins(capsys, 
     assert "broken plugins" in out and "exploder" in out and "ImportError: exploder needs libboom" in out
 
 
+def test_info_prints_brackets_in_reasons_and_errors_literally(capsys, wide, register_fake, monkeypatch):
+    from ampcore import Availability
+    from ampcore.testing import FakeBackend
+
+    class Offline(FakeBackend):
+        def availability(self):
+            return Availability(False, "driver [bold] is too old")
+
+    register_fake(cls=Offline)
+    broken = BrokenPlugin("cudaish", "OSError: libcudart.so.12 not found in [/opt/cuda/lib64]", "import")
+    monkeypatch.setattr(registry, "broken", [*registry.broken, broken])
+    assert main(["info"]) == 0  # a closing-tag look-alike used to raise rich's MarkupError
+    out = capsys.readouterr().out
+    assert "unavailable: driver [bold] is too old" in out
+    assert "OSError: libcudart.so.12 not found in [/opt/cuda/lib64]" in out
+
+
 def test_info_json_has_the_same_facts(capsys, register_fake):
     fake = register_fake(storable=["float32", "bfloat16", "int64", "bool"], native=["float32", "int64", "bool"])
     assert main(["info", "--json"]) == 0

@@ -68,3 +68,33 @@ def test_attention_errors_name_the_shapes():
         F.scaled_dot_product_attention(q, k, k, attn_mask=ampcore.ones(3, 5), is_causal=True)
     with pytest.raises(ValueError, match="attn_mask must be bool or floating, got int64"):
         F.scaled_dot_product_attention(q, k, k, attn_mask=ampcore.zeros(3, 5, dtype="int64"))
+
+
+@pytest.mark.parametrize("scale", [None, -0.125], ids=["default", "negative"])
+def test_attention_float16_scales_query_and_key_before_the_product_so_scores_stay_finite(scale):
+    # q . k = 64 * 40**2 = 102400 overflows float16; scaled by 1/8 it is 12800 (torch's math path).
+    q = ampcore.tensor(np.full((1, 1, 2, 64), 40.0, np.float16))
+    v = randn(1, 1, 2, 3, seed=1, dtype=dt.float16)
+    out = F.scaled_dot_product_attention(q, q, v, scale=scale)
+    assert_close(out, ref.attention(f64(q), f64(q), f64(v), scale=scale), 64)
+
+
+def test_attention_fully_masked_query_gives_zeros_and_zero_gradients_not_nan():
+    q = randn(3, 4, dtype=dt.float64, requires_grad=True)
+    k = randn(2, 4, seed=1, dtype=dt.float64, requires_grad=True)
+    v = randn(2, 3, seed=2, dtype=dt.float64, requires_grad=True)
+    keep = np.array([[True, False], [False, False], [True, True]])
+    additive = np.where(keep, 0.0, -np.inf)
+    with np.errstate(invalid="ignore"):  # the reference's masked row is NaN
+        expected = ref.attention(f64(q), f64(k), f64(v), keep)
+    expected[1] = 0.0  # torch >= 2.5: a query with no key to attend to outputs 0
+    for mask in (ampcore.tensor(keep), ampcore.tensor(additive)):
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        assert_close(out, expected, 2)
+        q.grad = k.grad = v.grad = None
+        out.sum().backward()
+        for t in (q, k, v):
+            assert np.isfinite(t.grad.numpy()).all()
+        assert not q.grad.numpy()[1].any()
+    assert gradcheck(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, attn_mask=ampcore.tensor(keep)),
+                     [q, k, v])

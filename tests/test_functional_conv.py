@@ -112,6 +112,28 @@ def test_max_pool_sends_the_gradient_to_the_first_maximum():
     np.testing.assert_array_equal(x.grad.numpy()[0, 0], [[1.0, 0.0], [0.0, 0.0]])
 
 
+def test_max_pool_gradient_never_goes_to_padding_when_the_window_is_all_minus_inf():
+    # torch only looks at real elements: each -inf input gets its window's gradient, none is lost in the padding
+    x = ampcore.tensor(np.full((1, 1, 2, 2), -np.inf, np.float32), requires_grad=True)
+    out = F.max_pool2d(x, 2, padding=1)
+    np.testing.assert_array_equal(out.numpy(), np.full((1, 1, 2, 2), -np.inf))
+    out.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy()[0, 0], [[1.0, 1.0], [1.0, 1.0]])
+    y = ampcore.tensor([[[[-np.inf, -np.inf, 3.0], [-np.inf, -np.inf, -np.inf]]]], requires_grad=True)
+    F.max_pool2d(y, 3, stride=1, padding=1).sum().backward()  # windows 0, 3: first real -inf; 1, 2, 4, 5: the 3
+    np.testing.assert_array_equal(y.grad.numpy()[0, 0], [[2.0, 0.0, 4.0], [0.0, 0.0, 0.0]])
+
+
+@pytest.mark.parametrize("dtype", [dt.float16, dt.bfloat16], ids=str)
+@pytest.mark.parametrize("padding,count_include_pad", [(0, True), (1, False)])
+def test_low_precision_avg_pool_sums_in_float32_and_rounds_once(dtype, padding, count_include_pad):
+    # a 32 x 32 window of values up to 6e4 sums to ~3e7: inf in float16, though the mean is ~3e4
+    x = ampcore.tensor((np.random.default_rng(0).random((1, 2, 32, 32)) * 6e4).astype(dtype.numpy), dtype=dtype)
+    out = F.avg_pool2d(x, 32, 1, padding, count_include_pad=count_include_pad)
+    assert out.dtype is dtype
+    assert_close(out, ref.pool2d(f64(x), 32, 1, padding, "avg", count_include_pad), n=32 * 32)
+
+
 def test_avg_pool_divisor_override_and_unbatched_input():
     x = randn(3, 4, 4)
     out = F.avg_pool2d(x, 2, divisor_override=3)

@@ -175,6 +175,58 @@ def test_binary_cross_entropy_with_logits_backward():
     np.testing.assert_allclose(z.grad.numpy(), [0.5, -0.5])  # sigmoid(0) - y, also at the kink of |x|
 
 
+@pytest.mark.parametrize("dtype", [dt.float64, dt.float32, dt.float16, dt.bfloat16], ids=str)
+def test_binary_cross_entropy_with_logits_keeps_losses_far_below_one(dtype):
+    # log(1 + e) with e = exp(-|x|) rounds to 0 once e < eps / 2: x = 20, y = 1 has loss 2.06e-9, not 0;
+    # float16 (normal down to 6e-5) loses x = 8, y = 1 (3.4e-4) unless computed in float32.
+    xs, ys = [8.0, -8.0, 5.0, -9.0], [1.0, 0.0, 1.0, 0.0]
+    if dtype is not dt.float16:
+        xs, ys = xs + [20.0, -30.0], ys + [1.0, 0.0]
+    x, y = (ampcore.tensor(np.array(v).astype(dtype.numpy), dtype=dtype) for v in (xs, ys))
+    out = F.binary_cross_entropy_with_logits(x, y, reduction="none")
+    assert out.dtype is dtype
+    # relative error alone: an absolute tolerance of eps would accept 0 for every one of these losses
+    np.testing.assert_allclose(f64(out), _bce_logits(f64(x), f64(y)), rtol=ref.tolerance(dtype))
+
+
+def test_binary_cross_entropy_with_logits_backward_at_large_logits():
+    x = ampcore.tensor([20.0, -25.0, 8.0, -8.0, 1e-3], dtype="float64", requires_grad=True)
+    y = ampcore.tensor([1.0, 0.0, 0.3, 1.0, 1.0], dtype="float64", requires_grad=True)
+    pw = ampcore.tensor([2.0, 0.5, 1.0, 3.0, 1.5], dtype="float64", requires_grad=True)
+    assert gradcheck(F.binary_cross_entropy_with_logits, [x, y])
+    assert gradcheck(lambda a, b, c: F.binary_cross_entropy_with_logits(a, b, pos_weight=c), [x, y, pw])
+    x.grad = None
+    F.binary_cross_entropy_with_logits(x, y, reduction="sum").backward()
+    np.testing.assert_allclose(x.grad.numpy(), 1 / (1 + np.exp(-f64(x))) - f64(y), rtol=1e-12, atol=1e-15)
+
+
+def test_binary_cross_entropy_gradient_is_torchs_rule_for_saturated_predictions():
+    # torch: d/dp = (p - y) / max(p (1 - p), 1e-12), not the zero slope of the clamped log
+    p = ampcore.tensor(np.array([0.0, 1.0, 1e-45, 0.25], np.float32), requires_grad=True)
+    y = ampcore.tensor([1.0, 0.0, 1.0, 1.0], requires_grad=True)
+    loss = F.binary_cross_entropy(p, y, weight=ampcore.tensor([1.0, 1.0, 1.0, 2.0]), reduction="sum")
+    np.testing.assert_allclose(loss.item(), 300.0 + 2 * math.log(4), rtol=1e-6)
+    loss.backward()
+    np.testing.assert_allclose(p.grad.numpy(), [-1e12, 1e12, -1e12, -8.0], rtol=1e-6)
+    np.testing.assert_allclose(y.grad.numpy(), [np.inf, -np.inf, 103.2789, 2 * math.log(3)], rtol=1e-6)
+
+
+def test_binary_cross_entropy_keeps_losses_far_below_one():
+    # -log(1 - p) for p = 1e-8: log(1 - p) in float32 is log(1) = 0; torch's log1p(-p) is -1e-8
+    p, y = ampcore.tensor([1e-8, 0.5]), ampcore.tensor([0.0, 0.0])
+    np.testing.assert_allclose(F.binary_cross_entropy(p, y, reduction="none").numpy(), [1e-8, math.log(2)],
+                               rtol=ref.tolerance(dt.float32))
+
+
+@pytest.mark.parametrize("loss", ["mse_loss", "l1_loss"])
+def test_low_precision_mean_loss_over_many_elements_does_not_overflow(loss):
+    # 1e5 float16 terms sum far past 65504; the mean sums in float32 and rounds once, as torch
+    a, b = randn(100_000, dtype=dt.float16), randn(100_000, seed=1, dtype=dt.float16)
+    d = f64(a) - f64(b)
+    expected = np.mean(d * d) if loss == "mse_loss" else np.mean(np.abs(d))
+    assert_close(getattr(F, loss)(a, b), expected)
+
+
 def test_loss_errors_name_the_bad_value():
     x = ampcore.ones(4, 3)
     with pytest.raises(ValueError, match=r"unknown reduction 'avg'; valid reductions are 'none', 'mean', 'sum'"):

@@ -104,6 +104,19 @@ def test_batch_norm_backward_in_training_and_eval():
     assert gradcheck(lambda x, w, b: F.batch_norm(x, rm, rv, w, b), [x, w, b])
 
 
+def test_batch_norm_of_an_empty_batch_is_empty_and_leaves_the_running_stats_alone():
+    # torch refuses exactly one value per channel in training, not zero
+    x = ampcore.zeros(0, 3, 2, requires_grad=True)
+    w = ampcore.ones(3, requires_grad=True)
+    rm, rv = ampcore.tensor([0.5, -1.0, 2.0]), ampcore.tensor([4.0, 0.25, 1.0])
+    out = F.batch_norm(x, rm, rv, w, training=True)
+    assert out.shape == (0, 3, 2) and out.dtype is dt.float32
+    np.testing.assert_array_equal(rm.numpy(), [0.5, -1.0, 2.0])
+    np.testing.assert_array_equal(rv.numpy(), [4.0, 0.25, 1.0])
+    out.sum().backward()
+    assert x.grad.shape == (0, 3, 2) and not w.grad.numpy().any()
+
+
 def test_norm_errors_name_the_shapes():
     with pytest.raises(ValueError, match=r"input of shape \(2, 3\) does not end in normalized_shape \(4,\)"):
         F.layer_norm(ampcore.ones(2, 3), 4)

@@ -40,6 +40,15 @@ def test_embedding_errors():
         F.embedding(ampcore.tensor([7]), w)
 
 
+@pytest.mark.parametrize("index", [-1, -4, 4, 9])
+def test_embedding_refuses_indices_outside_zero_to_num_embeddings(index):
+    # torch raises rather than counting a negative index from the end
+    w = ampcore.ones(4, 2)
+    with pytest.raises(IndexError, match=rf"embedding\(\): index {index} is out of range for 4 embeddings "
+                                         r"\(valid: 0..3\)"):
+        F.embedding(ampcore.tensor([[0, 3], [index, 1]]), w)
+
+
 def test_dropout_is_the_identity_in_eval_or_at_p_zero():
     x = randn(4, 5)
     assert F.dropout(x, 0.5, training=False) is x

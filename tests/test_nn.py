@@ -220,6 +220,65 @@ def test_sequential_and_module_list_index_slice_and_length():
     assert len(ml) == 3 and ml[0] is layers[1]
 
 
+def children(m):
+    return [(name, type(child).__name__) for name, child in m.named_children()]
+
+
+def test_sequential_delete_renumbers_so_append_never_replaces_a_module():
+    seq = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), nn.Tanh())
+    del seq[0]
+    seq.append(nn.Sigmoid())
+    assert children(seq) == [("0", "ReLU"), ("1", "Tanh"), ("2", "Sigmoid")]  # torch's result
+    seq = nn.Sequential(nn.ReLU(), nn.Tanh(), nn.Sigmoid(), nn.GELU())
+    del seq[::2]
+    assert children(seq) == [("0", "Tanh"), ("1", "GELU")]
+    named = nn.Sequential(OrderedDict([("a", nn.ReLU()), ("b", nn.Tanh()), ("c", nn.Sigmoid())]))
+    del named[1:2]
+    assert children(named) == [("0", "ReLU"), ("1", "Sigmoid")]  # torch renumbers named ones too
+    ml = nn.ModuleList([nn.ReLU(), nn.Tanh(), nn.Sigmoid()])
+    del ml[0]
+    ml.append(nn.GELU())
+    assert children(ml) == [("0", "Tanh"), ("1", "Sigmoid"), ("2", "GELU")]
+
+
+@pytest.mark.parametrize("register", [
+    lambda: nn.Sequential(nn.Linear(2, 2)).register_parameter("0", nn.Parameter(ampcore.zeros(1))),
+    lambda: nn.Linear(2, 2).add_module("weight", nn.ReLU()),
+    lambda: nn.Linear(2, 2).register_buffer("weight", ampcore.zeros(1)),
+    lambda: nn.Linear(2, 2).register_buffer("bias", None),
+    lambda: with_attribute("foo", 3).add_module("foo", nn.ReLU()),
+    lambda: with_attribute("foo", 3).register_parameter("foo", None),
+    lambda: with_attribute("foo", 3).register_buffer("foo", ampcore.zeros(1)),
+    lambda: nn.Module().add_module("forward", nn.ReLU()),
+], ids=["param-over-child", "child-over-param", "buffer-over-param", "none-buffer-over-param",
+        "child-over-plain", "param-over-plain", "buffer-over-plain", "child-over-method"])
+def test_registering_over_an_attribute_of_another_kind_raises_key_error(register):
+    with pytest.raises(KeyError, match="attribute '(0|weight|bias|foo|forward)' already exists"):
+        register()
+
+
+def with_attribute(name, value):
+    m = nn.Module()
+    setattr(m, name, value)
+    return m
+
+
+def test_registration_keeps_the_existing_attribute_when_it_refuses_and_replaces_its_own_kind():
+    lin = nn.Linear(2, 2)
+    weight = lin.weight
+    with pytest.raises(KeyError, match=r"choose another name or remove it first with delattr\(module, 'weight'\)"):
+        lin.add_module("weight", nn.ReLU())
+    assert lin.weight is weight and "weight" not in lin._modules
+    seq = nn.Sequential(nn.ReLU())
+    seq.add_module("0", nn.Tanh())  # a child replaces a child, as in torch
+    assert children(seq) == [("0", "Tanh")]
+    lin.register_parameter("bias", None)  # a parameter replaces a parameter
+    assert lin.bias is None
+    lin.weight = None
+    lin.weight = nn.Parameter(ampcore.zeros(2, 2))  # assignment still rebinds, as in torch
+    assert lin.weight.shape == (2, 2)
+
+
 # --------------------------------------------------------------------------- layers vs NumPy float64
 def test_linear_forward_matches_numpy_and_default_init_range():
     layer = nn.Linear(20, 7)
@@ -274,6 +333,13 @@ def test_conv2d_forward_matches_numpy(kwargs):
     close(conv(x).numpy(), ref)
 
 
+@pytest.mark.parametrize("stride", [2, (1, 2)])
+def test_conv2d_rejects_same_padding_with_a_stride_in_the_constructor(stride):
+    with pytest.raises(ValueError, match=r"padding='same' is not supported for strided convolutions, got stride="):
+        nn.Conv2d(2, 2, 3, stride=stride, padding="same")
+    assert nn.Conv2d(2, 2, 3, padding="same")(ampcore.ones(1, 2, 5, 5)).shape == (1, 2, 5, 5)
+
+
 def test_conv2d_default_init_uses_fan_in_of_one_group():
     conv = nn.Conv2d(8, 4, (3, 2), groups=2)
     assert conv.weight.shape == (4, 4, 3, 2)
@@ -325,6 +391,20 @@ def test_batch_norm_with_momentum_none_keeps_a_cumulative_average():
     close(bn.running_mean.numpy(), np.mean([t64(x).mean((0, 2, 3)) for x in xs], axis=0))
 
 
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_batch_norm_refused_batch_changes_no_state_and_an_empty_batch_only_counts(momentum):
+    bn = nn.BatchNorm2d(3, momentum=momentum)
+    bn(ampcore.randn(4, 3, 2, 2))
+    snap = snapshot(bn)
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        bn(ampcore.randn(1, 3, 1, 1))
+    assert_snapshot_equal(bn, snap)  # num_batches_tracked included
+    assert bn(ampcore.randn(0, 3, 2, 2)).shape == (0, 3, 2, 2)
+    np.testing.assert_array_equal(bn.running_mean.numpy(), snap["running_mean"])
+    np.testing.assert_array_equal(bn.running_var.numpy(), snap["running_var"])
+    assert bn.num_batches_tracked.item() == 2  # torch counts the empty batch
+
+
 def test_embedding_looks_up_rows_and_zeroes_the_padding_row():
     emb = nn.Embedding(10, 4, padding_idx=-1)
     assert emb.padding_idx == 9 and not emb.weight.numpy()[9].any()
@@ -345,6 +425,22 @@ def test_dropout_zeroes_a_fraction_and_scales_in_training_and_is_identity_in_eva
     assert drop(x) is x
     with pytest.raises(ValueError, match="between 0 and 1"):
         nn.Dropout(1.5)
+
+
+def test_dropout_inplace_writes_into_the_input_and_refuses_a_tensor_in_the_autograd_graph():
+    drop = nn.Dropout(0.5, inplace=True)
+    assert repr(drop) == "Dropout(p=0.5, inplace=True)"
+    x = ampcore.ones(50, 40)
+    y = drop(x)
+    assert y is x and (x.numpy() == 0).any() and set(np.unique(x.numpy())) <= {0.0, 2.0}
+    h = nn.Linear(4, 4)(ampcore.ones(2, 4))
+    with pytest.raises(RuntimeError, match=r"Dropout\(inplace=True\).*use Dropout\(inplace=False\)"):
+        drop(h)
+    with ampcore.no_grad():
+        h2 = nn.Linear(4, 4)(ampcore.ones(2, 4))
+        assert drop(h2) is h2
+    drop.eval()
+    assert drop(h) is h  # the identity in eval, as in torch
 
 
 def test_activations_match_numpy():
@@ -437,6 +533,22 @@ def test_multihead_attention_self_attention_unbatched_with_causal_mask():
     close(w.numpy(), ref_w[0], atol=1e-6)
     with pytest.raises(ValueError, match="divisible"):
         nn.MultiheadAttention(6, 4)
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_multihead_attention_float16_scales_queries_before_the_product_so_scores_stay_finite(need_weights):
+    # Every projected value is 0.7 * 64 = 44.8: q . k = 64 * 44.8**2 overflows float16, q / 8 . k does not.
+    mha = nn.MultiheadAttention(64, 1).half()
+    with ampcore.no_grad():
+        mha.in_proj_weight.fill_(0.7)
+    x = ampcore.ones(2, 1, 64, dtype=dt.float16)
+    params = [t64(p) for p in (mha.in_proj_weight, mha.in_proj_bias, mha.out_proj.weight, mha.out_proj.bias)]
+    ref_out, ref_w = mha_reference(t64(x).transpose(1, 0, 2), t64(x).transpose(1, 0, 2),
+                                   t64(x).transpose(1, 0, 2), *params, heads=1)
+    out, weights = mha(x, x, x, need_weights=need_weights)
+    np.testing.assert_allclose(t64(out.transpose(0, 1)), ref_out, rtol=4 * 2.0 ** -10, atol=4 * 2.0 ** -10 * 64)
+    if need_weights:
+        np.testing.assert_array_equal(t64(weights), ref_w)  # exactly [[0.5, 0.5], [0.5, 0.5]]
 
 
 # --------------------------------------------------------------------------- init

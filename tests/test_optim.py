@@ -326,6 +326,67 @@ def test_a_bad_gradient_raises_before_anything_changes():
     assert (p.numpy() == 1).all() and opt.state == {}
 
 
+def bits(opt):
+    """Every parameter and every state_dict value of ``opt`` as (dtype, bytes) or the plain value."""
+    def as_bits(v):
+        return (v.dtype, v.numpy().tobytes()) if isinstance(v, ampcore.Tensor) else v
+
+    params = [as_bits(p) for g in opt.param_groups for p in g["params"]]
+    return params, {i: {k: as_bits(v) for k, v in st.items()} for i, st in opt.state_dict()["state"].items()}
+
+
+def fail_then_recover(register_fake, cls, kwargs, kernel, layout, warmup):
+    """``cls`` over a cpu and a fake-backend parameter (``layout``: one group or a group each); after
+    ``warmup`` good steps, make the fake's next ``kernel`` call fail.  Asserts the failing step changes
+    no bit of any parameter or state and that the next step equals that of a twin that never failed."""
+    fake = register_fake()
+    rng = np.random.default_rng(7)
+    grads = [(rng.standard_normal(3), rng.standard_normal(2)) for _ in range(warmup + 1)]
+
+    def make():
+        a, b = nn.Parameter(ampcore.tensor([1.0, 2.0, 3.0])), nn.Parameter(ampcore.tensor([4.0, 5.0], device=fake.name))
+        groups = [{"params": [a, b]}] if layout == "one group" else [{"params": [a]}, {"params": [b], "lr": 0.05}]
+        return a, b, cls(groups, **kwargs)
+
+    def step(a, b, opt, g):
+        a.grad, b.grad = ampcore.tensor(g[0], dtype=dt.float32), ampcore.tensor(g[1], dtype=dt.float32,
+                                                                                 device=fake.name)
+        opt.step()
+
+    (a, b, opt), (a2, b2, twin) = make(), make()
+    for g in grads[:-1]:
+        step(a, b, opt, g)
+        step(a2, b2, twin, g)
+    before = bits(opt)
+    fake.fail_on = (kernel, fake.calls.get(kernel, 0) + 1)
+    with pytest.raises(RuntimeError, match=f"injected failure in call .* of kernel {kernel!r}"):
+        step(a, b, opt, grads[-1])
+    assert bits(opt) == before
+    fake.fail_on = None
+    step(a, b, opt, grads[-1])
+    step(a2, b2, twin, grads[-1])
+    assert bits(opt) == bits(twin) != before
+
+
+@pytest.mark.parametrize("warmup", [0, 2])
+@pytest.mark.parametrize("cls,kwargs,kernel", [
+    (optim.SGD, dict(lr=0.1, momentum=0.9), "sub"),
+    (optim.SGD, dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.1), "sub"),
+    (optim.Adam, dict(lr=0.1), "sqrt"),
+    (optim.AdamW, dict(lr=0.1, amsgrad=True), "maximum"),
+])
+def test_a_failing_second_group_leaves_the_first_group_and_all_state_unchanged(register_fake, cls, kwargs,
+                                                                               kernel, warmup):
+    fail_then_recover(register_fake, cls, kwargs, kernel, "a group each", warmup)
+
+
+@pytest.mark.parametrize("layout", ["one group", "a group each"])
+@pytest.mark.parametrize("cls", [optim.Adam, optim.AdamW])
+def test_a_failing_step_leaves_the_in_place_fused_update_uncommitted(register_fake, cls, layout):
+    assert ampcore.get_backend("cpu").kernels.has("adamw_step")  # the cpu parameter takes the in-place path
+    fail_then_recover(register_fake, cls, dict(lr=0.1, weight_decay=0.1), "sqrt", layout, warmup=2)
+
+
 def test_the_step_never_writes_through_an_array_shared_with_another_tensor():
     src = ampcore.ones(4)
     p = nn.Parameter(ampcore.zeros(4))

@@ -89,6 +89,14 @@ def _size(n: int | None) -> str:
     return str(n)
 
 
+def _e(value: Any) -> str:
+    """``value`` as text that rich prints literally: reasons and errors hold paths like "[/opt/cuda/lib64]",
+    which rich would otherwise parse as markup (a MarkupError, or text silently dropped)."""
+    from rich.markup import escape
+
+    return escape(str(value))
+
+
 def _backend_panel(b: dict[str, Any]) -> Any:
     from rich.panel import Panel
     from rich.table import Table
@@ -96,42 +104,46 @@ def _backend_panel(b: dict[str, Any]) -> Any:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
-    status = "[green]available[/]" if b["available"] else f"[red]unavailable[/]: {b['reason']}"
+    status = "[green]available[/]" if b["available"] else f"[red]unavailable[/]: {_e(b['reason'])}"
     grid.add_row("status", status)
-    grid.add_row("priority", str(b["priority"]))
+    grid.add_row("priority", _e(b["priority"]))
     for dev in b["devices"]:
         where = f"{b['name']}:{dev['index']}"
-        grid.add_row("device", f"{where}  {dev['device_name']}  memory {_size(dev['memory_bytes'])}")
-        grid.add_row("  storable", ", ".join(dev["storable"]))
-        grid.add_row("  native", ", ".join(dev["native"]))
-        grid.add_row("  emulated", ", ".join(dev["emulated"]) or "none")
-        grid.add_row("  autocast dtype", str(dev["autocast_dtype"]))
+        grid.add_row("device", _e(f"{where}  {dev['device_name']}  memory {_size(dev['memory_bytes'])}"))
+        grid.add_row("  storable", _e(", ".join(dev["storable"])))
+        grid.add_row("  native", _e(", ".join(dev["native"])))
+        grid.add_row("  emulated", _e(", ".join(dev["emulated"]) or "none"))
+        grid.add_row("  autocast dtype", _e(dev["autocast_dtype"]))
     if "capabilities_error" in b:
-        grid.add_row("capabilities", f"[red]{b['capabilities_error']}[/]")
+        grid.add_row("capabilities", f"[red]{_e(b['capabilities_error'])}[/]")
     origin = f"plugin {b['plugin']}"
     if b["distribution"]:
         origin += f"  from {b['distribution']} {b['version']}  entry point {b['entry_point']}"
-    grid.add_row("source", origin)
+    grid.add_row("source", _e(origin))
     k = b["kernels"]
     grid.add_row("kernels", f"{k['native']} native, primitives {k['primitives']}/{len(PRIMITIVES)}")
     by_provider: dict[str, list[str]] = {}
     for name, provider in k["fused"].items():
         by_provider.setdefault(provider, []).append(name)
     for i, (provider, names) in enumerate(sorted(by_provider.items())):
-        grid.add_row("  fused" if i == 0 else "", f"{provider}: {', '.join(names)}")
+        grid.add_row("  fused" if i == 0 else "", _e(f"{provider}: {', '.join(names)}"))
     if k["overridden"]:
-        grid.add_row("  from plugins", ", ".join(f"{n} ({p})" for n, p in k["overridden"].items()))
-    return Panel(grid, title=f"[bold]{b['name']}[/]", title_align="left", expand=False)
+        grid.add_row("  from plugins", _e(", ".join(f"{n} ({p})" for n, p in k["overridden"].items())))
+    return Panel(grid, title=f"[bold]{_e(b['name'])}[/]", title_align="left", expand=False)
 
 
 def render(data: dict[str, Any]) -> None:
-    """Print the report with rich: one panel per backend, then the broken plugins."""
+    """Print the report with rich: one panel per backend, then the broken plugins.
+
+    Every value from backends and plugins is escaped, so brackets in it print as they are.
+    """
     from rich.console import Console
     from rich.table import Table
 
     console = Console(highlight=False)
-    default = data["default_device"] or f"[red]none[/] ({data['default_device_error']})"
-    console.print(f"ampcore {data['ampcore']}  python {data['python']}  default device {default}")
+    default = _e(data["default_device"]) if data["default_device"] else \
+        f"[red]none[/] ({_e(data['default_device_error'])})"
+    console.print(f"ampcore {_e(data['ampcore'])}  python {_e(data['python'])}  default device {default}")
     if not data["backends"]:
         console.print("[red]no backends installed[/]: pip install ampcore-cpu")
     for backend in data["backends"]:
@@ -143,5 +155,5 @@ def render(data: dict[str, Any]) -> None:
     for column in ("name", "stage", "error"):
         table.add_column(column, overflow="fold")
     for b in data["broken_plugins"]:
-        table.add_row(b["name"], b["stage"], b["error"])
+        table.add_row(_e(b["name"]), _e(b["stage"]), _e(b["error"]))
     console.print(table)

@@ -101,6 +101,19 @@ class Module:
         if not name or "." in name:
             raise KeyError(f"{kind} name {name!r} must be non-empty and contain no '.'")
 
+    def _check_free(self, name: str, store: str) -> None:
+        """KeyError unless ``name`` is unused or already an entry of ``store`` (torch's rule: registering
+        never silently replaces a parameter, buffer, child module or plain attribute of another kind)."""
+        d = self.__dict__
+        if name in d[store]:
+            return
+        if hasattr(type(self), name):
+            raise KeyError(f"attribute {name!r} already exists on {type(self).__name__} (a class attribute); "
+                           "choose another name")
+        if name in d or any(name in d[other] for other in ("_parameters", "_buffers", "_modules")):
+            raise KeyError(f"attribute {name!r} already exists on {type(self).__name__}; choose another name "
+                           f"or remove it first with delattr(module, {name!r})")
+
     def _forget(self, name: str) -> None:
         """Drop ``name`` from every registry and the instance dict."""
         self.__dict__.pop(name, None)
@@ -109,7 +122,8 @@ class Module:
         self.__dict__["_non_persistent_buffers"].discard(name)
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
-        """Register ``param`` (a Parameter or None) under ``name``; TypeError for anything else."""
+        """Register ``param`` (a Parameter or None) under ``name``; TypeError for anything else,
+        KeyError if ``name`` is already a buffer, child module or other attribute."""
         store = self._store("_parameters")
         self._check_name(name, "parameter")
         if param is not None and not isinstance(param, Parameter):
@@ -118,8 +132,7 @@ class Module:
         if param is not None and param.grad_fn is not None:
             raise ValueError(f"parameter {name!r} must be a leaf tensor, got one computed by {param.grad_fn!r}; "
                              "create it from .detach()")
-        if hasattr(type(self), name) or (name in self.__dict__ and name not in store):
-            raise KeyError(f"attribute {name!r} already exists on {type(self).__name__}")
+        self._check_free(name, "_parameters")
         self._forget(name)
         store[name] = param
 
@@ -127,27 +140,26 @@ class Module:
         """Register a non-learnable tensor (running statistics, masks) under ``name``.
 
         Persistent buffers are part of ``state_dict()``; all buffers are moved by ``to()``.
+        KeyError if ``name`` is already a parameter, child module or other attribute.
         """
         store = self._store("_buffers")
         self._check_name(name, "buffer")
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot register {type(tensor).__name__} as buffer {name!r}; expected a Tensor or None")
-        if hasattr(type(self), name) or (name in self.__dict__ and name not in store) \
-                or name in self._parameters or name in self._modules:
-            raise KeyError(f"attribute {name!r} already exists on {type(self).__name__}")
+        self._check_free(name, "_buffers")
         self._forget(name)
         store[name] = tensor
         if not persistent:
             self._non_persistent_buffers.add(name)
 
     def add_module(self, name: str, module: "Module | None") -> None:
-        """Register a child module (or None) under ``name``."""
+        """Register a child module (or None) under ``name``, replacing a child of that name;
+        KeyError if ``name`` is already a parameter, buffer or other attribute."""
         store = self._store("_modules")
         self._check_name(name, "module")
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
-        if hasattr(type(self), name) and name not in store:
-            raise KeyError(f"attribute {name!r} already exists on {type(self).__name__}")
+        self._check_free(name, "_modules")
         self._forget(name)
         store[name] = module
 

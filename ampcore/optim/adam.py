@@ -17,7 +17,7 @@ A low-precision parameter is widened to float32, updated, and rounded once.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..tensor import Tensor
 from .optimizer import Optimizer, check_hyper
@@ -71,7 +71,13 @@ class Adam(Optimizer):
     """Adam (torch.optim.Adam): ``weight_decay`` is an L2 term added to the gradient.
 
     ``step()`` uses the backend's fused ``adamw_step`` when it has one (not for
-    ``amsgrad``), else :func:`adamw_step_reference`.  State per parameter:
+    ``amsgrad``), else :func:`adamw_step_reference`.  The fused kernel may
+    update in place, so its calls run after every out-of-place computation
+    (reference compositions, other backends, other groups) has succeeded, and
+    step counts change only once all have; a failing step leaves parameters
+    and state bit-identical (except for an internal error inside a fused kernel
+    after another fused call wrote; see :mod:`ampcore.optim.optimizer`).
+    State per parameter:
     ``step`` (int), ``exp_avg``, ``exp_avg_sq`` (and ``max_exp_avg_sq`` with
     amsgrad), float32 for float32/float16/bfloat16 parameters.
     ValueError for lr < 0, eps < 0, betas outside [0, 1) or weight_decay < 0.
@@ -100,7 +106,7 @@ class Adam(Optimizer):
             spec["max_exp_avg_sq"] = "tensor"
         return spec
 
-    def _update(self, group: dict[str, Any], params: list[Tensor]) -> None:
+    def _update(self, group: dict[str, Any], params: list[Tensor]) -> Callable[[], Callable[[], None]]:
         amsgrad = bool(group["amsgrad"])
         states = {}
         for p in params:
@@ -114,19 +120,35 @@ class Adam(Optimizer):
         buckets: dict[tuple[int, int], list[Tensor]] = {}
         for p in params:
             buckets.setdefault((id(p._backend), states[p]["step"] + 1), []).append(p)
-        results = [self._run(group, ps, states, step, amsgrad) for (_, step), ps in buckets.items()]
-        for (_, step), ps, arrays in zip(buckets, buckets.values(), results):
-            for i, p in enumerate(ps):
-                st = states[p]
-                p._data, st["exp_avg"]._data, st["exp_avg_sq"]._data = arrays[0][i], arrays[1][i], arrays[2][i]
-                if amsgrad:
-                    st["max_exp_avg_sq"]._data = arrays[3][i]
-                st["step"] = step
-                self.state[p] = st
-                self._mark_owned(p)
+        # The fused kernel may write p, m and v in place, so it runs in the finish phase, after every
+        # out-of-place computation of every group has succeeded (see the optimizer module's docstring).
+        fused = [key for key, ps in buckets.items() if not amsgrad and ps[0]._backend.kernels.has("adamw_step")]
+        results = {key: self._run(group, ps, states, key[1], fused=False)
+                   for key, ps in buckets.items() if key not in fused}
+
+        def finish() -> Callable[[], None]:
+            for key in fused:
+                results[key] = self._run(group, buckets[key], states, key[1], fused=True)
+            return commit
+
+        def commit() -> None:
+            for key, ps in buckets.items():
+                arrays = results[key]
+                for i, p in enumerate(ps):
+                    st = states[p]
+                    p._data, st["exp_avg"]._data, st["exp_avg_sq"]._data = arrays[0][i], arrays[1][i], arrays[2][i]
+                    if amsgrad:
+                        st["max_exp_avg_sq"]._data = arrays[3][i]
+                    st["step"] = key[1]
+                    self.state[p] = st
+                    self._mark_owned(p)
+
+        return finish
 
     def _run(self, group: dict[str, Any], ps: list[Tensor], states: dict[Tensor, dict[str, Any]], step: int,
-             amsgrad: bool) -> tuple[list[Any], ...]:
+             fused: bool) -> tuple[list[Any], ...]:
+        """New ``(params, exp_avgs, exp_avg_sqs[, max_exp_avg_sqs])`` arrays for one bucket: the backend's
+        fused kernel (in place on arrays this optimizer owns) or the out-of-place reference composition."""
         k = ps[0]._backend.kernels
         beta1, beta2 = group["betas"]
         hyper = dict(step=step, lr=float(group["lr"]), beta1=beta1, beta2=beta2, eps=float(group["eps"]),
@@ -134,12 +156,10 @@ class Adam(Optimizer):
         grads = [p.grad._data for p in ps]
         m = [states[p]["exp_avg"]._data for p in ps]
         v = [states[p]["exp_avg_sq"]._data for p in ps]
-        if amsgrad:
-            vmax = [states[p]["max_exp_avg_sq"]._data for p in ps]
-            return adamw_step_reference(k, [p._data for p in ps], grads, m, v, max_exp_avg_sqs=vmax, **hyper)
-        if k.has("adamw_step"):
+        if fused:
             return k.adamw_step([self._private(p) for p in ps], grads, m, v, **hyper)
-        return adamw_step_reference(k, [p._data for p in ps], grads, m, v, **hyper)
+        vmax = [states[p]["max_exp_avg_sq"]._data for p in ps] if group["amsgrad"] else None
+        return adamw_step_reference(k, [p._data for p in ps], grads, m, v, max_exp_avg_sqs=vmax, **hyper)
 
 
 class AdamW(Adam):

@@ -6,8 +6,18 @@ once into a low-precision parameter) and float64 for float64 parameters.
 Step counts are Python ints.
 
 Atomicity: :meth:`Optimizer.step` checks every gradient of every group before
-it updates anything, and each group's new arrays are computed before any is
-rebound, so an exception leaves parameters and state as they were.
+it updates anything, then runs in three phases across all groups::
+
+    finishers = [_update(group) for group in groups]  # out-of-place work: new arrays only
+    commits = [finish() for finish in finishers]      # in-place fused kernels, last
+    for commit in commits: commit()                   # rebind params, state, step counts
+
+so an exception in any group's computation leaves every parameter and all
+state as they were, bit for bit.  The one gap: an in-place fused kernel that
+raises after another in-place call of the same step already wrote leaves that
+earlier write in place (undoing it would need a copy of every array).  The
+fused kernels validate all their inputs before writing anything, so only an
+internal kernel error can cause this.
 
 Arrays: a step rebinds each parameter's array (``p._data``).  A backend's fused
 kernel may update in place, but only arrays this optimizer wrote itself: the
@@ -74,7 +84,7 @@ class Optimizer:
 
     Subclasses set ``_state_spec(group)`` (state key -> ``"tensor"``,
     ``"optional_tensor"`` or ``"step"``), ``_validate_group(group)`` and
-    ``_update(group, params)``.
+    ``_update(group, params)`` (see its docstring for the two-phase contract).
     """
 
     def __init__(self, params: ParamsT, defaults: dict[str, Any]) -> None:
@@ -134,7 +144,15 @@ class Optimizer:
         """State key -> "tensor" | "optional_tensor" | "step" for parameters of ``group``."""
         return {}
 
-    def _update(self, group: dict[str, Any], params: list[Tensor]) -> None:
+    def _update(self, group: dict[str, Any], params: list[Tensor]) -> Callable[[], Callable[[], None]]:
+        """Stage one group's step without changing anything visible; return ``finish``.
+
+        ``_update`` runs every out-of-place computation of the group.
+        ``finish()`` runs after every group's ``_update`` succeeded; it makes
+        the in-place kernel calls (if any) and returns ``commit``.  ``commit()``
+        runs after every group's ``finish`` succeeded and only rebinds arrays
+        and state (it must not raise).
+        """
         raise NotImplementedError(f"{type(self).__name__} does not implement _update")
 
     # ------------------------------------------------------------------ stepping
@@ -159,17 +177,18 @@ class Optimizer:
             for p in params:
                 _check_grad(p)
         with no_grad():
-            for group, params in plan:
-                if params:
-                    self._update(group, params)
+            finishers = [self._update(group, params) for group, params in plan if params]
+            commits = [finish() for finish in finishers]
+            for commit in commits:
+                commit()
         return loss
 
     def _private(self, p: Tensor) -> Any:
-        """``p``'s array, copied first unless this optimizer wrote it last step (so an in-place
-        kernel never writes through an array another tensor shares)."""
+        """``p``'s array if this optimizer wrote it last step, else a copy (so an in-place kernel
+        never writes through an array another tensor shares).  ``p`` itself is not rebound."""
         ref = self._owned.get(p)
         if ref is None or ref() is not p._data:
-            p._data = p._backend.kernels.cast(p._data, p.dtype)  # the contract's cast returns a new array
+            return p._backend.kernels.cast(p._data, p.dtype)  # the contract's cast returns a new array
         return p._data
 
     def _mark_owned(self, p: Tensor) -> None:

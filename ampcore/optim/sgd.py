@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from ..tensor import Tensor
 from .adam import _widen
@@ -44,7 +44,7 @@ class SGD(Optimizer):
     def _state_spec(self, group: dict[str, Any]) -> dict[str, str]:
         return {"momentum_buffer": "optional_tensor"}
 
-    def _update(self, group: dict[str, Any], params: list[Tensor]) -> None:
+    def _update(self, group: dict[str, Any], params: list[Tensor]) -> Callable[[], Callable[[], None]]:
         lr, momentum, dampening = float(group["lr"]), float(group["momentum"]), float(group["dampening"])
         weight_decay, nesterov = float(group["weight_decay"]), bool(group["nesterov"])
         new = []
@@ -62,11 +62,15 @@ class SGD(Optimizer):
                                                                  k.mul(g, 1.0 - dampening))
                 g = k.add(g, k.mul(buf, momentum)) if nesterov else buf
             new.append((_widen(k, k.sub(pc, k.mul(g, lr)), p.dtype), buf))
-        for p, (data, buf) in zip(params, new):
-            p._data = data
-            if buf is not None:
-                st = self.state.setdefault(p, {})
-                if st.get("momentum_buffer") is None:
-                    st["momentum_buffer"] = Tensor._wrap(buf, p.device, p._backend)
-                else:
-                    st["momentum_buffer"]._data = buf
+
+        def commit() -> None:
+            for p, (data, buf) in zip(params, new):
+                p._data = data
+                if buf is not None:
+                    st = self.state.setdefault(p, {})
+                    if st.get("momentum_buffer") is None:
+                        st["momentum_buffer"] = Tensor._wrap(buf, p.device, p._backend)
+                    else:
+                        st["momentum_buffer"]._data = buf
+
+        return lambda: commit  # no in-place kernels: nothing to run in the finish phase

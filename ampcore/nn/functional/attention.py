@@ -9,7 +9,7 @@ from ... import dtypes as dt
 from ...creation import arange, tensor
 from ...dispatch import composite
 from ...ops import elementwise as ew
-from ...ops import take
+from ...ops import amax, take
 from ...tensor import Tensor
 from ._utils import check_float, check_tensor
 from .activation import softmax
@@ -24,7 +24,10 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                                  enable_gqa: bool = False) -> Tensor:
     """softmax(query @ key^T * scale + mask) @ value for (..., L, E) queries and (..., S, E) / (..., S, Ev) keys/values.
 
-    ``scale`` defaults to 1 / sqrt(E).  A bool ``attn_mask`` keeps positions
+    ``scale`` defaults to 1 / sqrt(E); query and key are each multiplied by
+    sqrt(scale) before their product, so float16 scores do not overflow.  A
+    query whose every key is masked out attends to nothing: its output row
+    is 0 (torch's "safe softmax"), not NaN.  A bool ``attn_mask`` keeps positions
     where True; a float mask is added to the scores; ``is_causal`` keeps
     key j <= query i.  ``dropout_p`` > 0 drops attention weights.  With
     ``enable_gqa`` the key/value heads (dim -3) are shared by groups of query heads.
@@ -33,17 +36,40 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     _check_shapes(query, key, value)
     if enable_gqa:
         key, value = _repeat_heads(key, query.shape[-3]), _repeat_heads(value, query.shape[-3])
-    scores = (query @ key.mT) * (1.0 / math.sqrt(query.shape[-1]) if scale is None else scale)
+    scores = _scaled_scores(query, key, 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale)
     if is_causal:
         if attn_mask is not None:
             raise ValueError("scaled_dot_product_attention(): pass either attn_mask or is_causal=True, not both")
         attn_mask = _causal_mask(query.shape[-2], key.shape[-2], query)
-    if attn_mask is not None:
-        scores = _apply_mask(scores, attn_mask)
-    weights = softmax(scores, -1)
+    if attn_mask is None:
+        weights = softmax(scores, -1)
+    else:
+        weights = _safe_softmax(_apply_mask(scores, attn_mask))
     if dropout_p > 0.0:
         weights = apply_dropout(weights, dropout_p)
     return weights @ value
+
+
+def _scaled_scores(query: Tensor, key: Tensor, scale: float) -> Tensor:
+    """query @ key^T * scale, computed as (query * s) @ (key * s)^T with s = sqrt(|scale|), as torch's math path.
+
+    Scaling before the matmul keeps float16 scores finite: q . k of two
+    moderately large vectors overflows 65504 long before the scaled score does.
+    """
+    s = math.sqrt(abs(scale))
+    return (query * (-s if scale < 0 else s)) @ (key * s).mT
+
+
+def _safe_softmax(scores: Tensor) -> Tensor:
+    """Softmax over the last axis, with rows whose every score is -inf (fully masked) set to 0, as torch >= 2.5.
+
+    Those rows are zeroed before the softmax too, so neither the forward nor
+    the gradient ever sees the NaN that softmax of an all -inf row would give.
+    """
+    if scores.shape[-1] == 0:
+        return softmax(scores, -1)
+    masked = amax(scores.detach(), -1, keepdim=True) == float("-inf")
+    return ew.where(masked, 0.0, softmax(ew.where(masked, 0.0, scores), -1))
 
 
 def _check_shapes(query: Any, key: Any, value: Any) -> None:

@@ -14,16 +14,15 @@ from typing import Any
 
 from ... import dtypes as dt
 from ...creation import arange
-from ...dispatch import composite
+from ...dispatch import call, composite
 from ...ops import elementwise as ew
 from ...tensor import Tensor
+from ._bce_ops import BINARY_CROSS_ENTROPY, LOG1P
 from ._utils import check_float, check_tensor, legacy_reduction, apply_reduction
 from .activation import log_softmax
 
 __all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy",
            "binary_cross_entropy_with_logits"]
-
-_LOG_CLAMP = -100.0  # torch clamps BCE's logs here so p = 0 or 1 gives a finite loss
 
 
 @composite("cross_entropy")
@@ -113,36 +112,45 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
                          size_average: Any = None, reduce: Any = None, reduction: str = "mean") -> Tensor:
     """-(y log p + (1 - y) log(1 - p)) for probabilities ``input``; each log is clamped at -100 like torch.
 
-    p = 0 or 1 gives a finite loss and a finite (zero) gradient through the clamped log.
-    Raises ValueError if target and input shapes differ.
+    p = 0 or 1 gives a finite loss.  The gradient is torch's
+    (p - y) / max(p (1 - p), 1e-12), not that of the clamp, so a saturated
+    wrong prediction still gets a (huge) gradient.  float16/bfloat16 are
+    computed in float32 and rounded once.  Raises ValueError if target and
+    input shapes differ.
     """
     # Unsafe in float16 (log of rounded probabilities); ampcore.autocast makes
     # this boundary raise inside an autocast region, as torch does.
     reduction = legacy_reduction(size_average, reduce, reduction, "binary_cross_entropy")
     _same_shape("binary_cross_entropy", input, target)
-    loss = -(target * _clamped_log(input) + (1.0 - target) * _clamped_log(1.0 - input))
-    return apply_reduction(loss if weight is None else loss * weight, reduction)
+    compute, out = _compute_dtypes(input, target, weight)
+    loss = call(BINARY_CROSS_ENTROPY, ew.cast(input, compute), ew.cast(target, compute))
+    return apply_reduction(ew.cast(loss if weight is None else loss * weight, out), reduction)
 
 
 @composite("binary_cross_entropy_with_logits")
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,  # noqa: A002
                                      size_average: Any = None, reduce: Any = None, reduction: str = "mean",
                                      pos_weight: Tensor | None = None) -> Tensor:
-    """BCE of sigmoid(input), computed stably as max(x, 0) - x y + log(1 + exp(-|x|)).
+    """BCE of sigmoid(input), computed stably as max(x, 0) - x y + log1p(exp(-|x|)).
 
     ``pos_weight`` (broadcast along the last dimension) weights the positive
-    term: (1 - y) x + (1 + (pos_weight - 1) y) (log(1 + exp(-|x|)) + max(-x, 0)).
-    Raises ValueError if target and input shapes differ.
+    term: (1 - y) x + (1 + (pos_weight - 1) y) (log1p(exp(-|x|)) + max(-x, 0)).
+    float16/bfloat16 are computed in float32 and rounded once, so losses far
+    below 1 (x = 8, y = 1 gives 3.4e-4) survive.  Raises ValueError if target
+    and input shapes differ.
     """
     reduction = legacy_reduction(size_average, reduce, reduction, "binary_cross_entropy_with_logits")
     _same_shape("binary_cross_entropy_with_logits", input, target)
-    softplus_neg_abs = ((-input.abs()).exp() + 1.0).log()
+    compute, out = _compute_dtypes(input, target, weight, pos_weight)
+    x = ew.cast(input, compute)
+    # log(1 + e) with e <= 1 loses every e below eps/2 (x = 20 has loss 2e-9); log1p keeps it.
+    softplus_neg_abs = call(LOG1P, (-x.abs()).exp())
     if pos_weight is None:
-        loss = _max0(input) - input * target + softplus_neg_abs
+        loss = _max0(x) - x * target + softplus_neg_abs
     else:
         log_weight = (pos_weight - 1.0) * target + 1.0
-        loss = (1.0 - target) * input + log_weight * (softplus_neg_abs + _max0(-input))
-    return apply_reduction(loss if weight is None else loss * weight, reduction)
+        loss = (1.0 - target) * x + log_weight * (softplus_neg_abs + _max0(-x))
+    return apply_reduction(ew.cast(loss if weight is None else loss * weight, out), reduction)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -231,9 +239,7 @@ def _max0(x: Tensor) -> Tensor:
     return ew.binary("maximum", x, 0.0)
 
 
-def _clamped_log(p: Tensor) -> Tensor:
-    """max(log p, -100), with log never evaluated at 0 so the gradient stays finite (zero) there."""
-    positive = p > 0
-    safe = ew.where(positive, p, 1.0)
-    return ew.where(positive, safe.log().clamp(min=_LOG_CLAMP), _LOG_CLAMP)
-
+def _compute_dtypes(*operands: Any) -> tuple[dt.DType, dt.DType]:
+    """(dtype to compute in, dtype of the result): the tensors' promoted dtype, computed in float32 if low-precision."""
+    out = dt.result_type(*(t.dtype for t in operands if isinstance(t, Tensor)))
+    return (dt.float32 if out in dt.LOW_PRECISION_DTYPES else out), out

@@ -69,8 +69,10 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     updated in place (without gradient, in their own dtype — float32 for a
     bf16 model) as ``running = (1 - momentum) * running + momentum * batch``,
     with the *unbiased* batch variance, as torch does.  Evaluation: the
-    running stats are used.  Raises ValueError for missing running stats in
-    evaluation, mis-shaped stats/parameters, or one value per channel in training.
+    running stats are used.  An empty batch gives an empty output and leaves
+    the running stats alone.  Raises ValueError for missing running stats in
+    evaluation, mis-shaped stats/parameters, or exactly one value per channel
+    in training.
     """
     check_float(input, "input", "batch_norm")
     if input.ndim < 2:
@@ -105,8 +107,10 @@ def _normalize(x: Tensor, axes: tuple[int, ...], eps: float, running: tuple[Any,
 
 def _update_running(mean: Tensor, var: Tensor, count: int, running_mean: Any, running_var: Any,
                     momentum: float) -> None:
-    if count <= 1:
+    if count == 1:
         raise ValueError(f"batch_norm(): expected more than 1 value per channel when training, got {count}")
+    if count == 0:
+        return  # an empty batch has no statistics; torch leaves the running ones as they are
     with no_grad():
         if running_mean is not None:
             batch = ew.cast(mean.detach().reshape(-1), running_mean.dtype)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from ...creation import ones
-from ...dispatch import composite
+from ...dispatch import call, composite
+from ...ops import elementwise as ew
 from ...ops import reduction
 from ...tensor import Tensor
-from ._utils import check_float, ntuple
+from ._utils import check_float, ntuple, opmath
 from ._windows import output_size, pad2d, windows
 
 __all__ = ["max_pool2d", "avg_pool2d"]
@@ -20,14 +21,19 @@ def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     """Maximum over each (kh, kw) window of (N, C, H, W) or (C, H, W) input; padding counts as -inf.
 
     ``stride`` defaults to ``kernel_size``.  The gradient goes to the first
-    maximum of each window, as in torch.  Raises ValueError for padding above
-    half the effective kernel or a window larger than the padded input;
-    NotImplementedError for ``ceil_mode`` / ``return_indices``.
+    maximum of each window among its real (non-padding) elements, as in
+    torch.  Raises ValueError for padding above half the effective kernel or a
+    window larger than the padded input; NotImplementedError for
+    ``ceil_mode`` / ``return_indices``.
     """
     _unsupported("max_pool2d", ceil_mode=ceil_mode, return_indices=return_indices)
     kernel, stride_, pads, dilation_ = _args("max_pool2d", input, kernel_size, stride, padding, dilation)
     taps = windows(pad2d(input, pads, float("-inf")), kernel, stride_, dilation_)
-    return reduction.max(taps, input.ndim - 2).values
+    axis = input.ndim - 2
+    if pads == ((0, 0), (0, 0)):
+        return reduction.max(taps, axis).values
+    first = _first_real_maximum(taps.detach(), input.shape[-2:], pads, kernel, stride_, dilation_)
+    return call(reduction.MAX_ALONG, taps, first, axis=axis, keepdims=False)
 
 
 @composite("avg_pool2d")
@@ -37,20 +43,40 @@ def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
 
     The divisor is kh * kw (``count_include_pad=True``), the number of
     non-padding elements in the window (False), or ``divisor_override``.
+    float16/bfloat16 are summed and divided in float32, then rounded once.
     Raises ValueError like :func:`max_pool2d`; NotImplementedError for ``ceil_mode``.
     """
     _unsupported("avg_pool2d", ceil_mode=ceil_mode)
     kernel, stride_, pads, dilation = _args("avg_pool2d", input, kernel_size, stride, padding, 1)
-    total = windows(pad2d(input, pads), kernel, stride_, dilation).sum(input.ndim - 2)
+    if divisor_override is not None and (not isinstance(divisor_override, int) or divisor_override <= 0):
+        raise ValueError(f"avg_pool2d(): divisor_override must be a positive int, got {divisor_override!r}")
+    # float16/bfloat16 windows are summed and divided in float32 and rounded once, as torch's kernel:
+    # a rounded float16 window sum overflows (65504) long before the mean does.
+    x = opmath(input)
+    total = windows(pad2d(x, pads), kernel, stride_, dilation).sum(x.ndim - 2)
     if divisor_override is not None:
-        if not isinstance(divisor_override, int) or divisor_override <= 0:
-            raise ValueError(f"avg_pool2d(): divisor_override must be a positive int, got {divisor_override!r}")
-        return total / float(divisor_override)
-    if count_include_pad or pads == ((0, 0), (0, 0)):
-        return total / float(kernel[0] * kernel[1])
-    # Per-position count of real (non-padding) elements: pool a padded image of ones.
-    mask = pad2d(ones(input.shape[-2:], dtype=input.dtype, device=input.device), pads)
-    return total / windows(mask, kernel, stride_, dilation).sum(0)
+        mean = total / float(divisor_override)
+    elif count_include_pad or pads == ((0, 0), (0, 0)):
+        mean = total / float(kernel[0] * kernel[1])
+    else:
+        # Per-position count of real (non-padding) elements: pool a padded image of ones.
+        mask = pad2d(ones(x.shape[-2:], dtype=x.dtype, device=x.device), pads)
+        mean = total / windows(mask, kernel, stride_, dilation).sum(0)
+    return ew.cast(mean, input.dtype)
+
+
+def _first_real_maximum(taps: Tensor, size: tuple[int, ...], pads: Any, kernel: Any, stride: Any,
+                        dilation: Any) -> Tensor:
+    """Index along the tap axis of each window's first maximum that is not padding (a NaN counts as the maximum).
+
+    The padding is -inf, so in a window whose real values are all -inf a padded
+    tap ties for the maximum; if it came first, the gradient would be lost in
+    the padding.  torch's kernel only ever looks at real elements.
+    """
+    axis = taps.ndim - 3
+    real = windows(pad2d(ones(size, dtype=taps.dtype, device=taps.device), pads), kernel, stride, dilation)
+    hit = ew.cast(taps == reduction.amax(taps, axis, keepdim=True), taps.dtype) + ew.cast(taps != taps, taps.dtype)
+    return reduction.argmax(hit * real, axis)
 
 
 def _args(op: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> tuple[Any, ...]:

@@ -22,7 +22,8 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,  # 
 
     The row ``padding_idx`` (negative counts from the end) receives no gradient.
     Raises TypeError for non-integer indices, ValueError for a bad weight or
-    padding_idx, IndexError for indices out of range, and NotImplementedError
+    padding_idx, IndexError for an index outside [0, num_embeddings) (negative
+    indices do not count from the end, as in torch), and NotImplementedError
     for ``max_norm``, ``scale_grad_by_freq`` and ``sparse``.
     """
     check_tensor(input, "input", "embedding")
@@ -33,6 +34,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,  # 
         raise TypeError(f"embedding() needs int64 or int32 indices, got dtype {input.dtype.name}")
     if weight.ndim != 2:
         raise ValueError(f"embedding() needs a 2-D weight (num_embeddings, embedding_dim), got shape {weight.shape}")
+    _check_index_range(input, weight.shape[0])
     out = take(weight, input, 0)
     if padding_idx is None:
         return out
@@ -40,6 +42,15 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,  # 
     # Same values, but the padding rows take theirs from a detached copy, so no gradient reaches weight[pad].
     is_pad = (input == pad).unsqueeze(-1)
     return ew.where(is_pad, out.detach(), out)
+
+
+def _check_index_range(input: Tensor, num: int) -> None:  # noqa: A002
+    # One host read of the indices: take() would wrap a negative index to a wrong row without a word.
+    idx = input.numpy()
+    bad = idx[(idx < 0) | (idx >= num)]
+    if bad.size:
+        raise IndexError(f"embedding(): index {int(bad.flat[0])} is out of range for {num} embeddings "
+                         f"(valid: 0..{num - 1})")
 
 
 def _padding_index(padding_idx: Any, num: int) -> int:

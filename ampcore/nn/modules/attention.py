@@ -89,7 +89,8 @@ class MultiheadAttention(Module):
         p = self.dropout if self.training else 0.0
         weights = None
         if need_weights:
-            scores = q @ k.mT * (1.0 / math.sqrt(self.head_dim))
+            # torch scales q before the product: q . k in float16 overflows long before the scaled score does.
+            scores = (q * math.sqrt(1.0 / self.head_dim)) @ k.mT
             weights = F.softmax(scores + mask if mask is not None else scores, -1)
             if p > 0.0:
                 weights = F.dropout(weights, p, True)

@@ -51,9 +51,13 @@ class Sequential(Module):
         self.add_module(name, module)
 
     def __delitem__(self, idx: int | slice) -> None:
+        """Remove the module(s) at ``idx``; the rest are renumbered ``"0"``, ``"1"``, ... as in torch
+        (names from an OrderedDict are replaced too), so ``append`` never overwrites one."""
         names = list(self._modules)
-        for name in (names[idx] if isinstance(idx, slice) else [names[_index(idx, len(names), "Sequential")]]):
-            del self._modules[name]
+        doomed = set(names[idx] if isinstance(idx, slice) else [names[_index(idx, len(names), "Sequential")]])
+        kept = [module for name, module in self._modules.items() if name not in doomed]
+        self._modules.clear()
+        self._modules.update((str(i), module) for i, module in enumerate(kept))
 
     def __len__(self) -> int:
         return len(self._modules)

@@ -26,7 +26,8 @@ class Conv2d(Module):
     (out_channels, in_channels // groups, kH, kW).
 
     ``padding`` is an int, a pair, ``"valid"`` or ``"same"`` (passed to
-    ``F.conv2d``); only zero padding.  Initialised as torch does:
+    ``F.conv2d``); only zero padding.  ValueError for ``"same"`` with a stride
+    other than 1, as in torch.  Initialised as torch does:
     U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = in_channels // groups * kH * kW.
     """
 
@@ -44,6 +45,9 @@ class Conv2d(Module):
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size = _pair(kernel_size, "kernel_size")
         self.stride = _pair(stride, "stride")
+        if padding == "same" and self.stride != (1, 1):
+            raise ValueError(f"padding='same' is not supported for strided convolutions, got stride={stride!r}; "
+                             "use stride=1 or an explicit int or pair padding")
         self.padding = padding if isinstance(padding, str) else _pair(padding, "padding")
         self.dilation = _pair(dilation, "dilation")
         self.padding_mode = padding_mode

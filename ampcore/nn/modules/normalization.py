@@ -101,17 +101,19 @@ class BatchNorm2d(Module):
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002
         if input.ndim != 4:
             raise ValueError(f"BatchNorm2d expects 4-D input (N, C, H, W), got shape {input.shape}")
+        counting = self.training and self.track_running_stats
         factor = 0.0 if self.momentum is None else self.momentum
-        if self.training and self.track_running_stats:
-            with no_grad():
-                self.num_batches_tracked.add_(1)
-            if self.momentum is None:
-                factor = 1.0 / float(self.num_batches_tracked.item())
+        if counting and self.momentum is None:
+            factor = 1.0 / float(self.num_batches_tracked.item() + 1)
         use_batch_stats = self.training or self.running_mean is None
         # torch's rule: pass the running stats in eval (to use them) and in training when tracked (to update them).
         running = not self.training or self.track_running_stats
-        return F.batch_norm(input, self.running_mean if running else None, self.running_var if running else None,
-                            self.weight, self.bias, use_batch_stats, factor, self.eps)
+        out = F.batch_norm(input, self.running_mean if running else None, self.running_var if running else None,
+                           self.weight, self.bias, use_batch_stats, factor, self.eps)
+        if counting:  # only after a forward that succeeded, so a refused batch changes no state
+            with no_grad():
+                self.num_batches_tracked.add_(1)
+        return out
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
