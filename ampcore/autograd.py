@@ -72,14 +72,20 @@ class Context:
 
 
 class Node:
-    """One recorded op call: the op, its saved context, and its inputs."""
+    """One recorded op call: the op, its saved context, and its inputs.
 
-    __slots__ = ("op", "ctx", "inputs", "freed", "__weakref__")
+    Each input's ``grad_fn`` is snapshotted when the node is recorded, so an
+    in-place op that later rebases a tensor's history (``relu_``-style) does
+    not reroute the gradients of ops that consumed the tensor before it.
+    """
+
+    __slots__ = ("op", "ctx", "inputs", "input_fns", "freed", "__weakref__")
 
     def __init__(self, op: "Op", ctx: Context, inputs: Sequence["Tensor | None"]):
         self.op = op
         self.ctx = ctx
         self.inputs = tuple(inputs)
+        self.input_fns = tuple(t.grad_fn if t is not None else None for t in self.inputs)
         self.freed = False
 
     def name(self) -> str:
@@ -103,9 +109,9 @@ def _topological_order(root: Node) -> list[Node]:
             continue
         seen.add(id(node))
         stack.append((node, True))
-        for t in node.inputs:
-            if t is not None and t.grad_fn is not None and id(t.grad_fn) not in seen:
-                stack.append((t.grad_fn, False))
+        for fn in node.input_fns:
+            if fn is not None and id(fn) not in seen:
+                stack.append((fn, False))
     order.reverse()
     return order
 
@@ -131,13 +137,14 @@ def run_backward(root: "Tensor", grad: Any, retain_graph: bool = False) -> None:
             if not retain_graph:
                 node.ctx = Context()
                 node.freed = True
-            for t, gi in zip(node.inputs, input_grads):
-                if t is None or gi is None or not t.requires_grad:
+            for t, fn, gi in zip(node.inputs, node.input_fns, input_grads):
+                if t is None or gi is None:
                     continue
-                if t.grad_fn is None:
-                    _accumulate_leaf(t, gi)
+                if fn is None:
+                    if t.requires_grad:
+                        _accumulate_leaf(t, gi)
                 else:
-                    key = id(t.grad_fn)
+                    key = id(fn)
                     pending[key] = gi if key not in pending else k.add(pending[key], gi)
 
 

@@ -275,6 +275,24 @@ class Tensor:
             kind = "a leaf tensor that requires grad" if self.is_leaf else "a tensor in the autograd graph"
             raise RuntimeError(f"in-place change of {kind}; do it under ampcore.no_grad() or on .detach()")
 
+    def _rebase(self, compute: Any) -> "Tensor":
+        """torch-style in-place op: ``self`` becomes ``compute(self)`` and its autograd
+        history continues through the ops ``compute`` recorded.
+
+        ``compute`` runs on an alias carrying ``self``'s current history, so the
+        gradient reaching ``self`` later flows back through ``compute``'s graph.
+        A leaf that requires grad cannot change in place (as in torch).
+        """
+        if is_grad_enabled() and self.requires_grad and self.grad_fn is None:
+            raise RuntimeError("a leaf tensor that requires grad cannot be changed in place; "
+                               "do it under ampcore.no_grad() or on .detach()")
+        alias = Tensor._wrap(self._data, self.device, self._backend, grad_fn=self.grad_fn,
+                             requires_grad=self.requires_grad)
+        out = compute(alias)
+        self._data, self.dtype, self.shape = out._data, out.dtype, out.shape
+        self.grad_fn, self.requires_grad = out.grad_fn, out.requires_grad
+        return self
+
     def _assign(self, other: "Tensor") -> "Tensor":
         if other.shape != self.shape:
             other = other.expand(self.shape)
@@ -296,12 +314,12 @@ class Tensor:
         return self
 
     def add_(self, other: Any, alpha: float = 1.0) -> "Tensor":
-        self._check_inplace()
-        return self._assign(self + (other * alpha if alpha != 1.0 else other))
+        """In place ``self += alpha * other``, keeping the dtype; differentiable for non-leaf tensors."""
+        return self._rebase(lambda a: ew.cast(a + (other * alpha if alpha != 1.0 else other), self.dtype))
 
     def mul_(self, other: Any) -> "Tensor":
-        self._check_inplace()
-        return self._assign(self * other)
+        """In place ``self *= other``, keeping the dtype; differentiable for non-leaf tensors."""
+        return self._rebase(lambda a: ew.cast(a * other, self.dtype))
 
     def __setitem__(self, index: Any, value: Any) -> None:
         self._check_inplace()

@@ -95,3 +95,22 @@ def test_integer_outputs_are_not_differentiable():
     x = ampcore.randn(3, 4, requires_grad=True)
     assert not x.argmax(1).requires_grad
     assert not (x > 0).requires_grad
+
+
+def test_in_place_rebase_keeps_earlier_consumers_gradients():
+    x = ampcore.tensor([-1.0, 2.0], requires_grad=True)
+    y = x * 3.0
+    z = y * y          # consumes y before the in-place op: dz/dx = 18 x
+    ampcore.nn.functional.relu(y, inplace=True)
+    (z.sum() + y.sum()).backward()   # y is now relu(3x): d/dx = 3 * (x > 0)
+    np.testing.assert_allclose(x.grad.numpy(), [18 * -1.0 + 0.0, 18 * 2.0 + 3.0])
+
+
+def test_add_and_mul_in_place_are_differentiable_for_non_leaves():
+    x = ampcore.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2.0
+    y.mul_(x).add_(1.0)  # y = 2x^2 + 1
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [4.0, 8.0])
+    with pytest.raises(RuntimeError, match="leaf tensor"):
+        x.add_(1.0)

@@ -427,20 +427,33 @@ def test_dropout_zeroes_a_fraction_and_scales_in_training_and_is_identity_in_eva
         nn.Dropout(1.5)
 
 
-def test_dropout_inplace_writes_into_the_input_and_refuses_a_tensor_in_the_autograd_graph():
+def test_dropout_inplace_writes_into_the_input_and_keeps_its_gradient_flowing():
     drop = nn.Dropout(0.5, inplace=True)
     assert repr(drop) == "Dropout(p=0.5, inplace=True)"
     x = ampcore.ones(50, 40)
     y = drop(x)
     assert y is x and (x.numpy() == 0).any() and set(np.unique(x.numpy())) <= {0.0, 2.0}
-    h = nn.Linear(4, 4)(ampcore.ones(2, 4))
-    with pytest.raises(RuntimeError, match=r"Dropout\(inplace=True\).*use Dropout\(inplace=False\)"):
-        drop(h)
-    with ampcore.no_grad():
-        h2 = nn.Linear(4, 4)(ampcore.ones(2, 4))
-        assert drop(h2) is h2
+    lin = nn.Linear(4, 4)
+    h = lin(ampcore.ones(64, 4))
+    assert drop(h) is h
+    kept = h.numpy() != 0
+    h.sum().backward()
+    # d(sum)/d(bias) counts the kept (scaled by 2) entries of each column
+    np.testing.assert_allclose(lin.bias.grad.numpy(), 2.0 * kept.sum(0))
+    with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):
+        drop(ampcore.ones(3, requires_grad=True))
     drop.eval()
     assert drop(h) is h  # the identity in eval, as in torch
+
+
+def test_relu_inplace_in_a_graph_gives_torch_gradients():
+    lin = nn.Linear(3, 5)
+    x = ampcore.randn(8, 3)
+    ref = nn.Linear(3, 5)
+    ref.load_state_dict(lin.state_dict())
+    nn.Sequential(lin, nn.ReLU(inplace=True))(x).sum().backward()
+    nn.Sequential(ref, nn.ReLU())(x).sum().backward()
+    np.testing.assert_array_equal(lin.weight.grad.numpy(), ref.weight.grad.numpy())
 
 
 def test_activations_match_numpy():

@@ -31,16 +31,17 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 def relu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002 - torch's argument name
     """max(x, 0) (the primitive relu op): the gradient at 0 is 0 and NaN propagates, as in torch.
 
-    ``inplace=True`` rebinds ``input`` to the result (RuntimeError if it is in the autograd graph).
+    ``inplace=True`` makes ``input`` hold the result (its history continues through relu, as in
+    torch); RuntimeError for a leaf that requires grad.
     """
-    return _maybe_inplace(input, ew.relu(input), inplace)
+    return input._rebase(ew.relu) if inplace else ew.relu(input)
 
 
 @composite("silu")
 def silu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
     """x * sigmoid(x) (also called swish)."""
     check_float(input, "input", "silu")
-    return _maybe_inplace(input, input * input.sigmoid(), inplace)
+    return input._rebase(_silu) if inplace else _silu(input)
 
 
 @composite("gelu")
@@ -142,7 +143,5 @@ def _check_approximate(approximate: str) -> None:
         raise ValueError(f"gelu(): unknown approximate {approximate!r}; valid values are {valid}")
 
 
-def _maybe_inplace(input: Tensor, out: Tensor, inplace: bool) -> Tensor:  # noqa: A002
-    if not inplace:
-        return out
-    return input.copy_(out)
+def _silu(x: Tensor) -> Tensor:
+    return x * x.sigmoid()

@@ -17,7 +17,8 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     """Randomly zero elements with probability ``p`` (drawn with ``ampcore.rand``, seeded by ``generator``
     or the default generator) and scale the rest by 1 / (1 - p); the identity when not ``training`` or p = 0.
 
-    ``inplace=True`` rebinds ``input`` to the result (RuntimeError if it is in the autograd graph).
+    ``inplace=True`` makes ``input`` hold the result, its history continuing through the dropout
+    (RuntimeError for a leaf that requires grad, as in torch).
     Raises ValueError for p outside [0, 1].
     """
     check_float(input, "input", "dropout")
@@ -25,8 +26,9 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
         raise ValueError(f"dropout(): probability p must be in [0, 1], got {p!r}")
     if not training or p == 0.0:
         return input
-    out = apply_dropout(input, p, generator)
-    return input.copy_(out) if inplace else out
+    if inplace:
+        return input._rebase(lambda x: apply_dropout(x, p, generator))
+    return apply_dropout(input, p, generator)
 
 
 def apply_dropout(x: Tensor, p: float, generator: Generator | None = None) -> Tensor:

@@ -10,14 +10,14 @@ __all__ = ["ReLU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax"]
 
 
 class ReLU(Module):
-    """max(x, 0).  ``inplace`` is accepted for torch compatibility and has no effect."""
+    """max(x, 0); ``inplace=True`` overwrites the input, as in torch."""
 
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()
         self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002 - torch's argument name
-        return F.relu(input)
+        return F.relu(input, inplace=self.inplace)
 
 
 class GELU(Module):
