@@ -12,28 +12,20 @@ from ...ops.base import Op
 from ...tensor import Tensor
 
 
-class Softmax(Op):
-    name = "softmax"
+class _NormalizedExp(Op):
+    """softmax / log_softmax: the backward needs only the output, so the forward saves it."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._backward_name = f"{name}_backward"
 
     def forward(self, ctx, k, x, *, axis):
-        y = k.softmax(x, axis)
+        y = getattr(k, self.name)(x, axis)
         ctx.y, ctx.axis = y, axis
         return y
 
     def backward(self, ctx, k, g):
-        return (k.softmax_backward(ctx.y, g, ctx.axis),)
-
-
-class LogSoftmax(Op):
-    name = "log_softmax"
-
-    def forward(self, ctx, k, x, *, axis):
-        y = k.log_softmax(x, axis)
-        ctx.y, ctx.axis = y, axis
-        return y
-
-    def backward(self, ctx, k, g):
-        return (k.log_softmax_backward(ctx.y, g, ctx.axis),)
+        return (getattr(k, self._backward_name)(ctx.y, g, ctx.axis),)
 
 
 class Gelu(Op):
@@ -47,7 +39,7 @@ class Gelu(Op):
         return (k.gelu_backward(ctx.x, g, ctx.approximate),)
 
 
-SOFTMAX, LOG_SOFTMAX, GELU = Softmax(), LogSoftmax(), Gelu()
+SOFTMAX, LOG_SOFTMAX, GELU = _NormalizedExp("softmax"), _NormalizedExp("log_softmax"), Gelu()
 
 
 def has_fused(x: Tensor, name: str) -> bool:
