@@ -293,17 +293,13 @@ class Tensor:
         self.grad_fn, self.requires_grad = out.grad_fn, out.requires_grad
         return self
 
-    def _assign(self, other: "Tensor") -> "Tensor":
-        if other.shape != self.shape:
-            other = other.expand(self.shape)
-        self._data = ew.cast(other.detach(), self.dtype)._data if other.dtype != self.dtype else other._data
-        return self
-
     def copy_(self, src: Any) -> "Tensor":
         """Overwrite the values with ``src`` (broadcast and cast to this tensor's shape and dtype)."""
         self._check_inplace()
         src = src if isinstance(src, Tensor) else self._new_tensor(src, self.dtype)
-        return self._assign(src.to(device=self.device))
+        src = ew.cast(src.detach().to(device=self.device), self.dtype).expand(self.shape)
+        self._data = src._data
+        return self
 
     def zero_(self) -> "Tensor":
         return self.fill_(0)
