@@ -16,13 +16,16 @@ from .plugins import (PluginLoadError, UnknownBackendError, available_backends, 
 from .tensor import Tensor
 
 from . import nn, optim  # noqa: E402 - they build on the names above
+from . import amp, autograd, policy  # noqa: E402
+from .amp import (autocast, custom_bwd, custom_fwd, get_autocast_dtype, is_autocast_available,  # noqa: E402
+                  is_autocast_enabled, op)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
     # modules
-    "dtypes", "kernels", "plugins", "nn", "optim",
+    "dtypes", "kernels", "plugins", "nn", "optim", "amp", "autograd", "policy",
     # dtypes
     "DType", "bfloat16", "bool_", "finfo", "float16", "float32", "float64", "int32", "int64", "promote_types",
     "result_type",
@@ -32,6 +35,9 @@ __all__ = [
     "where",
     # autograd
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+    # mixed precision
+    "autocast", "is_autocast_enabled", "get_autocast_dtype", "is_autocast_available", "custom_fwd", "custom_bwd",
+    "op",
     # devices and backends
     "Device", "device", "Backend", "Capabilities", "Availability", "BackendUnavailableError", "MissingKernelsError",
     "KernelError", "PluginLoadError", "UnknownBackendError", "available_backends", "get_backend",

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .tensor import Tensor
 
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "Node", "Context", "run_backward",
-           "zero_grads"]
+           "zero_grads", "Function", "FunctionCtx"]
 
 _state = threading.local()
 
@@ -174,3 +174,87 @@ def zero_grads(params: Any, set_to_none: bool = True) -> None:
             g.grad_fn = None
             g.requires_grad = False
             g._data = g._backend.kernels.full(g.shape, 0.0, g.dtype, g.device.index)
+
+
+class FunctionCtx:
+    """The ``ctx`` a custom :class:`Function`'s forward and backward share."""
+
+    def __init__(self, needs_input_grad: tuple[bool, ...]):
+        self.needs_input_grad = needs_input_grad
+        self.saved_tensors: tuple[Any, ...] = ()
+
+    def save_for_backward(self, *tensors: Any) -> None:
+        """Keep tensors for backward (read them back as ``ctx.saved_tensors``)."""
+        self.saved_tensors = tensors
+
+
+class _FunctionOp:
+    """Adapts a Function subclass to the Node interface the backward engine walks."""
+
+    differentiable = True
+
+    def __init__(self, fn_cls: type, positions: tuple[int, ...], n_args: int):
+        self.fn_cls = fn_cls
+        self.name = fn_cls.__name__
+        self.positions = positions  # where the tensor inputs were among forward's arguments
+        self.n_args = n_args
+
+    def backward(self, ctx: Any, k: Any, g: Any) -> tuple[Any, ...]:
+        from .tensor import Tensor
+
+        grads = self.fn_cls.backward(ctx.fn_ctx, Tensor._wrap(g, ctx.device, ctx.backend))
+        grads = grads if isinstance(grads, tuple) else (grads,)
+        if len(grads) != self.n_args:
+            raise RuntimeError(f"{self.name}.backward returned {len(grads)} gradients, but forward took "
+                               f"{self.n_args} arguments; return one per argument (None for non-tensors)")
+        out = []
+        for pos, inp in zip(self.positions, ctx.inputs):
+            gi = grads[pos]
+            if gi is None:
+                out.append(None)
+                continue
+            if not isinstance(gi, Tensor) or gi.shape != inp.shape:
+                got = gi.shape if isinstance(gi, Tensor) else type(gi).__name__
+                raise RuntimeError(f"{self.name}.backward returned a gradient of {got} for argument {pos}, "
+                                   f"which has shape {inp.shape}")
+            # As torch: a gradient in another float dtype is cast to its input's dtype.
+            out.append(gi._data if gi.dtype == inp.dtype else k.cast(gi._data, inp.dtype))
+        return tuple(out)
+
+
+class Function:
+    """A user-defined differentiable op: subclass with static ``forward(ctx, *args)`` and
+    ``backward(ctx, grad)``, call with ``MyFn.apply(*args)``.
+
+    ``forward`` runs without graph recording and returns one Tensor;
+    ``backward`` returns one gradient per forward argument (None where there
+    is none).  Decorate them with ``ampcore.amp.custom_fwd`` /
+    ``custom_bwd`` to control autocast inside.
+    """
+
+    @staticmethod
+    def forward(ctx: FunctionCtx, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("subclasses of Function implement forward(ctx, *args)")
+
+    @staticmethod
+    def backward(ctx: FunctionCtx, grad: Any) -> Any:
+        raise NotImplementedError("subclasses of Function implement backward(ctx, grad)")
+
+    @classmethod
+    def apply(cls, *args: Any, **kwargs: Any) -> Any:
+        from .tensor import Tensor
+
+        positions = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
+        fn_ctx = FunctionCtx(tuple(isinstance(a, Tensor) and a.requires_grad for a in args))
+        with no_grad():
+            out = cls.forward(fn_ctx, *args, **kwargs)
+        if not isinstance(out, Tensor):
+            raise TypeError(f"{cls.__name__}.forward must return one Tensor, got {type(out).__name__}")
+        if not (is_grad_enabled() and any(fn_ctx.needs_input_grad)):
+            return out
+        ctx = Context()
+        ctx.fn_ctx, ctx.device, ctx.backend = fn_ctx, out.device, out._backend
+        inputs = [args[i] for i in positions]
+        ctx.inputs = inputs
+        node = Node(_FunctionOp(cls, positions, len(args)), ctx, inputs)  # type: ignore[arg-type]
+        return Tensor._wrap(out._data, out.device, out._backend, grad_fn=node)

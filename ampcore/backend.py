@@ -38,6 +38,9 @@ class Capabilities:
     computed in their own precision and ``emulated`` ones are computed in a
     wider type and rounded on the way out.  ``policy`` names the built-in
     cast-policy table autocast starts from (``"cpu"`` or ``"cuda"``).
+    ``fallback_ops`` lists, per low-precision dtype, the ops this device
+    cannot run in it (say, no bfloat16 GEMM before compute capability 8.0):
+    autocast runs them in float32 instead and its trace says why.
     """
 
     device_name: str
@@ -47,6 +50,7 @@ class Capabilities:
     autocast_dtype: DType | None = None
     policy: str = "cpu"
     memory_bytes: int | None = None
+    fallback_ops: Mapping[DType, frozenset[str]] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -60,6 +64,7 @@ class Capabilities:
             "autocast_dtype": self.autocast_dtype.name if self.autocast_dtype else None,
             "policy": self.policy,
             "memory_bytes": self.memory_bytes,
+            "fallback_ops": {d.name: sorted(ops) for d, ops in self.fallback_ops.items()},
             **{str(k): v for k, v in self.extra.items()},
         }
 

@@ -1,13 +1,19 @@
-"""The spine of every op call: device check, autocast, kernel, graph record.
+"""The spine of every op call: op boundaries, device check, kernel, graph record.
 
-``call(op, *tensors, **params)`` is the only way ops reach a backend.  The
-autocast step (casting inputs per the cast policy) is filled in by
-:mod:`ampcore.autocast`; everything else lives here.
+Every user-facing op (``F.linear``, ``x.exp()``, ``x @ w``) is an *op
+boundary* with a name.  While an autocast region is open the boundary hands
+the call to the autocast router (:mod:`ampcore.amp.routing`), which casts the
+inputs per the cast policy and runs the body with routing suspended, so the
+ops a composite is built from run on whatever its boundary decided (as
+torch's autocast excludes itself below an op).  ``call(op, *tensors)`` then
+runs one primitive's kernel and records it for autograd.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
+import threading
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .autograd import Context, Node, is_grad_enabled
@@ -16,20 +22,106 @@ if TYPE_CHECKING:
     from .ops.base import Op
     from .tensor import Tensor
 
-__all__ = ["call", "common_device", "composite", "registered_ops", "KernelError"]
+__all__ = ["call", "common_device", "composite", "primitive", "op_boundary", "route", "register_op", "registered_ops", "is_registered",
+           "KernelError"]
 
-# Every op name users can call, -> "primitive" or "composite"; the cast policy
-# must have a decision for each (see ampcore.policy).
+# Every op name users can call -> its kind: "primitive", "composite", "in-place" or "custom".
+# The cast policy must have a decision for each (see ampcore.policy).
 _OPS: dict[str, str] = {}
 
-# Set by ampcore.autocast: called as hook(name, fn, args, kwargs) at each
-# composite-op boundary; None while autocast is not loaded.
+# Set by ampcore.amp: called as hook(name, fn, args, kwargs, ineligible) at op boundaries.
 autocast_hook: Callable[..., Any] | None = None
+
+# Autocast regions open on any thread; while 0 a boundary costs one global read.
+_open_regions = 0
+_regions_lock = threading.Lock()
+
+
+def region_opened(delta: int) -> None:
+    """Count autocast regions entered (+1) and left (-1), across threads."""
+    global _open_regions
+    with _regions_lock:
+        _open_regions += delta
 
 
 def registered_ops() -> dict[str, str]:
     """Op name -> kind, for every op the dispatcher knows."""
     return dict(_OPS)
+
+
+def is_registered(name: str) -> bool:
+    """Whether the dispatcher knows the op ``name`` (cheap: no copy)."""
+    return name in _OPS
+
+
+def register_op(name: str, kind: str = "custom") -> None:
+    """Make ``name`` known to the dispatcher (and so to the cast policy)."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"op name must be an identifier like 'my_op', got {name!r}")
+    _OPS.setdefault(name, kind)
+
+
+class _Eligibility:
+    """Where an op's signature takes ``dtype=`` or ``inplace=``: calls that set them are not autocast."""
+
+    __slots__ = ("dtype_pos", "inplace_pos")
+
+    def __init__(self, fn: Callable[..., Any]):
+        try:
+            names = list(inspect.signature(fn).parameters)
+        except (TypeError, ValueError):
+            names = []
+        self.dtype_pos = names.index("dtype") if "dtype" in names else None
+        self.inplace_pos = names.index("inplace") if "inplace" in names else None
+
+    def reason(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+        if self.dtype_pos is not None and _given(args, kwargs, self.dtype_pos, "dtype") is not None:
+            return "explicit dtype="
+        if self.inplace_pos is not None and _given(args, kwargs, self.inplace_pos, "inplace"):
+            return "in-place"
+        return None
+
+
+def _given(args: tuple[Any, ...], kwargs: dict[str, Any], pos: int, name: str) -> Any:
+    return args[pos] if len(args) > pos else kwargs.get(name)
+
+
+def route(name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+          ineligible: str | None = None) -> Any:
+    """Run the op ``name`` (body ``fn``) through autocast and ``out=`` handling.
+
+    ``ineligible`` names why this call must not be autocast (in-place, explicit
+    dtype); ``out=`` is handled here for every op: the result is computed
+    without autocast and written into ``out``.
+    """
+    out = kwargs.pop("out", None) if "out" in kwargs else None
+    if out is not None:
+        ineligible = "out="
+    hook = autocast_hook
+    if hook is None or not _open_regions:
+        result = fn(*args, **kwargs)
+    else:
+        result = hook(name, fn, args, kwargs, ineligible)
+    return result if out is None else _write_out(name, out, result)
+
+
+def op_boundary(name: str, kind: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: ``fn`` becomes the op ``name`` of ``kind``, routed through autocast and ``out=``."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        _OPS[name] = kind
+        eligibility = _Eligibility(fn)
+
+        @functools.wraps(fn)
+        def op(*args: Any, **kwargs: Any) -> Any:
+            if not _open_regions and not kwargs:
+                return fn(*args)
+            return route(name, fn, args, kwargs, eligibility.reason(args, kwargs))
+
+        op.op_name = name  # type: ignore[attr-defined]
+        return op
+
+    return decorate
 
 
 def composite(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -38,21 +130,37 @@ def composite(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     The boundary is where autocast decides the op's dtype; the primitives
     inside run on whatever the boundary handed them.
     """
+    return op_boundary(name, "composite")
 
-    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        _OPS[name] = "composite"
 
-        @functools.wraps(fn)
-        def op(*args: Any, **kwargs: Any) -> Any:
-            hook = autocast_hook
-            if hook is None:
-                return fn(*args, **kwargs)
-            return hook(name, fn, args, kwargs)
+def primitive(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Mark the Tensor-level function of a primitive op as the op ``name``."""
+    return op_boundary(name, "primitive")
 
-        op.op_name = name  # type: ignore[attr-defined]
-        return op
 
-    return decorate
+def _write_out(name: str, out: Any, result: Any) -> Any:
+    """torch's ``out=``: the result written into ``out`` (same shape; a safe dtype cast)."""
+    from .tensor import Tensor
+
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{name}(): out= must be a Tensor, got {type(out).__name__}")
+    if not isinstance(result, Tensor):
+        raise TypeError(f"{name}() does not support out=: it returns {type(result).__name__}")
+    if is_grad_enabled() and (result.requires_grad or out.requires_grad):
+        raise RuntimeError(f"{name}(): out= does not support automatic differentiation, but an argument requires "
+                           "grad; call it without out= or under ampcore.no_grad()")
+    if out.device != result.device:
+        raise ValueError(f"{name}(): out= is on {str(out.device)!r} but the result is on {str(result.device)!r}")
+    if out.shape != result.shape:
+        raise ValueError(f"{name}(): out= has shape {out.shape} but the result has shape {result.shape}; "
+                         "pass an out tensor of the result's shape")
+    lossy_kind = (result.dtype.is_floating_point and not out.dtype.is_floating_point) or \
+        (result.dtype.name != "bool" and out.dtype.name == "bool")
+    if lossy_kind:
+        raise TypeError(f"{name}(): result type {result.dtype.name} can't be cast to the out= dtype "
+                        f"{out.dtype.name}; pass an out tensor of a wider kind")
+    out._data = out._backend.kernels.cast(result._data, out.dtype)
+    return out
 
 
 class KernelError(RuntimeError):

@@ -15,6 +15,7 @@ import numpy as np
 from . import dtypes as dt
 from .autograd import is_grad_enabled, run_backward
 from .device import Device, DeviceLike
+from .dispatch import primitive, register_op, route
 from .dtypes import DType
 from .ops import elementwise as ew
 from .ops import linalg, reduction, shape
@@ -187,7 +188,13 @@ class Tensor:
 
     # ------------------------------------------------------------------ devices and dtypes
     def to(self, *args: Any, dtype: Any = None, device: DeviceLike | None = None) -> "Tensor":
-        """``.to(device)``, ``.to(dtype)`` or ``.to(device, dtype)``; differentiable for dtype changes."""
+        """``.to(device)``, ``.to(dtype)`` or ``.to(device, dtype)``; differentiable for dtype changes.
+
+        An explicit conversion: autocast never changes what it produces.
+        """
+        return route("to", Tensor._convert, (self, *args), {"dtype": dtype, "device": device}, "explicit dtype=")
+
+    def _convert(self, *args: Any, dtype: Any = None, device: DeviceLike | None = None) -> "Tensor":
         for a in args:
             if isinstance(a, DType) or (isinstance(a, str) and _is_dtype_name(a)):
                 dtype = a
@@ -265,6 +272,7 @@ class Tensor:
         self.requires_grad = bool(requires_grad)
         return self
 
+    @primitive("clone")
     def clone(self) -> "Tensor":
         """A copy with its own storage; differentiable."""
         return ew.call(ew.CAST, self, dtype=self.dtype)
@@ -275,9 +283,12 @@ class Tensor:
             kind = "a leaf tensor that requires grad" if self.is_leaf else "a tensor in the autograd graph"
             raise RuntimeError(f"in-place change of {kind}; do it under ampcore.no_grad() or on .detach()")
 
-    def _rebase(self, compute: Any) -> "Tensor":
-        """torch-style in-place op: ``self`` becomes ``compute(self)`` and its autograd
-        history continues through the ops ``compute`` recorded.
+    def _rebase(self, compute: Any, name: str) -> "Tensor":
+        """torch-style in-place op ``name``: ``self`` becomes ``compute(self)`` and its
+        autograd history continues through the ops ``compute`` recorded.
+
+        In-place ops are never autocast (``self`` keeps its dtype); ``name``
+        is what traces show.
 
         ``compute`` runs on an alias carrying ``self``'s current history, so the
         gradient reaching ``self`` later flows back through ``compute``'s graph.
@@ -288,7 +299,7 @@ class Tensor:
                                "do it under ampcore.no_grad() or on .detach()")
         alias = Tensor._wrap(self._data, self.device, self._backend, grad_fn=self.grad_fn,
                              requires_grad=self.requires_grad)
-        out = compute(alias)
+        out = route(name, compute, (alias,), {}, "in-place")
         self._data, self.dtype, self.shape = out._data, out.dtype, out.shape
         self.grad_fn, self.requires_grad = out.grad_fn, out.requires_grad
         return self
@@ -311,11 +322,11 @@ class Tensor:
 
     def add_(self, other: Any, alpha: float = 1.0) -> "Tensor":
         """In place ``self += alpha * other``, keeping the dtype; differentiable for non-leaf tensors."""
-        return self._rebase(lambda a: ew.cast(a + (other * alpha if alpha != 1.0 else other), self.dtype))
+        return self._rebase(lambda a: ew.cast(a + (other * alpha if alpha != 1.0 else other), self.dtype), "add_")
 
     def mul_(self, other: Any) -> "Tensor":
         """In place ``self *= other``, keeping the dtype; differentiable for non-leaf tensors."""
-        return self._rebase(lambda a: ew.cast(a * other, self.dtype))
+        return self._rebase(lambda a: ew.cast(a * other, self.dtype), "mul_")
 
     def __setitem__(self, index: Any, value: Any) -> None:
         self._check_inplace()
@@ -352,15 +363,18 @@ class Tensor:
     argmax = reduction.argmax
     cumsum = reduction.cumsum
 
+    @primitive("min")
     def min(self, dim: int | None = None, keepdim: bool = False) -> Any:
         if dim is None:
             return -reduction.amax(-self)
         values, indices = reduction.max(-self, dim, keepdim)
         return reduction.MaxResult(-values, indices)
 
+    @primitive("argmin")
     def argmin(self, dim: int | None = None, keepdim: bool = False) -> "Tensor":
         return reduction.argmax(-self, dim, keepdim)
 
+    @primitive("var")
     def var(self, dim: Any = None, correction: int = 1, keepdim: bool = False) -> "Tensor":
         """Variance with Bessel's ``correction`` (torch's default 1)."""
         axes = reduction.normalize_axes(dim, self.ndim)
@@ -370,6 +384,7 @@ class Tensor:
         centered = self - self.mean(axes, keepdim=True)
         return (centered * centered).sum(axes, keepdim) / float(max(n - correction, 0) or float("nan"))
 
+    @primitive("std")
     def std(self, dim: Any = None, correction: int = 1, keepdim: bool = False) -> "Tensor":
         return self.var(dim, correction, keepdim).sqrt()
 
@@ -413,6 +428,7 @@ class Tensor:
     def pow(self, exponent: Any) -> "Tensor":
         return ew.binary("pow", self, exponent)
 
+    @primitive("clamp")
     def clamp(self, min: float | None = None, max: float | None = None) -> "Tensor":  # noqa: A002 - torch names
         out = self
         if min is not None:
@@ -429,6 +445,7 @@ class Tensor:
     def minimum(self, other: Any) -> "Tensor":
         return ew.binary("minimum", self, other)
 
+    @primitive("masked_fill")
     def masked_fill(self, mask: "Tensor", value: float) -> "Tensor":
         return ew.where(mask, value, self)
 
@@ -468,13 +485,13 @@ class Tensor:
         return ew.binary("div", self, o)
 
     def __rtruediv__(self, o: Any) -> "Tensor":
-        return ew.binary("div", o, self)
+        return ew.binary("div", o, self, reflected=True)
 
     def __pow__(self, o: Any) -> "Tensor":
         return ew.binary("pow", self, o)
 
     def __rpow__(self, o: Any) -> "Tensor":
-        return ew.binary("pow", o, self)
+        return ew.binary("pow", o, self, reflected=True)
 
     def __matmul__(self, o: "Tensor") -> "Tensor":
         return linalg.matmul(self, o)
@@ -532,3 +549,8 @@ def _move(t: Tensor, target: Device, backend: Any) -> Tensor:
     check_storable(backend, target.index, t.dtype)
     data = backend.from_numpy(t._backend.to_numpy(t._data), t.dtype, target.index)
     return Tensor._wrap(data, target, backend, requires_grad=t.requires_grad)
+
+
+register_op("to", "primitive")
+for _name in ("add_", "mul_"):
+    register_op(_name, "in-place")

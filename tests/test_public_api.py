@@ -10,7 +10,7 @@ import ampcore
 DOCUMENTED = {
     "__version__",
     # modules
-    "dtypes", "kernels", "plugins", "nn", "optim",
+    "dtypes", "kernels", "plugins", "nn", "optim", "amp", "autograd", "policy",
     # dtypes
     "DType", "bfloat16", "bool_", "finfo", "float16", "float32", "float64", "int32", "int64", "promote_types",
     "result_type",
@@ -20,6 +20,9 @@ DOCUMENTED = {
     "where",
     # autograd
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+    # mixed precision
+    "autocast", "is_autocast_enabled", "get_autocast_dtype", "is_autocast_available", "custom_fwd", "custom_bwd",
+    "op",
     # devices and backends
     "Device", "device", "Backend", "Capabilities", "Availability", "BackendUnavailableError", "MissingKernelsError",
     "KernelError", "PluginLoadError", "UnknownBackendError", "available_backends", "get_backend",
@@ -41,7 +44,7 @@ def test_every_exported_name_exists():
 
 def test_exported_modules_are_modules_and_the_rest_are_not():
     modules = {name for name in ampcore.__all__ if isinstance(getattr(ampcore, name, None), types.ModuleType)}
-    assert modules == {"dtypes", "kernels", "plugins", "nn", "optim"}
+    assert modules == {"dtypes", "kernels", "plugins", "nn", "optim", "amp", "autograd", "policy"}
 
 
 def test_testing_helpers_are_importable():

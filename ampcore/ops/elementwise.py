@@ -13,7 +13,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import dtypes as dt
-from ..dispatch import call
+from ..dispatch import call, primitive, register_op, route
 from ..dtypes import DType
 from .base import Op, unbroadcast
 
@@ -97,6 +97,7 @@ class Relu(Op):
 RELU = Relu()
 
 
+@primitive("relu")
 def relu(x: Any) -> Any:
     """Rectified linear unit."""
     return call(RELU, x)
@@ -104,6 +105,10 @@ def relu(x: Any) -> Any:
 
 def unary(name: str, x: Any) -> Any:
     """Apply the unary op ``name``; integer inputs of float-only ops become float32."""
+    return route(name, _unary, (name, x), {})
+
+
+def _unary(name: str, x: Any) -> Any:
     if name == "neg" and x.dtype == dt.bool_:
         raise TypeError("negation (-) of a bool tensor is not supported; invert a mask with ~ instead")
     if not x.dtype.is_floating_point and name not in ("neg", "abs", "sign"):
@@ -211,14 +216,31 @@ def _operands(a: Any, b: Any, float_result: bool = False) -> tuple[Any, Any]:
     return conv(a), conv(b)
 
 
-def binary(name: str, a: Any, b: Any) -> Any:
-    """Apply the binary op ``name`` to Tensors and/or Python scalars."""
+# Reflected operators torch's cast policy lists under their own names (``1 / x`` runs in float32 on CUDA).
+REFLECTED_OP_NAMES = {"div": "__rtruediv__", "pow": "__rpow__"}
+
+
+def binary(name: str, a: Any, b: Any, *, reflected: bool = False) -> Any:
+    """Apply the binary op ``name`` to Tensors and/or Python scalars.
+
+    ``reflected`` marks ``other <op> tensor`` calls (``__rtruediv__``), which
+    the cast policy may treat differently from the forward operator.
+    """
+    op_name = REFLECTED_OP_NAMES.get(name, name) if reflected else name
+    return route(op_name, _binary, (name, a, b), {})
+
+
+def _binary(name: str, a: Any, b: Any) -> Any:
     a, b = _operands(a, b, float_result=(name == "div"))
     return call(BINARY_OPS[name], a, b)
 
 
 def compare(name: str, a: Any, b: Any) -> Any:
     """Elementwise comparison -> bool Tensor."""
+    return route(name, _compare, (name, a, b), {})
+
+
+def _compare(name: str, a: Any, b: Any) -> Any:
     a, b = _operands(a, b)
     return call(COMPARE_OPS[name], a, b)
 
@@ -241,6 +263,7 @@ class Where(Op):
 WHERE = Where()
 
 
+@primitive("where")
 def where(cond: Any, a: Any, b: Any) -> Any:
     """``a`` where ``cond`` is true, else ``b`` (broadcasting; scalars allowed for ``a``/``b``)."""
     from ..tensor import Tensor
@@ -253,3 +276,7 @@ def where(cond: Any, a: Any, b: Any) -> Any:
     shapes = [cond.shape] + [v.shape for v in (a, b) if isinstance(v, Tensor)]
     broadcast_shapes(*shapes)
     return call(WHERE, cond, a, b)
+
+
+for _name in [*UNARY_OPS, *BINARY_OPS, *REFLECTED_OP_NAMES.values(), *COMPARE_OPS]:
+    register_op(_name, "primitive")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import dtypes as dt
-from ..dispatch import call
+from ..dispatch import call, primitive
 from .base import Op, unbroadcast
 from .elementwise import broadcast_shapes, cast
 from .shape import TRANSPOSE
@@ -40,6 +40,7 @@ def _swap_last(k: Any, m: Any) -> Any:
 MATMUL = MatMul()
 
 
+@primitive("matmul")
 def matmul(a: Any, b: Any) -> Any:
     """torch.matmul semantics: 1-D operands are promoted to matrices and the extra dimension removed."""
     if a.ndim == 0 or b.ndim == 0:

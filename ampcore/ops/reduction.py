@@ -7,7 +7,7 @@ from collections import namedtuple
 from typing import Any, Sequence
 
 from .. import dtypes as dt
-from ..dispatch import call
+from ..dispatch import call, primitive
 from .base import Op
 
 MaxResult = namedtuple("MaxResult", ["values", "indices"])
@@ -117,6 +117,7 @@ class CumSum(Op):
 SUM, AMAX, MAX_ALONG, ARGMAX, CUMSUM = Sum(), Amax(), MaxAlong(), ArgMax(), CumSum()
 
 
+@primitive("sum")
 def sum(x: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:  # noqa: A001 - torch name
     """Sum over ``dim`` (all axes if None), accumulated in float32 or better."""
     from .elementwise import cast
@@ -126,6 +127,7 @@ def sum(x: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) ->
     return call(SUM, x, axes=normalize_axes(dim, x.ndim), keepdims=bool(keepdim))
 
 
+@primitive("mean")
 def mean(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
     """Mean over ``dim``; integer input raises as in torch (cast to a float dtype first).
 
@@ -146,6 +148,7 @@ def mean(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
     return cast(out, x.dtype) if low else out
 
 
+@primitive("amax")
 def amax(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
     """Maximum over ``dim`` (all axes if None); ties share the gradient."""
     axes = normalize_axes(dim, x.ndim)
@@ -154,6 +157,7 @@ def amax(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
     return call(AMAX, x, axes=axes, keepdims=bool(keepdim))
 
 
+@primitive("max")
 def max(x: Any, dim: int | None = None, keepdim: bool = False) -> Any:  # noqa: A001 - torch name
     """``max()`` -> the maximum; ``max(dim)`` -> (values, indices) like torch."""
     if dim is None:
@@ -166,6 +170,7 @@ def max(x: Any, dim: int | None = None, keepdim: bool = False) -> Any:  # noqa: 
     return MaxResult(values, idx.reshape(values.shape) if keepdim else idx)
 
 
+@primitive("argmax")
 def argmax(x: Any, dim: int | None = None, keepdim: bool = False) -> Any:
     """Index of the first maximum along ``dim`` (of the flattened tensor if None)."""
     if dim is None:
@@ -177,6 +182,7 @@ def argmax(x: Any, dim: int | None = None, keepdim: bool = False) -> Any:
     return out
 
 
+@primitive("cumsum")
 def cumsum(x: Any, dim: int) -> Any:
     """Inclusive prefix sum along ``dim``."""
     (axis,) = normalize_axes(dim, x.ndim)

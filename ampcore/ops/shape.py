@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .. import dtypes as dt
-from ..dispatch import call
+from ..dispatch import call, primitive
 from .base import Op, unbroadcast
 from .reduction import normalize_axes
 
@@ -130,6 +130,7 @@ def infer_shape(shape: Sequence[int], numel: int, old: tuple[int, ...]) -> tuple
     return shape
 
 
+@primitive("reshape")
 def reshape(x: Any, *shape: Any) -> Any:
     """Same elements in a new shape (one dimension may be -1)."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
@@ -138,6 +139,7 @@ def reshape(x: Any, *shape: Any) -> Any:
     return x if new == x.shape else call(RESHAPE, x, shape=new)
 
 
+@primitive("permute")
 def permute(x: Any, *axes: Any) -> Any:
     """Reorder the dimensions."""
     if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
@@ -150,6 +152,7 @@ def permute(x: Any, *axes: Any) -> Any:
     return x if axes == tuple(range(x.ndim)) else call(TRANSPOSE, x, axes=axes)
 
 
+@primitive("transpose")
 def transpose(x: Any, dim0: int, dim1: int) -> Any:
     """Swap two dimensions."""
     axes = list(range(x.ndim))
@@ -158,6 +161,7 @@ def transpose(x: Any, dim0: int, dim1: int) -> Any:
     return permute(x, axes)
 
 
+@primitive("expand")
 def expand(x: Any, *shape: Any) -> Any:
     """Broadcast to ``shape`` (``-1`` keeps a dimension)."""
     from .elementwise import broadcast_shapes
@@ -173,6 +177,7 @@ def expand(x: Any, *shape: Any) -> Any:
     return x if shape == x.shape else call(BROADCAST, x, shape=shape)
 
 
+@primitive("unsqueeze")
 def unsqueeze(x: Any, dim: int) -> Any:
     dim = dim % (x.ndim + 1) if -(x.ndim + 1) <= dim <= x.ndim else None
     if dim is None:
@@ -180,6 +185,7 @@ def unsqueeze(x: Any, dim: int) -> Any:
     return reshape(x, x.shape[:dim] + (1,) + x.shape[dim:])
 
 
+@primitive("squeeze")
 def squeeze(x: Any, dim: int | None = None) -> Any:
     if dim is None:
         return reshape(x, tuple(s for s in x.shape if s != 1))
@@ -187,6 +193,7 @@ def squeeze(x: Any, dim: int | None = None) -> Any:
     return reshape(x, x.shape[:axis] + x.shape[axis + 1:]) if x.shape[axis] == 1 else x
 
 
+@primitive("flatten")
 def flatten(x: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
     if x.ndim == 0:
         return reshape(x, (1,))
@@ -194,6 +201,7 @@ def flatten(x: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
     return reshape(x, x.shape[:s] + (_numel(x.shape[s:e + 1]),) + x.shape[e + 1:])
 
 
+@primitive("pad")
 def pad(x: Any, pad: Sequence[int], value: float = 0.0) -> Any:
     """torch-style constant pad: ``pad`` lists (left, right) pairs starting from the last dimension."""
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
@@ -206,6 +214,7 @@ def pad(x: Any, pad: Sequence[int], value: float = 0.0) -> Any:
     return call(PAD, x, widths=tuple(widths), value=float(value))
 
 
+@primitive("cat")
 def cat(tensors: Sequence[Any], dim: int = 0) -> Any:
     """Concatenate along ``dim``; tensors are promoted to a common dtype."""
     from .elementwise import cast
@@ -222,6 +231,7 @@ def cat(tensors: Sequence[Any], dim: int = 0) -> Any:
     return call(CONCAT, *[cast(t, target) for t in tensors], axis=axis)
 
 
+@primitive("stack")
 def stack(tensors: Sequence[Any], dim: int = 0) -> Any:
     """Join tensors of one shape along a new dimension."""
     tensors = list(tensors)
@@ -238,6 +248,7 @@ def _check_index_tensor(idx: Any, size: int) -> None:
         raise TypeError(f"indices must be an int64 or int32 tensor, got {idx.dtype.name}")
 
 
+@primitive("take")
 def take(x: Any, indices: Any, dim: int) -> Any:
     """Gather along ``dim`` with integer ``indices`` of any shape (result: x.shape with dim replaced by indices.shape)."""
     from .elementwise import cast
@@ -249,6 +260,7 @@ def take(x: Any, indices: Any, dim: int) -> Any:
     return out.reshape(x.shape[:axis] + indices.shape + x.shape[axis + 1:])
 
 
+@primitive("index_add")
 def index_add(src: Any, indices: Any, dim: int, size: int) -> Any:
     """Zeros of ``src``'s shape with ``size`` along ``dim``, plus ``src`` added at ``indices``."""
     from .elementwise import cast
@@ -296,6 +308,7 @@ def _normalize_basic_index(index: tuple, shape: tuple[int, ...]) -> tuple[tuple,
     return tuple(kernel_index), tuple(out_shape)
 
 
+@primitive("getitem")
 def getitem(x: Any, index: Any) -> Any:
     """Basic indexing (ints, slices, None, ...) and one integer-tensor or list index."""
     from ..tensor import Tensor

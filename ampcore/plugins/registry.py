@@ -95,6 +95,8 @@ class Registry:
         self.broken: list[BrokenPlugin] = []
         self._default: Device | None = None
         self._ep_info: dict[str, tuple[str | None, str | None, str]] = {}
+        # Bumped whenever plugins or backends change, so derived caches (cast policies) rebuild.
+        self.generation = 0
 
     # --- loading -------------------------------------------------------
     def ensure_loaded(self) -> None:
@@ -136,6 +138,7 @@ class Registry:
         """Register a plugin object or module and take in its backends and kernels."""
         with self._lock:
             name = name or getattr(plugin, "__name__", None) or type(plugin).__name__
+            self.generation += 1
             try:
                 self.pm.register(plugin, name=name)
             except Exception as exc:
@@ -198,6 +201,7 @@ class Registry:
         self.ensure_loaded()
         with self._lock:
             name = plugin_name or f"<code:{getattr(backend, 'name', '?')}>"
+            self.generation += 1
             self._add_backend(backend, name)
             for impl in self.pm.hook.ampcore_kernels.get_hookimpls():
                 self._apply_kernels(impl, backend)
@@ -208,10 +212,29 @@ class Registry:
         from ..tensor import forget_capabilities
 
         with self._lock:
+            self.generation += 1
             self.records.pop(name, None)
             forget_capabilities(name)
             if self._default is not None and self._default.type == name:
                 self._default = None
+
+    def policy_layers(self, device_type: str) -> list[tuple[str, Any]]:
+        """(plugin name, op -> category mapping) from every ``ampcore_policy`` hook, first registered first.
+
+        A hook that raises is recorded as broken (fatal in strict mode) and skipped.
+        """
+        self.ensure_loaded()
+        layers = []
+        for impl in reversed(self.pm.hook.ampcore_policy.get_hookimpls()):  # pluggy lists the newest first
+            try:
+                result = _call_impl(impl, device_type=device_type)
+            except Exception as exc:
+                with self._lock:
+                    self._record_broken(impl.plugin_name, "ampcore_policy", exc)
+                continue
+            if result is not None:
+                layers.append((impl.plugin_name, result))
+        return layers
 
     # --- selection -----------------------------------------------------
     def get_backend(self, name: str, *, require_available: bool = True) -> Backend:

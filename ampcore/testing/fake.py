@@ -170,13 +170,16 @@ class FakeBackend(Backend):
     ``storable``/``native``/``emulated`` are dtype collections (default: every
     dtype storable, float16/bfloat16 emulated); ``missing`` names kernels to
     leave out; ``fail_on=(kernel, k)`` makes the k-th call (1-based) of that
-    kernel raise RuntimeError; ``devices`` is the device count.
+    kernel raise RuntimeError; ``devices`` is the device count;
+    ``fallback_ops`` maps a dtype to ops the device claims it cannot run in it,
+    and ``policy`` names the built-in cast-policy table it starts from.
     """
 
     def __init__(self, name: str = "fake", *, storable: Collection[Any] | None = None,
                  native: Collection[Any] | None = None, emulated: Collection[Any] | None = None,
                  missing: Collection[str] = (), fail_on: tuple[str, int] | None = None, priority: int = 0,
-                 devices: int = 1, autocast_dtype: Any = None):
+                 devices: int = 1, autocast_dtype: Any = None,
+                 fallback_ops: Mapping[Any, Collection[str]] | None = None, policy: str = "cpu"):
         as_set = lambda ds: frozenset(dt.as_dtype(d) for d in ds)  # noqa: E731 - local conversion
         self.name = name
         self.priority = priority
@@ -189,6 +192,8 @@ class FakeBackend(Backend):
         self.fail_on = fail_on
         self.devices = devices
         self.autocast_dtype = dt.as_dtype(autocast_dtype) if autocast_dtype is not None else None
+        self.fallback_ops = {dt.as_dtype(d): frozenset(ops) for d, ops in (fallback_ops or {}).items()}
+        self.policy = policy
         self.calls: dict[str, int] = {}
 
     def device_count(self) -> int:
@@ -196,7 +201,8 @@ class FakeBackend(Backend):
 
     def capabilities(self, index: int = 0) -> Capabilities:
         return Capabilities(device_name=f"fake device {index}", storable=self.storable, native=self.native,
-                            emulated=self.emulated, autocast_dtype=self.autocast_dtype, memory_bytes=1 << 30)
+                            emulated=self.emulated, autocast_dtype=self.autocast_dtype, memory_bytes=1 << 30,
+                            policy=self.policy, fallback_ops=self.fallback_ops)
 
     def kernel_functions(self) -> Mapping[str, Callable[..., Any]]:
         return {name: self._wrap(name, fn) for name, fn in _primitives().items() if name not in self.missing}

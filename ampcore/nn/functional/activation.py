@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from ... import dtypes as dt
-from ...dispatch import composite
+from ...dispatch import composite, register_op
 from ...ops import elementwise as ew
 from ...ops.reduction import normalize_axes
 from ...tensor import Tensor
@@ -34,14 +34,14 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002 - torch'
     ``inplace=True`` makes ``input`` hold the result (its history continues through relu, as in
     torch); RuntimeError for a leaf that requires grad.
     """
-    return input._rebase(ew.relu) if inplace else ew.relu(input)
+    return input._rebase(ew.relu, "relu_") if inplace else ew.relu(input)
 
 
 @composite("silu")
 def silu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
     """x * sigmoid(x) (also called swish)."""
     check_float(input, "input", "silu")
-    return input._rebase(_silu) if inplace else _silu(input)
+    return input._rebase(_silu, "silu_") if inplace else _silu(input)
 
 
 @composite("gelu")
@@ -145,3 +145,7 @@ def _check_approximate(approximate: str) -> None:
 
 def _silu(x: Tensor) -> Tensor:
     return x * x.sigmoid()
+
+
+for _name in ("relu_", "silu_"):
+    register_op(_name, "in-place")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...creation import Generator, rand
-from ...dispatch import composite
+from ...dispatch import composite, register_op
 from ...ops import elementwise as ew
 from ...tensor import Tensor
 from ._utils import check_float
@@ -27,7 +27,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     if not training or p == 0.0:
         return input
     if inplace:
-        return input._rebase(lambda x: apply_dropout(x, p, generator))
+        return input._rebase(lambda x: apply_dropout(x, p, generator), "dropout_")
     return apply_dropout(input, p, generator)
 
 
@@ -36,3 +36,6 @@ def apply_dropout(x: Tensor, p: float, generator: Generator | None = None) -> Te
     # Draw in float32 whatever x's dtype: a bf16 uniform has too few levels to hit p accurately.
     keep = rand(x.shape, device=x.device, generator=generator) >= p
     return ew.where(keep, x * (1.0 / (1.0 - p)) if p < 1.0 else x * 0.0, 0.0)
+
+
+register_op("dropout_", "in-place")

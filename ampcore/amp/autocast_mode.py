@@ -1,0 +1,229 @@
+"""``ampcore.autocast``: torch.autocast's semantics on any backend, plus traces and custom policies.
+
+``with ampcore.autocast("cpu"): ...`` (or as a decorator) makes eligible ops
+on that device type run in the backend's preferred low-precision dtype, per
+the device type's cast policy.  State is per thread and per device type;
+regions nest, an inner ``enabled=False`` turns autocast off for its block,
+and leaving a region restores the outer state exactly.  The weight-cast cache
+lives until the outermost region of the thread exits.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from typing import Any, Callable, TypeVar
+
+from .. import dispatch
+from .. import dtypes as dt
+from ..dtypes import DType
+from ..policy import Policy
+from ..policy import get as get_policy
+from .decision import Decision, decide
+from .state import Region, thread_state
+from .trace import Trace
+
+__all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "is_autocast_available",
+           "is_autocast_cache_enabled", "clear_autocast_cache", "explain"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+_INHERIT = object()
+
+
+def _check_device_type(device_type: Any) -> str:
+    if not isinstance(device_type, str):
+        raise TypeError(f"device_type must be a backend name such as 'cpu' or 'cuda', got {device_type!r}")
+    if ":" in device_type:
+        raise ValueError(f"autocast is per device type: pass {device_type.split(':')[0]!r}, not {device_type!r}")
+    return device_type
+
+
+def _check_bool(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"autocast(): {name} must be True or False, got {value!r}")
+    return value
+
+
+def _backend_record(device_type: str) -> Any:
+    """The registry record of ``device_type``; UnknownBackendError (listing the installed ones) if none."""
+    from ..plugins import registry
+
+    registry.get_backend(device_type, require_available=False)
+    return registry.records[device_type]
+
+
+class autocast:  # noqa: N801 - torch's name
+    """Run eligible ops on ``device_type`` in mixed precision for a block or a decorated function.
+
+    ``dtype=None`` takes the backend's preferred dtype (``Capabilities.autocast_dtype``).
+    A dtype the device cannot store or compute, or an unavailable backend,
+    warns and disables autocast, as torch does; ``strict=True`` raises instead.
+    ``policy`` replaces the device type's cast policy for this region
+    (``ampcore.policy.get("cpu").override(fp32=["gelu"])``).  ``trace=True``
+    records every op call's decision in ``region.trace`` (an inner region
+    without ``trace=`` appends to its outer region's trace).
+    """
+
+    def __init__(self, device_type: str, dtype: "DType | str | None" = None, enabled: bool = True,
+                 cache_enabled: bool = True, *, policy: Policy | None = None, trace: "bool | Trace | None" = None,
+                 strict: bool = False):
+        self.device_type = _check_device_type(device_type)
+        self._enabled = _check_bool(enabled, "enabled")
+        self._cache_enabled = _check_bool(cache_enabled, "cache_enabled")
+        self._strict = _check_bool(strict, "strict")
+        if policy is not None and not isinstance(policy, Policy):
+            raise TypeError("autocast(): policy must be an ampcore.policy.Policy, e.g. "
+                            f"ampcore.policy.get({device_type!r}).override(fp32=[...]), got {policy!r}")
+        if trace is None:
+            self._trace: Any = _INHERIT
+        elif isinstance(trace, Trace):
+            self._trace = trace
+        elif isinstance(trace, bool):
+            self._trace = Trace() if trace else None
+        else:
+            raise TypeError(f"autocast(): trace must be True, False or an ampcore.amp.Trace, got {trace!r}")
+        record = _backend_record(self.device_type)
+        requested = dt.as_dtype(dtype) if dtype is not None else None
+        self.fast_dtype: DType = requested or dt.float16
+        self._fallback_ops: frozenset[str] = frozenset()
+        self._policy = policy
+        status = record.availability()
+        if not status.ok:
+            if self._enabled:
+                self._disable(f"backend {device_type!r} is unavailable here: {status.reason}", unavailable=True)
+            return
+        from ..tensor import capabilities_of
+
+        caps = capabilities_of(record.backend, 0)
+        fast = requested or caps.autocast_dtype
+        if fast is None:
+            self._disable(f"backend {device_type!r} declares no autocast dtype; pass dtype=ampcore.bfloat16 "
+                          "or dtype=ampcore.float16")
+            return
+        self.fast_dtype = fast
+        computable = caps.native | caps.emulated
+        if fast not in dt.LOW_PRECISION_DTYPES:
+            self._disable(f"autocast on {device_type!r} supports dtype float16 or bfloat16, got {fast.name}")
+        elif fast not in caps.storable or fast not in computable:
+            supported = sorted(d.name for d in dt.LOW_PRECISION_DTYPES & caps.storable & computable) or ["none"]
+            self._disable(f"{caps.device_name} (backend {device_type!r}) cannot store and compute {fast.name}; "
+                          f"it supports {', '.join(supported)}")
+        self._fallback_ops = frozenset(caps.fallback_ops.get(fast, ()))
+        if self._policy is None:
+            self._policy = get_policy(device_type)
+
+    def _disable(self, why: str, unavailable: bool = False) -> None:
+        if not self._enabled:
+            return
+        if self._strict:
+            if unavailable:
+                from ..backend import BackendUnavailableError
+
+                raise BackendUnavailableError(self.device_type, why)
+            raise ValueError(f"{why} (strict=True; without it autocast would warn and disable itself)")
+        warnings.warn(f"{why}. Disabling autocast.", UserWarning, stacklevel=3)
+        self._enabled = False
+
+    @property
+    def enabled(self) -> bool:
+        """Whether this region autocasts (False if disabled by the caller or by an unsupported dtype)."""
+        return self._enabled
+
+    @property
+    def policy(self) -> Policy | None:
+        return self._policy
+
+    @property
+    def trace(self) -> Trace | None:
+        """The trace this region records into (None when not tracing)."""
+        return None if self._trace is _INHERIT else self._trace
+
+    def __enter__(self) -> "autocast":
+        tls = thread_state
+        previous = tls.regions.get(self.device_type)
+        trace = self._trace
+        if trace is _INHERIT:
+            trace = previous.trace if previous is not None else None
+        tls.regions[self.device_type] = Region(self.device_type, self._enabled, self.fast_dtype,
+                                               self._cache_enabled, self._policy, trace, self._fallback_ops)
+        tls.saved.append((self.device_type, previous))
+        tls.nesting += 1
+        dispatch.region_opened(+1)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        tls = thread_state
+        device_type, previous = tls.saved.pop()
+        if previous is None:
+            del tls.regions[device_type]
+        else:
+            tls.regions[device_type] = previous
+        tls.nesting -= 1
+        if tls.nesting == 0:
+            tls.cast_cache.clear()
+        dispatch.region_opened(-1)
+
+    def __call__(self, fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return fn(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        state = "enabled" if self._enabled else "disabled"
+        return f"autocast({self.device_type!r}, dtype={self.fast_dtype.name}, {state})"
+
+
+def is_autocast_enabled(device_type: str) -> bool:
+    """Whether an enabled autocast region for ``device_type`` is open on this thread."""
+    region = thread_state.regions.get(_check_device_type(device_type))
+    return region is not None and region.enabled
+
+
+def get_autocast_dtype(device_type: str) -> DType:
+    """The dtype autocast uses on ``device_type``: the open region's, else the backend's preferred one."""
+    region = thread_state.regions.get(_check_device_type(device_type))
+    if region is not None:
+        return region.dtype
+    record = _backend_record(device_type)
+    from ..tensor import capabilities_of
+
+    preferred = capabilities_of(record.backend, 0).autocast_dtype if record.availability().ok else None
+    return preferred or dt.float16
+
+
+def is_autocast_available(device_type: str) -> bool:
+    """Whether ``device_type`` is an installed, available backend with a low-precision autocast dtype."""
+    from ..plugins import registry
+    from ..tensor import capabilities_of
+
+    registry.ensure_loaded()
+    record = registry.records.get(_check_device_type(device_type))
+    if record is None or not record.availability().ok:
+        return False
+    return capabilities_of(record.backend, 0).autocast_dtype in dt.LOW_PRECISION_DTYPES
+
+
+def is_autocast_cache_enabled(device_type: str) -> bool:
+    """Whether the open region for ``device_type`` on this thread caches weight casts."""
+    region = thread_state.regions.get(_check_device_type(device_type))
+    return region is not None and region.enabled and region.cache_enabled
+
+
+def clear_autocast_cache() -> None:
+    """Drop this thread's cached weight casts now (they are dropped anyway when the outermost region exits)."""
+    thread_state.cast_cache.clear()
+
+
+def explain(op: str, *input_dtypes: "DType | str", device_type: str, dtype: "DType | str | None" = None,
+            policy: Policy | None = None, ineligible: str | None = None) -> Decision:
+    """What autocast on ``device_type`` would do with ``op`` called on tensors of ``input_dtypes``.
+
+    ``explain("linear", "float32", "float32", device_type="cpu")`` -> a
+    Decision (category, target dtype, reason), without running anything.
+    """
+    region = autocast(device_type, dtype=dtype, policy=policy, strict=True)
+    return decide(region.policy, op, [dt.as_dtype(d) for d in input_dtypes], region.fast_dtype,
+                  ineligible=ineligible, fallback_ops=region._fallback_ops)

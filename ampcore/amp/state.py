@@ -1,0 +1,46 @@
+"""Per-thread autocast state: the open region per device type, nesting, and the weight-cast cache.
+
+Every thread starts with autocast off (as in torch: state is not inherited
+by new threads).  ``Region`` is immutable; entering a region saves the
+previous one for its device type and leaving restores it exactly.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..dtypes import DType
+from ..policy import Policy
+from .trace import Trace
+
+__all__ = ["Region", "thread_state"]
+
+
+@dataclass(frozen=True, eq=False)
+class Region:
+    """One autocast region's settings for one device type."""
+
+    device_type: str
+    enabled: bool
+    dtype: DType
+    cache_enabled: bool
+    policy: Policy | None
+    trace: Trace | None
+    fallback_ops: frozenset[str] = frozenset()
+    # (op, input dtypes, ineligible) -> Decision; decisions depend on nothing else within a region.
+    decisions: dict[Any, Any] = field(default_factory=dict)
+
+
+class _ThreadState(threading.local):
+    def __init__(self) -> None:
+        self.regions: dict[str, Region] = {}
+        self.saved: list[tuple[str, Region | None]] = []
+        self.nesting = 0
+        self.depth = 0  # > 0 while an op body runs: ops inside it are not autocast again
+        # (id(tensor), dtype, grad mode) -> (tensor, its array when cast, the cast tensor)
+        self.cast_cache: dict[tuple[int, DType, bool], tuple[Any, Any, Any]] = {}
+
+
+thread_state = _ThreadState()

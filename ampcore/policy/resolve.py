@@ -1,0 +1,90 @@
+"""The policy autocast uses on a device type: built-in table -> plugins -> user registrations.
+
+``get("cpu")`` starts from the built-in table the ``cpu`` backend names in its
+capabilities, lays each plugin's ``ampcore_policy`` result over it (later
+plugins win), then the categories users registered with :func:`register`.
+Results are cached and rebuilt when plugins, backends or registrations change.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from .builtin import builtin
+from .policy import Category, Policy
+
+__all__ = ["get", "register", "unregister"]
+
+_lock = threading.Lock()
+_user: dict[str | None, dict[str, Category]] = {}  # device type (None: all) -> op -> category
+_user_generation = 0
+_cache: dict[str, tuple[tuple[int, int], Policy]] = {}
+
+
+def _check_device_type(device_type: Any) -> str:
+    if not isinstance(device_type, str):
+        raise TypeError(f"device_type must be a backend name such as 'cpu', got {device_type!r}")
+    if ":" in device_type:
+        raise ValueError(f"cast policies are per device type: pass {device_type.split(':')[0]!r}, "
+                         f"not {device_type!r}")
+    return device_type
+
+
+def get(device_type: str) -> Policy:
+    """The effective cast policy for ``device_type`` (a backend name such as ``"cpu"``).
+
+    Raises UnknownBackendError (listing the installed ones) for an unknown
+    name and BackendUnavailableError if that backend cannot run here.
+    """
+    from ..plugins import registry
+
+    _check_device_type(device_type)
+    backend = registry.get_backend(device_type)
+    key = (registry.generation, _user_generation)
+    cached = _cache.get(device_type)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    from ..tensor import capabilities_of
+
+    table = capabilities_of(backend, 0).policy
+    policy = builtin(table)
+    for plugin_name, mapping in registry.policy_layers(device_type):
+        try:
+            policy = policy.layered(mapping, f"plugin {plugin_name}")
+        except (TypeError, ValueError) as exc:
+            with registry._lock:
+                registry._record_broken(plugin_name, "ampcore_policy", exc)
+    for scope in (None, device_type):
+        layer = _user.get(scope)
+        if layer:
+            policy = policy.layered(layer, "user (ampcore.policy.register)")
+    policy = Policy(device_type, policy.entries)
+    _cache[device_type] = (key, policy)
+    return policy
+
+
+def register(op: str, category: "Category | str", *, device_type: str | None = None) -> None:
+    """Give ``op`` (e.g. a custom op's name) a category in every policy ``get()`` builds.
+
+    ``device_type=None`` applies to every device type.  ``"unlisted"``
+    removes the op from the lists.  Policies already handed out are immutable
+    and keep their old decision; regions entered afterwards see the new one.
+    """
+    global _user_generation
+    if not isinstance(op, str) or not op:
+        raise TypeError(f"op must be a non-empty str, got {op!r}")
+    parsed = Category.parse(category)
+    if device_type is not None:
+        _check_device_type(device_type)
+    with _lock:
+        _user.setdefault(device_type, {})[op] = parsed
+        _user_generation += 1
+
+
+def unregister(op: str, *, device_type: str | None = None) -> None:
+    """Forget a :func:`register` call (no error if there was none)."""
+    global _user_generation
+    with _lock:
+        _user.get(device_type, {}).pop(op, None)
+        _user_generation += 1
