@@ -46,16 +46,19 @@ def cast(x: Any, dtype: DType) -> Any:
 
 # --------------------------------------------------------------------------- unary
 class Unary(Op):
-    """A unary op whose derivative is a function of (k, x, y, g)."""
+    """A unary op whose derivative is a function of (k, x, y, g); ``saves`` names which of x and y
+    backward reads, so only those are kept alive (an activation's memory is AMP's business)."""
 
-    def __init__(self, name: str, grad: Callable[..., Any] | None):
+    def __init__(self, name: str, grad: Callable[..., Any] | None, saves: str = ""):
         self.name = name
         self._grad = grad
         self.differentiable = grad is not None
+        self._save_x, self._save_y = "x" in saves, "y" in saves
 
     def forward(self, ctx, k, x):
         y = getattr(k, self.name)(x)
-        ctx.x, ctx.y = x, y
+        ctx.x = x if self._save_x else None
+        ctx.y = y if self._save_y else None
         return y
 
     def backward(self, ctx, k, g):
@@ -66,16 +69,16 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 UNARY_OPS: dict[str, Unary] = {op.name: op for op in [
     Unary("neg", lambda k, x, y, g: k.neg(g)),
-    Unary("abs", lambda k, x, y, g: k.mul(g, k.sign(x))),
-    Unary("exp", lambda k, x, y, g: k.mul(g, y)),
-    Unary("log", lambda k, x, y, g: k.div(g, x)),
-    Unary("sqrt", lambda k, x, y, g: k.div(g, k.mul(y, 2.0))),
-    Unary("rsqrt", lambda k, x, y, g: k.mul(g, k.mul(k.mul(y, k.mul(y, y)), -0.5))),
-    Unary("tanh", lambda k, x, y, g: k.mul(g, k.sub(1.0, k.mul(y, y)))),
-    Unary("sigmoid", lambda k, x, y, g: k.mul(g, k.mul(y, k.sub(1.0, y)))),
-    Unary("erf", lambda k, x, y, g: k.mul(g, k.mul(k.exp(k.neg(k.mul(x, x))), _TWO_OVER_SQRT_PI))),
-    Unary("sin", lambda k, x, y, g: k.mul(g, k.cos(x))),
-    Unary("cos", lambda k, x, y, g: k.neg(k.mul(g, k.sin(x)))),
+    Unary("abs", lambda k, x, y, g: k.mul(g, k.sign(x)), "x"),
+    Unary("exp", lambda k, x, y, g: k.mul(g, y), "y"),
+    Unary("log", lambda k, x, y, g: k.div(g, x), "x"),
+    Unary("sqrt", lambda k, x, y, g: k.div(g, k.mul(y, 2.0)), "y"),
+    Unary("rsqrt", lambda k, x, y, g: k.mul(g, k.mul(k.mul(y, k.mul(y, y)), -0.5)), "y"),
+    Unary("tanh", lambda k, x, y, g: k.mul(g, k.sub(1.0, k.mul(y, y))), "y"),
+    Unary("sigmoid", lambda k, x, y, g: k.mul(g, k.mul(y, k.sub(1.0, y))), "y"),
+    Unary("erf", lambda k, x, y, g: k.mul(g, k.mul(k.exp(k.neg(k.mul(x, x))), _TWO_OVER_SQRT_PI)), "x"),
+    Unary("sin", lambda k, x, y, g: k.mul(g, k.cos(x)), "x"),
+    Unary("cos", lambda k, x, y, g: k.neg(k.mul(g, k.sin(x))), "x"),
     Unary("sign", None),
 ]}
 
@@ -133,36 +136,50 @@ def _tie_split(k, a, b, g, win):
     return k.where(win(a, b), g, k.where(k.eq(a, b), k.mul(g, 0.5), 0.0))
 
 
-_BINARY_GRADS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
-    "add": (lambda k, a, b, y, g: g, lambda k, a, b, y, g: g),
-    "sub": (lambda k, a, b, y, g: g, lambda k, a, b, y, g: k.neg(g)),
-    "mul": (lambda k, a, b, y, g: k.mul(g, b), lambda k, a, b, y, g: k.mul(g, a)),
-    "div": (lambda k, a, b, y, g: k.div(g, b), lambda k, a, b, y, g: k.neg(k.div(k.mul(g, y), b))),
-    "pow": (_grad_pow_base, _grad_pow_exp),
-    "maximum": (lambda k, a, b, y, g: _tie_split(k, a, b, g, k.gt), lambda k, a, b, y, g: _tie_split(k, b, a, g, k.gt)),
-    "minimum": (lambda k, a, b, y, g: _tie_split(k, a, b, g, k.lt), lambda k, a, b, y, g: _tie_split(k, b, a, g, k.lt)),
+# name -> (gradient to a, gradient to b, which of a, b, y the gradients read)
+_BINARY_GRADS: dict[str, tuple[Callable[..., Any], Callable[..., Any], str]] = {
+    "add": (lambda k, a, b, y, g: g, lambda k, a, b, y, g: g, ""),
+    "sub": (lambda k, a, b, y, g: g, lambda k, a, b, y, g: k.neg(g), ""),
+    "mul": (lambda k, a, b, y, g: k.mul(g, b), lambda k, a, b, y, g: k.mul(g, a), "ab"),
+    "div": (lambda k, a, b, y, g: k.div(g, b), lambda k, a, b, y, g: k.neg(k.div(k.mul(g, y), b)), "by"),
+    "pow": (_grad_pow_base, _grad_pow_exp, "aby"),
+    "maximum": (lambda k, a, b, y, g: _tie_split(k, a, b, g, k.gt), lambda k, a, b, y, g: _tie_split(k, b, a, g, k.gt),
+                "ab"),
+    "minimum": (lambda k, a, b, y, g: _tie_split(k, a, b, g, k.lt), lambda k, a, b, y, g: _tie_split(k, b, a, g, k.lt),
+                "ab"),
 }
 
 
+def _shape(k: Any, v: Any) -> tuple[int, ...]:
+    return () if isinstance(v, Scalar) else k.shape_of(v)
+
+
 class Binary(Op):
-    """A broadcasting binary op; either operand may be a Python scalar constant."""
+    """A broadcasting binary op; either operand may be a Python scalar constant.
+
+    Only the operands its gradient reads are kept for backward (add and sub
+    keep none), so a bias add does not hold its input and output alive.
+    """
 
     def __init__(self, name: str):
         self.name = name
-        self._ga, self._gb = _BINARY_GRADS[name]
+        self._ga, self._gb, saves = _BINARY_GRADS[name]
+        self._saves = tuple(c in saves for c in "aby")
 
     def forward(self, ctx, k, a, b):
         y = getattr(k, self.name)(a, b)
-        ctx.a, ctx.b, ctx.y = a, b, y
+        save_a, save_b, save_y = self._saves
+        ctx.a, ctx.b, ctx.y = (a if save_a else None), (b if save_b else None), (y if save_y else None)
+        ctx.shapes = (_shape(k, a), _shape(k, b))
         return y
 
     def backward(self, ctx, k, g):
         a, b, y = ctx.a, ctx.b, ctx.y
         ga = gb = None
         if ctx.needs_input_grad[0]:
-            ga = unbroadcast(k, self._ga(k, a, b, y, g), k.shape_of(a))
+            ga = unbroadcast(k, self._ga(k, a, b, y, g), ctx.shapes[0])
         if ctx.needs_input_grad[1]:
-            gb = unbroadcast(k, self._gb(k, a, b, y, g), k.shape_of(b))
+            gb = unbroadcast(k, self._gb(k, a, b, y, g), ctx.shapes[1])
         return ga, gb
 
 
