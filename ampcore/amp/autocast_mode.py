@@ -105,7 +105,7 @@ class autocast:  # noqa: N801 - torch's name
         if fast not in dt.LOW_PRECISION_DTYPES:
             self._disable(f"autocast on {device_type!r} supports dtype float16 or bfloat16, got {fast.name}")
         elif fast not in caps.storable or fast not in computable:
-            supported = sorted(d.name for d in dt.LOW_PRECISION_DTYPES & caps.storable & computable) or ["none"]
+            supported = sorted(d.name for d in set(dt.LOW_PRECISION_DTYPES) & caps.storable & computable) or ["none"]
             self._disable(f"{caps.device_name} (backend {device_type!r}) cannot store and compute {fast.name}; "
                           f"it supports {', '.join(supported)}")
         self._fallback_ops = frozenset(caps.fallback_ops.get(fast, ()))

@@ -52,10 +52,10 @@ def decide(policy: Policy, op: str, input_dtypes: Iterable[DType], autocast_dtyp
         return Decision(op, category, None, BANNED_REASONS.get(
             op, f"{op} is banned inside autocast regions by policy {policy.name!r} ({entry.source}); "
                 "call it with autocast(device_type, enabled=False) and float32 inputs"))
-    if category is Category.UNLISTED:
-        return Decision(op, category, None, "unlisted: runs in its inputs' types")
     if ineligible is not None:
         return Decision(op, category, None, f"not autocast: {ineligible} call ({category.value} op)")
+    if category is Category.UNLISTED:
+        return Decision(op, category, None, "unlisted: runs in its inputs' types")
     floats = [d for d in input_dtypes if _eligible(d)]
     if not floats:
         return Decision(op, category, None, "not autocast: no float16/bfloat16/float32 inputs")
