@@ -1,4 +1,4 @@
-"""The overhead benchmark runs end to end on a tiny problem (no timing is asserted)."""
+"""The benchmarks run end to end on a tiny problem (no timing is asserted)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_overhead.py"
 
@@ -25,3 +27,20 @@ def test_bench_overhead_prints_the_table_and_the_ratio_line(tmp_path):
 def test_bench_overhead_rejects_bad_options():
     proc = subprocess.run([sys.executable, str(SCRIPT), "--steps", "0"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "--steps must be at least 1" in proc.stderr
+
+
+AUTOCAST_SCRIPT = SCRIPT.parent / "bench_autocast.py"
+
+
+def test_bench_autocast_reports_time_and_saved_bytes_ratios(tmp_path):
+    out = tmp_path / "autocast.json"
+    proc = subprocess.run([sys.executable, str(AUTOCAST_SCRIPT), "--steps", "2", "--batch", "8", "--warmup", "1",
+                           "--no-torch", "--json", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "autocast/fp32 step time:" in proc.stdout and "activation bytes saved for backward" in proc.stdout
+    result = json.loads(out.read_text())
+    assert result["dtype"] == "bfloat16" and result["batch"] == 8
+    # bfloat16 activations are half the bytes of float32 ones: a property of the dtypes, not a timing.
+    assert result["activation_ratio"] == pytest.approx(0.5, abs=0.05)
+    assert result["saved_bytes"]["amp"]["weight_copies"] > 0 == result["saved_bytes"]["fp32"]["weight_copies"]
+    assert abs(result["first_loss"]["amp"] - result["first_loss"]["fp32"]) < 0.05

@@ -1,4 +1,4 @@
-"""The ``ampcore`` command: ``ampcore info`` and ``ampcore train``.
+"""The ``ampcore`` command: ``ampcore info``, ``ampcore policy`` and ``ampcore train``.
 
 Each subcommand lives in its own module with ``add_parser(subparsers)`` and
 ``run(args) -> int``.  A :class:`CommandError` (bad device, unsupported
@@ -20,12 +20,12 @@ __all__ = ["main", "CommandError"]
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
-    from . import info, train
+    from . import info, policy, train
 
     parser = argparse.ArgumentParser(prog="ampcore", description="Mixed-precision training on any backend.")
     parser.add_argument("--version", action="version", version=f"ampcore {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (info, train):
+    for module in (info, policy, train):
         module.add_parser(subparsers)
     return parser
 
@@ -45,3 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"ampcore {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into a command that stopped reading (| head): not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -114,6 +114,9 @@ def _backend_panel(b: dict[str, Any]) -> Any:
         grid.add_row("  native", _e(", ".join(dev["native"])))
         grid.add_row("  emulated", _e(", ".join(dev["emulated"]) or "none"))
         grid.add_row("  autocast dtype", _e(dev["autocast_dtype"]))
+        grid.add_row("  cast policy", _e(f"{dev['policy']} table (ampcore policy --device {b['name']})"))
+        for dtype, ops in dev.get("fallback_ops", {}).items():
+            grid.add_row(f"  float32 fallback ({_e(dtype)})", _e(", ".join(ops)))
     if "capabilities_error" in b:
         grid.add_row("capabilities", f"[red]{_e(b['capabilities_error'])}[/]")
     origin = f"plugin {b['plugin']}"

@@ -1,0 +1,66 @@
+"""``ampcore policy``: the cast policy autocast uses on a device, op by op, with where each decision came from."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ..dispatch import registered_ops
+from .common import CommandError, checked_device
+
+__all__ = ["add_parser", "collect", "run"]
+
+
+def add_parser(subparsers: Any) -> None:
+    """Add ``policy`` to the ``ampcore`` subcommands."""
+    parser = subparsers.add_parser(
+        "policy", help="show the cast policy autocast uses on a device",
+        description="Show which dtype autocast runs each op in on a device type, and why. Lists the ops ampcore "
+                    "implements (unlisted ones run in their inputs' types); --all adds every op the table lists.")
+    parser.add_argument("--device", metavar="NAME", help="backend name (default: the default device)")
+    parser.add_argument("--op", action="append", metavar="OP", help="only these ops (repeatable)")
+    parser.add_argument("--category", choices=("lower", "fp32", "promote", "banned", "unlisted"),
+                        help="only ops of this category")
+    parser.add_argument("--all", action="store_true", help="include listed ops ampcore does not implement")
+    parser.add_argument("--json", action="store_true", help="print as JSON")
+    parser.set_defaults(run=run)
+
+
+def collect(device: str | None, ops: list[str] | None = None, category: str | None = None,
+            include_all: bool = False) -> dict[str, Any]:
+    """The policy of ``device``'s type as plain data: op -> category, source, whether ampcore implements it."""
+    from .. import policy as P
+
+    device_type = checked_device(device).type
+    policy = P.get(device_type)
+    known = registered_ops()
+    names = ops or sorted(set(known) | (set(policy.entries) if include_all else set()))
+    rows = []
+    for op in names:
+        try:
+            entry = policy.decision(op)
+        except P.UnknownOpError as exc:
+            raise CommandError(str(exc)) from exc
+        if category is None or entry.category.value == category:
+            rows.append({"op": op, "category": entry.category.value, "source": entry.source,
+                         "implemented": op in known})
+    return {"device_type": device_type, "policy": policy.name, "ops": rows}
+
+
+def run(args: argparse.Namespace) -> int:
+    data = collect(args.device, args.op, args.category, args.all)
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"cast policy on {data['device_type']!r}", title_justify="left")
+    for column in ("op", "category", "source"):
+        table.add_column(column)
+    for row in data["ops"]:
+        op = row["op"] if row["implemented"] else f"{row['op']} (not in ampcore)"
+        table.add_row(op, row["category"], row["source"])
+    Console(highlight=False).print(table)
+    return 0

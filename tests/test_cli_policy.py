@@ -1,0 +1,47 @@
+"""``ampcore policy`` and the cast-policy lines of ``ampcore info``."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from ampcore.cli import main
+
+
+@pytest.fixture
+def wide(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+def test_policy_table_shows_category_and_source(capsys, wide):
+    assert main(["policy", "--device", "cpu", "--op", "linear", "--op", "gelu", "--op", "cross_entropy"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"linear\s+│ lower\s+│ torch cpu list", out)
+    assert re.search(r"gelu\s+│ unlisted", out)
+    assert "torch cpu list (as cross_entropy_loss)" in out
+
+
+def test_policy_json_filters_by_category_and_marks_ops_ampcore_lacks(capsys):
+    assert main(["policy", "--device", "cpu", "--category", "promote", "--all", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["device_type"] == "cpu" and data["policy"] == "cpu"
+    assert {r["op"]: r["implemented"] for r in data["ops"]} == {"cat": True, "stack": True, "index_copy": False}
+
+
+def test_policy_of_an_unknown_op_or_device_is_a_one_line_error(capsys):
+    assert main(["policy", "--op", "no_such_op"]) == 2
+    assert "op 'no_such_op' is not in policy 'cpu'" in capsys.readouterr().err
+    assert main(["policy", "--device", "tpu"]) == 2
+    assert "unknown backend 'tpu'" in capsys.readouterr().err
+
+
+def test_info_names_the_policy_table_and_fallbacks(capsys, wide, register_fake):
+    fake = register_fake(policy="cuda", fallback_ops={"bfloat16": {"conv2d"}})
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"cast policy +cpu table \(ampcore policy --device cpu\)", out)
+    panel = out.split(f"─ {fake.name} ─", 1)[1].split("╰", 1)[0]
+    assert re.search(r"cast policy +cuda table", panel)
+    assert re.search(r"float32 fallback \(bfloat16\) +conv2d", panel)
