@@ -569,3 +569,16 @@ def test_custom_bwd_without_custom_fwd_is_a_clear_error():
 def test_custom_fwd_needs_a_device_type():
     with pytest.raises(TypeError, match="device_type="):
         amp.custom_fwd(lambda ctx: None, device_type=None)
+
+
+def test_the_autocast_guide_examples_run(run_python):
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "autocast.md").read_text()
+    blocks = [b.split("\n", 1)[1] for b in guide.split("```")[1::2] if b.startswith("python\n")]
+    assert len(blocks) >= 4
+    code = "\n".join(blocks) + "\nprint(rms_norm(x).dtype, MyMatmul.apply(x, x.T).dtype)\n"
+    proc = run_python(code)
+    assert proc.returncode == 0, proc.stderr
+    assert "ampcore.float32" in proc.stdout
+    assert "cross_entropy  bfloat16, int64" in proc.stdout and "(as cross_entropy_loss)" in proc.stdout

@@ -46,9 +46,13 @@ def ampcore_kernels(backend: "Backend") -> "Mapping[str, Callable[..., Any]] | N
 
 @hookspec
 def ampcore_policy(device_type: str) -> "Mapping[str, str] | None":
-    """Adjust the cast policy autocast uses for ``device_type``.
+    """Adjust the cast policy autocast uses for ``device_type`` (a backend name).
 
-    Called when the policy for a device type is first built.  Return a mapping
-    op name -> category (``"lower"``, ``"fp32"``, ``"promote"``), layered over
-    the built-in table (later plugins win), or None.
+    Called when ``ampcore.policy.get(device_type)`` builds the policy (it is
+    cached and rebuilt when plugins or backends change).  Return a mapping op
+    name -> category (``"lower"``, ``"fp32"``, ``"promote"``, ``"banned"``, or
+    ``"unlisted"`` to take an op off the lists), layered over the built-in
+    table the backend names (later plugins win), or None to leave this device
+    type alone.  A hook that raises or names an unknown category is recorded
+    as broken and skipped.
     """
