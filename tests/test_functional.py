@@ -23,6 +23,10 @@ DOCUMENTED = {
     "batch_norm", "dropout", "embedding", "cat", "stack", "sum", "mean", "cumsum", "max_pool2d", "avg_pool2d",
     "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy",
     "binary_cross_entropy_with_logits", "scaled_dot_product_attention",
+    # the ops of torch's autocast lists added for autocast routing (tests/test_functional_listed_ops.py)
+    "prelu", "softplus", "softmin", "normalize", "cosine_similarity", "kl_div", "huber_loss",
+    "margin_ranking_loss", "soft_margin_loss", "hinge_embedding_loss", "poisson_nll_loss", "cosine_embedding_loss",
+    "triplet_margin_loss", "addcmul", "addcdiv", "dot", "tensordot", "bilinear",
 }
 PRIMITIVE_WRAPPERS = {"matmul", "relu", "sigmoid", "tanh", "exp", "log", "pow", "sqrt", "rsqrt", "cat", "stack", "sum",
                       "mean", "cumsum"}

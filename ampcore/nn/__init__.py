@@ -2,9 +2,12 @@
 
 from . import functional, init, utils
 from .module import IncompatibleKeys, Module, StateDictError
-from .modules import (GELU, BatchNorm2d, BCELoss, BCEWithLogitsLoss, Conv2d, CrossEntropyLoss, Dropout, Embedding,
-                      Flatten, GroupNorm, Identity, L1Loss, LayerNorm, Linear, LogSoftmax, ModuleList, MSELoss,
-                      MultiheadAttention, NLLLoss, ReLU, Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Tanh)
+from .modules import (GELU, BatchNorm2d, BCELoss, BCEWithLogitsLoss, Bilinear, Conv2d, CosineEmbeddingLoss,
+                      CosineSimilarity, CrossEntropyLoss, Dropout, Embedding, Flatten, GroupNorm, HingeEmbeddingLoss,
+                      HuberLoss, Identity, KLDivLoss, L1Loss, LayerNorm, Linear, LogSoftmax, MarginRankingLoss,
+                      ModuleList, MSELoss, MultiheadAttention, NLLLoss, PoissonNLLLoss, PReLU, ReLU, Sequential,
+                      Sigmoid, SiLU, SmoothL1Loss, Softmax, SoftMarginLoss, Softmin, Softplus, Tanh,
+                      TripletMarginLoss)
 from .parameter import Parameter
 
 __all__ = [
@@ -14,9 +17,11 @@ __all__ = [
     "Module", "Parameter", "StateDictError", "IncompatibleKeys",
     # layers
     "Linear", "Identity", "Flatten", "Conv2d", "LayerNorm", "GroupNorm", "BatchNorm2d", "Embedding", "Dropout",
-    "Sequential", "ModuleList", "MultiheadAttention",
+    "Sequential", "ModuleList", "MultiheadAttention", "Bilinear", "CosineSimilarity",
     # activations
-    "ReLU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
+    "ReLU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "PReLU", "Softplus", "Softmin",
     # losses
     "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "BCELoss", "BCEWithLogitsLoss",
+    "KLDivLoss", "HuberLoss", "MarginRankingLoss", "SoftMarginLoss", "HingeEmbeddingLoss", "PoissonNLLLoss",
+    "CosineEmbeddingLoss", "TripletMarginLoss",
 ]

@@ -1,12 +1,16 @@
 """The layer classes of :mod:`ampcore.nn`."""
 
-from .activation import GELU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
+from .activation import GELU, LogSoftmax, PReLU, ReLU, Sigmoid, SiLU, Softmax, Softmin, Softplus, Tanh
 from .attention import MultiheadAttention
+from .bilinear import Bilinear
 from .container import ModuleList, Sequential
 from .conv import Conv2d
+from .distance import CosineSimilarity
 from .dropout import Dropout
 from .linear import Flatten, Identity, Linear
-from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss
+from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss, HingeEmbeddingLoss, HuberLoss,
+                   KLDivLoss, L1Loss, MarginRankingLoss, MSELoss, NLLLoss, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss,
+                   TripletMarginLoss)
 from .normalization import BatchNorm2d, GroupNorm, LayerNorm
 from .sparse import Embedding
 
@@ -14,5 +18,7 @@ __all__ = [
     "GELU", "LogSoftmax", "ReLU", "Sigmoid", "SiLU", "Softmax", "Tanh", "MultiheadAttention", "ModuleList",
     "Sequential", "Conv2d", "Dropout", "Flatten", "Identity", "Linear", "BCELoss", "BCEWithLogitsLoss",
     "CrossEntropyLoss", "L1Loss", "MSELoss", "NLLLoss", "SmoothL1Loss", "BatchNorm2d", "GroupNorm", "LayerNorm",
-    "Embedding",
+    "Embedding", "PReLU", "Softplus", "Softmin", "CosineSimilarity", "Bilinear", "KLDivLoss", "HuberLoss",
+    "MarginRankingLoss", "SoftMarginLoss", "HingeEmbeddingLoss", "PoissonNLLLoss", "CosineEmbeddingLoss",
+    "TripletMarginLoss",
 ]

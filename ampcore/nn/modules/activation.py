@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from ...creation import empty
 from ...tensor import Tensor
 from .. import functional as F
+from .. import init as nn_init
 from ..module import Module
+from ..parameter import Parameter
 
-__all__ = ["ReLU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax"]
+__all__ = ["ReLU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "PReLU", "Softplus", "Softmin"]
 
 
 class ReLU(Module):
@@ -89,3 +94,57 @@ class LogSoftmax(Module):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
+
+
+class Softmin(Module):
+    """Softmin (softmax of -x) along ``dim`` (required, as for Softmax)."""
+
+    def __init__(self, dim: int | None = None) -> None:
+        super().__init__()
+        self.dim = _check_dim(dim, "Softmin")
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.softmin(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class PReLU(Module):
+    """x where x > 0, else a * x with a learnt slope ``a``: one shared (``num_parameters=1``) or one per
+    channel (``num_parameters=C``, dimension 1 of the input), initialised to ``init``."""
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        if isinstance(num_parameters, bool) or not isinstance(num_parameters, int) or num_parameters < 1:
+            raise ValueError(f"PReLU num_parameters must be a positive int (1 or the channel count), "
+                             f"got {num_parameters!r}")
+        self.num_parameters = num_parameters
+        self.init = init
+        self.weight = Parameter(empty(num_parameters, device=device, dtype=dtype))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Set every slope back to ``init``."""
+        nn_init.constant_(self.weight, self.init)
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"
+
+
+class Softplus(Module):
+    """log(1 + exp(beta x)) / beta, linear where beta x > ``threshold``."""
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
+        super().__init__()
+        self.beta = beta
+        self.threshold = threshold
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.softplus(input, self.beta, self.threshold)
+
+    def extra_repr(self) -> str:
+        return f"beta={self.beta}, threshold={self.threshold}"
