@@ -38,7 +38,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ampcore  # noqa: E402
 from ampcore import nn, optim  # noqa: E402
 from ampcore.amp.state import thread_state  # noqa: E402
-from bench_overhead import BETAS, EPS, LR, SIZES, WEIGHT_DECAY, make_data, time_interleaved  # noqa: E402
+from bench_overhead import (BETAS, EPS, LR, SIZES, WEIGHT_DECAY, add_common_arguments, make_data,  # noqa: E402
+                            parse_checked, time_interleaved, torch_mlp)
 
 TARGET_TIME_RATIO = 1.3
 TARGET_ACTIVATION_RATIO = 0.6
@@ -46,22 +47,10 @@ TARGET_ACTIVATION_RATIO = 0.6
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=20, help="timed steps per configuration (default 20)")
-    parser.add_argument("--batch", type=int, default=256, help="batch size (default 256)")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
+    add_common_arguments(parser, steps=20, warmup=3)
     parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"),
                         help="autocast dtype (default bfloat16)")
-    parser.add_argument("--seed", type=int, default=0, help="seed for weights and data (default 0)")
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
-    parser.add_argument("--no-torch", action="store_true", help="skip torch even if it is installed")
-    parser.add_argument("--torch-worker", metavar="NPZ", help=argparse.SUPPRESS)  # internal: the torch child
-    args = parser.parse_args(argv)
-    for name in ("steps", "batch"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
-    if args.warmup < 0:
-        parser.error(f"--warmup must be non-negative, got {args.warmup}")
-    return args
+    return parse_checked(parser, argv)
 
 
 # ---------------------------------------------------------------------------- ampcore
@@ -140,15 +129,7 @@ def torch_worker(path: str, steps: int, warmup: int, dtype: str) -> None:
 
     data = np.load(path)
     weights = [data[f"arr_{i}"] for i in range(2 * (len(SIZES) - 1))]
-    layers: list[Any] = []
-    for i, (n_in, n_out) in enumerate(zip(SIZES, SIZES[1:])):
-        layers.append(torch.nn.Linear(n_in, n_out))
-        if i < len(SIZES) - 2:
-            layers.append(torch.nn.ReLU())
-    model = torch.nn.Sequential(*layers)
-    with torch.no_grad():
-        for p, w in zip(model.parameters(), weights):
-            p.copy_(torch.from_numpy(w))
+    model = torch_mlp(weights)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WEIGHT_DECAY)
     x, y = torch.from_numpy(data["x"].copy()), torch.from_numpy(data["y"].copy())
     low = getattr(torch, dtype)

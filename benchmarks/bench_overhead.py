@@ -42,13 +42,23 @@ TARGET_RATIO = 1.25
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=30, help="timed steps per implementation (default 30)")
+    add_common_arguments(parser, steps=30, warmup=5)
+    return parse_checked(parser, argv)
+
+
+def add_common_arguments(parser: argparse.ArgumentParser, steps: int, warmup: int) -> None:
+    """The options every benchmark script takes (the defaults differ per script)."""
+    parser.add_argument("--steps", type=int, default=steps, help=f"timed steps per configuration (default {steps})")
     parser.add_argument("--batch", type=int, default=256, help="batch size (default 256)")
-    parser.add_argument("--warmup", type=int, default=5, help="untimed steps first (default 5)")
+    parser.add_argument("--warmup", type=int, default=warmup, help=f"untimed steps first (default {warmup})")
     parser.add_argument("--seed", type=int, default=0, help="seed for weights and data (default 0)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
     parser.add_argument("--no-torch", action="store_true", help="skip torch even if it is installed")
     parser.add_argument("--torch-worker", metavar="NPZ", help=argparse.SUPPRESS)  # internal: the torch child
+
+
+def parse_checked(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse, with a usage error (exit 2) for a count out of range."""
     args = parser.parse_args(argv)
     for name in ("steps", "batch"):
         if getattr(args, name) < 1:
@@ -167,8 +177,8 @@ def _softmax_cross_entropy(logits: np.ndarray, y: np.ndarray, dlogits: np.ndarra
 
 
 # ---------------------------------------------------------------------------- torch
-def torch_step(weights: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> tuple[Callable[[], None], str]:
-    """torch's step on the same weights and data (raises ImportError without torch)."""
+def torch_mlp(weights: list[np.ndarray]) -> Any:
+    """The reference MLP in torch, holding ``weights`` (raises ImportError without torch)."""
     import torch
 
     layers: list[Any] = []
@@ -180,6 +190,14 @@ def torch_step(weights: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> tuple
     with torch.no_grad():
         for p, w in zip(model.parameters(), weights):
             p.copy_(torch.from_numpy(w))
+    return model
+
+
+def torch_step(weights: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> tuple[Callable[[], None], str]:
+    """torch's step on the same weights and data (raises ImportError without torch)."""
+    import torch
+
+    model = torch_mlp(weights)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WEIGHT_DECAY)
     loss_fn = torch.nn.CrossEntropyLoss()
     xt, yt = torch.from_numpy(x.copy()), torch.from_numpy(y.copy())

@@ -2,12 +2,11 @@
 
 from .activation import GELU, LogSoftmax, PReLU, ReLU, Sigmoid, SiLU, Softmax, Softmin, Softplus, Tanh
 from .attention import MultiheadAttention
-from .bilinear import Bilinear
 from .container import ModuleList, Sequential
 from .conv import Conv2d
 from .distance import CosineSimilarity
 from .dropout import Dropout
-from .linear import Flatten, Identity, Linear
+from .linear import Bilinear, Flatten, Identity, Linear
 from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss, HingeEmbeddingLoss, HuberLoss,
                    KLDivLoss, L1Loss, MarginRankingLoss, MSELoss, NLLLoss, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss,
                    TripletMarginLoss)

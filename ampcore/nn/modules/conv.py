@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...creation import empty
 from ...tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..module import Module
-from ..parameter import Parameter
+from .linear import add_weight_and_bias
 
 __all__ = ["Conv2d"]
 
@@ -51,12 +50,8 @@ class Conv2d(Module):
         self.padding = padding if isinstance(padding, str) else _pair(padding, "padding")
         self.dilation = _pair(dilation, "dilation")
         self.padding_mode = padding_mode
-        self.weight = Parameter(empty(out_channels, in_channels // groups, *self.kernel_size,
-                                      device=device, dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_channels, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        add_weight_and_bias(self, (out_channels, in_channels // groups, *self.kernel_size), out_channels, bias,
+                            device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

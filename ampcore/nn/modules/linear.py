@@ -1,8 +1,9 @@
-"""Linear, Identity and Flatten."""
+"""Linear, Bilinear, Identity and Flatten, and the parameter set-up layers with a weight and a bias share."""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Sequence
 
 from ...creation import empty
 from ...tensor import Tensor
@@ -11,7 +12,24 @@ from .. import init
 from ..module import Module
 from ..parameter import Parameter
 
-__all__ = ["Linear", "Identity", "Flatten"]
+__all__ = ["Linear", "Bilinear", "Identity", "Flatten", "check_sizes", "add_weight_and_bias"]
+
+
+def check_sizes(layer: str, **sizes: Any) -> None:
+    """ValueError naming the first size that is not a non-negative int."""
+    for name, n in sizes.items():
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"{layer} {name} must be a non-negative int, got {n!r}")
+
+
+def add_weight_and_bias(module: Module, weight_shape: Sequence[int], bias_size: int, bias: bool, device: Any,
+                        dtype: Any) -> None:
+    """Give ``module`` an (uninitialised) ``weight`` and a ``bias`` parameter, or ``bias = None``."""
+    module.weight = Parameter(empty(*weight_shape, device=device, dtype=dtype))
+    if bias:
+        module.bias = Parameter(empty(bias_size, device=device, dtype=dtype))
+    else:
+        module.register_parameter("bias", None)
 
 
 class Linear(Module):
@@ -23,16 +41,10 @@ class Linear(Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device: Any = None,
                  dtype: Any = None) -> None:
         super().__init__()
-        for name, n in (("in_features", in_features), ("out_features", out_features)):
-            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-                raise ValueError(f"Linear {name} must be a non-negative int, got {n!r}")
+        check_sizes("Linear", in_features=in_features, out_features=out_features)
         self.in_features = in_features
         self.out_features = out_features
-        self.weight = Parameter(empty(out_features, in_features, device=device, dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_features, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        add_weight_and_bias(self, (out_features, in_features), out_features, bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -44,6 +56,37 @@ class Linear(Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class Bilinear(Module):
+    """``y[o] = x1 @ weight[o] @ x2 + bias[o]`` with ``weight`` of shape (out_features, in1_features, in2_features).
+
+    Initialised as torch does: weight and bias from U(-1/sqrt(in1_features), 1/sqrt(in1_features)).
+    """
+
+    def __init__(self, in1_features: int, in2_features: int, out_features: int, bias: bool = True,
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        check_sizes("Bilinear", in1_features=in1_features, in2_features=in2_features, out_features=out_features)
+        self.in1_features = in1_features
+        self.in2_features = in2_features
+        self.out_features = out_features
+        add_weight_and_bias(self, (out_features, in1_features, in2_features), out_features, bias, device, dtype)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Redraw weight and bias from U(-1/sqrt(in1_features), 1/sqrt(in1_features))."""
+        bound = 1.0 / math.sqrt(self.in1_features) if self.in1_features > 0 else 0.0
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
 
 
 class Identity(Module):
