@@ -136,17 +136,17 @@ def _tie_split(k, a, b, g, win):
     return k.where(win(a, b), g, k.where(k.eq(a, b), k.mul(g, 0.5), 0.0))
 
 
-# name -> (gradient to a, gradient to b, which of a, b, y the gradients read)
-_BINARY_GRADS: dict[str, tuple[Callable[..., Any], Callable[..., Any], str]] = {
-    "add": (lambda k, a, b, y, g: g, lambda k, a, b, y, g: g, ""),
-    "sub": (lambda k, a, b, y, g: g, lambda k, a, b, y, g: k.neg(g), ""),
-    "mul": (lambda k, a, b, y, g: k.mul(g, b), lambda k, a, b, y, g: k.mul(g, a), "ab"),
-    "div": (lambda k, a, b, y, g: k.div(g, b), lambda k, a, b, y, g: k.neg(k.div(k.mul(g, y), b)), "by"),
-    "pow": (_grad_pow_base, _grad_pow_exp, "aby"),
+# name -> (gradient to a, gradient to b, what each of them reads among a, b and y)
+_BINARY_GRADS: dict[str, tuple[Callable[..., Any], Callable[..., Any], str, str]] = {
+    "add": (lambda k, a, b, y, g: g, lambda k, a, b, y, g: g, "", ""),
+    "sub": (lambda k, a, b, y, g: g, lambda k, a, b, y, g: k.neg(g), "", ""),
+    "mul": (lambda k, a, b, y, g: k.mul(g, b), lambda k, a, b, y, g: k.mul(g, a), "b", "a"),
+    "div": (lambda k, a, b, y, g: k.div(g, b), lambda k, a, b, y, g: k.neg(k.div(k.mul(g, y), b)), "b", "by"),
+    "pow": (_grad_pow_base, _grad_pow_exp, "ab", "aby"),
     "maximum": (lambda k, a, b, y, g: _tie_split(k, a, b, g, k.gt), lambda k, a, b, y, g: _tie_split(k, b, a, g, k.gt),
-                "ab"),
+                "ab", "ab"),
     "minimum": (lambda k, a, b, y, g: _tie_split(k, a, b, g, k.lt), lambda k, a, b, y, g: _tie_split(k, b, a, g, k.lt),
-                "ab"),
+                "ab", "ab"),
 }
 
 
@@ -157,19 +157,21 @@ def _shape(k: Any, v: Any) -> tuple[int, ...]:
 class Binary(Op):
     """A broadcasting binary op; either operand may be a Python scalar constant.
 
-    Only the operands its gradient reads are kept for backward (add and sub
-    keep none), so a bias add does not hold its input and output alive.
+    Only what the needed gradients read is kept for backward (add and sub
+    keep nothing; ``x * mask`` keeps just the mask when only x needs a
+    gradient), so a bias add does not hold its input and output alive.
     """
 
     def __init__(self, name: str):
         self.name = name
-        self._ga, self._gb, saves = _BINARY_GRADS[name]
-        self._saves = tuple(c in saves for c in "aby")
+        self._ga, self._gb, reads_a, reads_b = _BINARY_GRADS[name]
+        self._reads = (reads_a, reads_b)
 
     def forward(self, ctx, k, a, b):
         y = getattr(k, self.name)(a, b)
-        save_a, save_b, save_y = self._saves
-        ctx.a, ctx.b, ctx.y = (a if save_a else None), (b if save_b else None), (y if save_y else None)
+        reads = "".join(r for r, needed in zip(self._reads, ctx.needs_input_grad) if needed)
+        ctx.a, ctx.b, ctx.y = (a if "a" in reads else None), (b if "b" in reads else None), \
+            (y if "y" in reads else None)
         ctx.shapes = (_shape(k, a), _shape(k, b))
         return y
 

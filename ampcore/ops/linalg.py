@@ -15,12 +15,16 @@ class MatMul(Op):
     name = "matmul"
 
     def forward(self, ctx, k, a, b, *, b_transposed=False):
-        ctx.a, ctx.b, ctx.b_transposed = a, b, b_transposed
+        # Keep only what the needed gradients read: a's gradient reads b, b's reads a. A first layer
+        # fed by data needs no gradient to its input, so autocast's low-precision weight copy is dropped.
+        a_needs, b_needs = ctx.needs_input_grad
+        ctx.a, ctx.b, ctx.b_transposed = (a if b_needs else None), (b if a_needs else None), b_transposed
+        ctx.a_shape, ctx.b_shape = k.shape_of(a), k.shape_of(b)
         return k.matmul(a, b)
 
     def backward(self, ctx, k, g):
         a, b = ctx.a, ctx.b
-        ga = unbroadcast(k, k.matmul(g, _swap_last(k, b)), k.shape_of(a)) if ctx.needs_input_grad[0] else None
+        ga = unbroadcast(k, k.matmul(g, _swap_last(k, b)), ctx.a_shape) if ctx.needs_input_grad[0] else None
         gb = None
         if ctx.needs_input_grad[1]:
             if ctx.b_transposed:
@@ -28,7 +32,7 @@ class MatMul(Op):
                 # w's gradient in w's own layout; a.T @ g would hand the optimizer a transposed view.
                 gb = _swap_last(k, k.matmul(_swap_last(k, g), a))
             else:
-                gb = unbroadcast(k, k.matmul(_swap_last(k, a), g), k.shape_of(b))
+                gb = unbroadcast(k, k.matmul(_swap_last(k, a), g), ctx.b_shape)
         return ga, gb
 
 
