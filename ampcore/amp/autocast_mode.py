@@ -19,6 +19,7 @@ from .. import dtypes as dt
 from ..dtypes import DType
 from ..policy import Policy
 from ..policy import get as get_policy
+from ..policy.resolve import check_device_type
 from .decision import Decision, decide
 from .state import Region, thread_state
 from .trace import Trace
@@ -28,14 +29,6 @@ __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "is_autocast
 
 F = TypeVar("F", bound=Callable[..., Any])
 _INHERIT = object()
-
-
-def _check_device_type(device_type: Any) -> str:
-    if not isinstance(device_type, str):
-        raise TypeError(f"device_type must be a backend name such as 'cpu' or 'cuda', got {device_type!r}")
-    if ":" in device_type:
-        raise ValueError(f"autocast is per device type: pass {device_type.split(':')[0]!r}, not {device_type!r}")
-    return device_type
 
 
 def _check_bool(value: Any, name: str) -> bool:
@@ -67,7 +60,7 @@ class autocast:  # noqa: N801 - torch's name
     def __init__(self, device_type: str, dtype: "DType | str | None" = None, enabled: bool = True,
                  cache_enabled: bool = True, *, policy: Policy | None = None, trace: "bool | Trace | None" = None,
                  strict: bool = False):
-        self.device_type = _check_device_type(device_type)
+        self.device_type = check_device_type(device_type)
         self._enabled = _check_bool(enabled, "enabled")
         self._cache_enabled = _check_bool(cache_enabled, "cache_enabled")
         self._strict = _check_bool(strict, "strict")
@@ -178,13 +171,13 @@ class autocast:  # noqa: N801 - torch's name
 
 def is_autocast_enabled(device_type: str) -> bool:
     """Whether an enabled autocast region for ``device_type`` is open on this thread."""
-    region = thread_state.regions.get(_check_device_type(device_type))
+    region = thread_state.regions.get(check_device_type(device_type))
     return region is not None and region.enabled
 
 
 def get_autocast_dtype(device_type: str) -> DType:
     """The dtype autocast uses on ``device_type``: the open region's, else the backend's preferred one."""
-    region = thread_state.regions.get(_check_device_type(device_type))
+    region = thread_state.regions.get(check_device_type(device_type))
     if region is not None:
         return region.dtype
     record = _backend_record(device_type)
@@ -200,7 +193,7 @@ def is_autocast_available(device_type: str) -> bool:
     from ..tensor import capabilities_of
 
     registry.ensure_loaded()
-    record = registry.records.get(_check_device_type(device_type))
+    record = registry.records.get(check_device_type(device_type))
     if record is None or not record.availability().ok:
         return False
     return capabilities_of(record.backend, 0).autocast_dtype in dt.LOW_PRECISION_DTYPES
@@ -208,7 +201,7 @@ def is_autocast_available(device_type: str) -> bool:
 
 def is_autocast_cache_enabled(device_type: str) -> bool:
     """Whether the open region for ``device_type`` on this thread caches weight casts."""
-    region = thread_state.regions.get(_check_device_type(device_type))
+    region = thread_state.regions.get(check_device_type(device_type))
     return region is not None and region.enabled and region.cache_enabled
 
 

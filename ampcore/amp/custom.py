@@ -18,6 +18,7 @@ from .. import dtypes as dt
 from ..dispatch import op_boundary, register_op
 from ..dtypes import DType
 from ..policy import Category, register
+from ..policy.dtype_policy import cast_tree
 from .autocast_mode import autocast, get_autocast_dtype, is_autocast_enabled
 
 __all__ = ["op", "custom_fwd", "custom_bwd"]
@@ -47,16 +48,7 @@ def _check_device_type(device_type: Any, decorator: str) -> str:
 
 def _cast(value: Any, device_type: str, dtype: DType) -> Any:
     """Floating (not float64) tensors on ``device_type`` in ``value`` (nested) cast to ``dtype``."""
-    from ..tensor import Tensor
-
-    if isinstance(value, Tensor):
-        eligible = value.dtype.is_floating_point and value.dtype != dt.float64 and value.device.type == device_type
-        return value.to(dtype) if eligible else value
-    if isinstance(value, dict):
-        return {k: _cast(v, device_type, dtype) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_cast(v, device_type, dtype) for v in value)
-    return value
+    return cast_tree(value, dtype, lambda t: t.dtype != dt.float64 and t.device.type == device_type)
 
 
 def custom_fwd(fwd: F | None = None, *, device_type: str, cast_inputs: "DType | str | None" = None) -> Any:

@@ -11,12 +11,12 @@ mixed-precision recipe in one string, e.g. from a config file.  Its
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from .. import dtypes as dt
 from ..dtypes import DType
 
-__all__ = ["DtypePolicy"]
+__all__ = ["DtypePolicy", "cast_tree"]
 
 _KEYS = {"p": "param_dtype", "params": "param_dtype", "param": "param_dtype",
          "c": "compute_dtype", "compute": "compute_dtype",
@@ -69,13 +69,13 @@ class DtypePolicy:
         return f"params={self.param_dtype.name},compute={self.compute_dtype.name},output={self.output_dtype.name}"
 
     def cast_to_param(self, tree: Any) -> Any:
-        return _cast_tree(tree, self.param_dtype)
+        return cast_tree(tree, self.param_dtype)
 
     def cast_to_compute(self, tree: Any) -> Any:
-        return _cast_tree(tree, self.compute_dtype)
+        return cast_tree(tree, self.compute_dtype)
 
     def cast_to_output(self, tree: Any) -> Any:
-        return _cast_tree(tree, self.output_dtype)
+        return cast_tree(tree, self.output_dtype)
 
     def autocast(self, device_type: str, **kwargs: Any) -> Any:
         """An autocast region on ``device_type`` computing in ``compute_dtype``."""
@@ -84,15 +84,17 @@ class DtypePolicy:
         return autocast(device_type, dtype=self.compute_dtype, **kwargs)
 
 
-def _cast_tree(tree: Any, dtype: DType) -> Any:
-    """Floating tensors in nested lists/tuples/dicts cast to ``dtype``; everything else as is."""
+def cast_tree(tree: Any, dtype: DType, eligible: Callable[[Any], bool] | None = None) -> Any:
+    """Floating tensors in nested lists/tuples/dicts cast to ``dtype`` (only those ``eligible`` accepts,
+    if given); everything else as is."""
     from ..tensor import Tensor
 
     if isinstance(tree, Tensor):
-        return tree.to(dtype) if tree.dtype.is_floating_point else tree
+        cast = tree.dtype.is_floating_point and (eligible is None or eligible(tree))
+        return tree.to(dtype) if cast else tree
     if isinstance(tree, dict):
-        return {k: _cast_tree(v, dtype) for k, v in tree.items()}
+        return {k: cast_tree(v, dtype, eligible) for k, v in tree.items()}
     if isinstance(tree, (list, tuple)):
-        cast = [_cast_tree(v, dtype) for v in tree]
-        return type(tree)(*cast) if hasattr(tree, "_fields") else type(tree)(cast)
+        items = [cast_tree(v, dtype, eligible) for v in tree]
+        return type(tree)(*items) if hasattr(tree, "_fields") else type(tree)(items)
     return tree

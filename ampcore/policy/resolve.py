@@ -14,7 +14,7 @@ from typing import Any
 from .builtin import builtin
 from .policy import Category, Policy
 
-__all__ = ["get", "register", "unregister"]
+__all__ = ["get", "register", "unregister", "check_device_type"]
 
 _lock = threading.Lock()
 _user: dict[str | None, dict[str, Category]] = {}  # device type (None: all) -> op -> category
@@ -22,11 +22,12 @@ _user_generation = 0
 _cache: dict[str, tuple[tuple[int, int], Policy]] = {}
 
 
-def _check_device_type(device_type: Any) -> str:
+def check_device_type(device_type: Any) -> str:
+    """``device_type`` if it is a backend name; TypeError / ValueError (for ``"cuda:1"``) saying what to pass."""
     if not isinstance(device_type, str):
-        raise TypeError(f"device_type must be a backend name such as 'cpu', got {device_type!r}")
+        raise TypeError(f"device_type must be a backend name such as 'cpu' or 'cuda', got {device_type!r}")
     if ":" in device_type:
-        raise ValueError(f"cast policies are per device type: pass {device_type.split(':')[0]!r}, "
+        raise ValueError(f"autocast and cast policies are per device type: pass {device_type.split(':')[0]!r}, "
                          f"not {device_type!r}")
     return device_type
 
@@ -39,7 +40,7 @@ def get(device_type: str) -> Policy:
     """
     from ..plugins import registry
 
-    _check_device_type(device_type)
+    check_device_type(device_type)
     backend = registry.get_backend(device_type)
     key = (registry.generation, _user_generation)
     cached = _cache.get(device_type)
@@ -76,7 +77,7 @@ def register(op: str, category: "Category | str", *, device_type: str | None = N
         raise TypeError(f"op must be a non-empty str, got {op!r}")
     parsed = Category.parse(category)
     if device_type is not None:
-        _check_device_type(device_type)
+        check_device_type(device_type)
     with _lock:
         _user.setdefault(device_type, {})[op] = parsed
         _user_generation += 1
