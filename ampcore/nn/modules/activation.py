@@ -68,46 +68,39 @@ def _check_dim(dim: int | None, cls: str) -> int:
     return dim
 
 
-class Softmax(Module):
-    """Softmax along ``dim`` (required: torch's implicit-dimension guess is deprecated)."""
+class _AlongDim(Module):
+    """A normalisation along a required ``dim`` (torch's implicit-dimension guess is deprecated);
+    subclasses name the functional op in ``_op``."""
+
+    _op = ""
 
     def __init__(self, dim: int | None = None) -> None:
         super().__init__()
-        self.dim = _check_dim(dim, "Softmax")
+        self.dim = _check_dim(dim, type(self).__name__)
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002
-        return F.softmax(input, self.dim)
+        return getattr(F, self._op)(input, self.dim)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
 
 
-class LogSoftmax(Module):
+class Softmax(_AlongDim):
+    """Softmax along ``dim`` (required)."""
+
+    _op = "softmax"
+
+
+class LogSoftmax(_AlongDim):
     """Log-softmax along ``dim`` (required)."""
 
-    def __init__(self, dim: int | None = None) -> None:
-        super().__init__()
-        self.dim = _check_dim(dim, "LogSoftmax")
-
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
-        return F.log_softmax(input, self.dim)
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}"
+    _op = "log_softmax"
 
 
-class Softmin(Module):
-    """Softmin (softmax of -x) along ``dim`` (required, as for Softmax)."""
+class Softmin(_AlongDim):
+    """Softmin (softmax of -x) along ``dim`` (required)."""
 
-    def __init__(self, dim: int | None = None) -> None:
-        super().__init__()
-        self.dim = _check_dim(dim, "Softmin")
-
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
-        return F.softmin(input, self.dim)
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}"
+    _op = "softmin"
 
 
 class PReLU(Module):
