@@ -19,6 +19,7 @@ from .dispatch import primitive, register_op, route
 from .dtypes import DType
 from .ops import elementwise as ew
 from .ops import linalg, reduction, shape
+from .syncs import to_host
 
 __all__ = ["Tensor"]
 
@@ -125,7 +126,7 @@ class Tensor:
     # ------------------------------------------------------------------ host conversion
     def numpy(self) -> np.ndarray:
         """A host copy as a NumPy array (bfloat16 as ``ml_dtypes.bfloat16``)."""
-        return np.asarray(self._backend.to_numpy(self._data))
+        return to_host(self)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         a = self.numpy()
@@ -547,7 +548,7 @@ def _move(t: Tensor, target: Device, backend: Any) -> Tensor:
         raise RuntimeError(f"cannot move a tensor that is part of an autograd graph from '{t.device}' to "
                            f"'{target}'; move the inputs before computing")
     check_storable(backend, target.index, t.dtype)
-    data = backend.from_numpy(t._backend.to_numpy(t._data), t.dtype, target.index)
+    data = backend.from_numpy(to_host(t, "move between devices"), t.dtype, target.index)
     return Tensor._wrap(data, target, backend, requires_grad=t.requires_grad)
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import ampcore
+from ampcore.syncs import count_host_syncs
 import ampcore.nn.functional as F
 from ampcore import dtypes as dt
 from ampcore.testing import gradcheck
@@ -236,8 +237,6 @@ def test_loss_errors_name_the_bad_value():
         F.cross_entropy(x, ampcore.ones(4))
     with pytest.raises(ValueError, match=r"target of shape \(3,\) does not match input of shape \(4, 3\)"):
         F.cross_entropy(x, ampcore.tensor([0, 1, 2]))
-    with pytest.raises(ValueError, match=r"target class 3 is out of range for 3 classes"):
-        F.nll_loss(x, ampcore.tensor([0, 3, 1, -100]))
     with pytest.raises(ValueError, match=r"weight of shape \(2,\) does not match 3 classes"):
         F.cross_entropy(x, ampcore.tensor([0, 1, 2, 0]), weight=ampcore.ones(2))
     with pytest.raises(ValueError, match="label_smoothing must be in"):
@@ -246,3 +245,32 @@ def test_loss_errors_name_the_bad_value():
         F.binary_cross_entropy(x * 0.5, ampcore.ones(4))
     with pytest.raises(ValueError, match="size_average and reduce are deprecated"):
         F.mse_loss(x, x, size_average=True)
+
+
+def test_class_index_range_is_checked_on_the_device_and_raised_at_the_next_read():
+    x = ampcore.randn(4, 3, requires_grad=True)
+    with count_host_syncs() as syncs:
+        loss = F.nll_loss(x, ampcore.tensor([0, 3, 1, -100]))
+    assert syncs.count == 0
+    with pytest.raises(ValueError, match=r"nll_loss\(\): target class 3 is out of range for 3 classes .*"
+                                         r"found by a check on the device"):
+        loss.item()
+    assert loss.item() == loss.item()  # the failed check was reported once, then cleared
+
+
+def test_a_failed_deferred_check_stops_the_optimizer_step_before_anything_changes():
+    from ampcore import nn, optim
+
+    model = nn.Linear(3, 3)
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    before = [p.numpy().copy() for p in model.parameters()]
+    F.cross_entropy(model(ampcore.randn(2, 3)), ampcore.tensor([1, 7])).backward()
+    with pytest.raises(ValueError, match=r"cross_entropy\(\): target class 7 is out of range for 3 classes"):
+        opt.step()
+    assert all((p.numpy() == b).all() for p, b in zip(model.parameters(), before))
+
+
+def test_ignored_and_in_range_targets_queue_a_check_that_passes():
+    x = ampcore.randn(3, 4)
+    loss = F.cross_entropy(x, ampcore.tensor([3, -100, 0]))
+    assert loss.item() > 0

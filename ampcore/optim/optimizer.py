@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterable, Mapping
 from .. import dtypes as dt
 from ..autograd import enable_grad, no_grad, zero_grads
 from ..creation import zeros
+from ..syncs import run_deferred_checks
 from ..tensor import Tensor
 
 __all__ = ["Optimizer", "StateDictError", "state_dtype"]
@@ -166,12 +167,15 @@ class Optimizer:
         ``closure`` (optional) re-evaluates the model and returns the loss; it
         runs with gradients enabled before the update and its result is
         returned.  ValueError if a gradient's shape or device does not match
-        its parameter; nothing is changed then.
+        its parameter; nothing is changed then.  Input checks still queued on
+        the device (:mod:`ampcore.syncs`) are read first, so a batch that
+        failed one (a class index out of range) raises here and updates nothing.
         """
         loss = None
         if closure is not None:
             with enable_grad():
                 loss = closure()
+        run_deferred_checks()
         plan = [(group, [p for p in group["params"] if p.grad is not None]) for group in self.param_groups]
         for _, params in plan:
             for p in params:

@@ -16,6 +16,7 @@ from ... import dtypes as dt
 from ...creation import arange
 from ...dispatch import call, composite
 from ...ops import elementwise as ew
+from ...syncs import defer_check
 from ...tensor import Tensor
 from ._bce_ops import BINARY_CROSS_ENTROPY, LOG1P
 from ._utils import check_float, check_tensor, legacy_reduction, apply_reduction
@@ -180,12 +181,24 @@ def _one_hot(op: str, target: Tensor, input: Tensor, ignore_index: int, class_di
 
 
 def _check_class_range(op: str, target: Tensor, n_classes: int, ignore_index: int) -> None:
-    # One host read of the (integer) targets: a silent wrong loss is worse than the sync.
-    t = target.numpy()
-    bad = t[((t < 0) | (t >= n_classes)) & (t != ignore_index)]
-    if bad.size:
-        raise ValueError(f"{op}(): target class {int(bad.flat[0])} is out of range for {n_classes} classes "
-                         f"(valid: 0..{n_classes - 1}, or ignore_index={ignore_index})")
+    """Queue a device-side check of the class indices: no host sync here (see :mod:`ampcore.syncs`).
+
+    Out-of-range targets match no class in the one-hot mask, so nothing reads
+    out of bounds before the deferred check raises.
+    """
+    if target.numel() == 0:
+        return
+    outside = ew.cast(target.clamp(0, n_classes - 1) != target, dt.float32)
+    bad = outside * ew.cast(target != ignore_index, dt.float32)
+
+    def error() -> ValueError:
+        t = target.numpy()
+        first = t[((t < 0) | (t >= n_classes)) & (t != ignore_index)].flat[0]
+        return ValueError(f"{op}(): target class {int(first)} is out of range for {n_classes} classes "
+                          f"(valid: 0..{n_classes - 1}, or ignore_index={ignore_index}); found by a check on the "
+                          "device, raised at the next host read or optimizer step")
+
+    defer_check(bad.sum() > 0, error)
 
 
 def _class_weight(op: str, weight: Tensor | None, input: Tensor, class_dim: int) -> Tensor | None:  # noqa: A002

@@ -1,0 +1,125 @@
+"""Host syncs: the one door device data takes to the host, counted, and input checks that wait for it.
+
+A *host sync* is any read of device data by the host: ``Tensor.item()``,
+``.numpy()``, ``bool(t)``, a move between devices.  On an asynchronous device
+each one waits for every queued kernel, so a training step should have at
+most one (the GradScaler's skip decision).  :func:`count_host_syncs` counts
+them, by reason, so tests and benchmarks can hold that line.
+
+Checks that need to look at values (a class index outside ``[0, C)``) would
+each cost a sync.  Instead an op computes a 0-d flag on the device and
+:func:`defer_check` queues it; the queue is read, all flags in one transfer,
+just before the next host read on that device, before an optimizer step
+(so a bad batch never updates anything), or together with the GradScaler's
+found-inf flag.  The error then names the op and the bad value, as an
+immediate check would, and says that it was deferred (torch's CUDA
+device-side asserts work the same way).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+__all__ = ["HostSyncs", "count_host_syncs", "to_host", "defer_check", "run_deferred_checks", "read_with_checks",
+           "MAX_PENDING_CHECKS"]
+
+MAX_PENDING_CHECKS = 64
+"""Queued checks per device beyond which they are read at once (bounds memory when nothing reads)."""
+
+
+@dataclass
+class HostSyncs:
+    """Host reads seen inside a :func:`count_host_syncs` block: the total and a count per reason."""
+
+    count: int = 0
+    by_reason: Counter = field(default_factory=Counter)
+
+    def add(self, reason: str) -> None:
+        self.count += 1
+        self.by_reason[reason] += 1
+
+
+@dataclass(frozen=True)
+class _Check:
+    flag: "Tensor"  # 0-d, true where the check failed
+    error: Callable[[], Exception]  # builds the error on failure (it may read the inputs then)
+
+
+class _State(threading.local):
+    def __init__(self) -> None:
+        self.counters: list[HostSyncs] = []
+        self.pending: dict[Any, list[_Check]] = {}
+
+
+_state = _State()
+
+
+@contextlib.contextmanager
+def count_host_syncs() -> Iterator[HostSyncs]:
+    """Count this thread's host reads inside the block (blocks nest; each counts its own)."""
+    counter = HostSyncs()
+    _state.counters.append(counter)
+    try:
+        yield counter
+    finally:
+        _state.counters.remove(counter)
+
+
+def to_host(t: "Tensor", reason: str = "read") -> np.ndarray:
+    """``t``'s data as a NumPy array: one host sync (after any queued checks on its device)."""
+    if _state.pending.get(t.device):
+        run_deferred_checks(t.device)
+    return _read(t, reason)
+
+
+def _read(t: "Tensor", reason: str) -> np.ndarray:
+    for counter in _state.counters:
+        counter.add(reason)
+    return np.asarray(t._backend.to_numpy(t._data))
+
+
+def defer_check(flag: "Tensor", error: Callable[[], Exception]) -> None:
+    """Queue a device-side check: ``error()`` is raised at the next read if the 0-d ``flag`` is true."""
+    queue = _state.pending.setdefault(flag.device, [])
+    queue.append(_Check(flag, error))
+    if len(queue) >= MAX_PENDING_CHECKS:
+        run_deferred_checks(flag.device)
+
+
+def run_deferred_checks(device: Any = None) -> None:
+    """Read the queued checks of ``device`` (all devices for None) in one transfer each; raise the first failure."""
+    devices = list(_state.pending) if device is None else [device]
+    for d in devices:
+        if _state.pending.get(d):
+            read_with_checks(None, d)
+
+
+def read_with_checks(values: "Tensor | None", device: Any = None) -> np.ndarray | None:
+    """Read the 1-D float32 ``values`` and the queued checks of its device in one transfer.
+
+    Returns the values on the host (None if ``values`` is None); raises the
+    first failed check's error, after clearing the queue.
+    """
+    from .dtypes import float32
+    from .ops import cat
+
+    device = values.device if values is not None else device
+    checks = _state.pending.pop(device, [])
+    parts = ([values] if values is not None else []) + [c.flag.to(dtype=float32).reshape(1) for c in checks]
+    if not parts:
+        return None
+    host = _read(parts[0] if len(parts) == 1 else cat(parts), "checks" if values is None else "values and checks")
+    n = 0 if values is None else values.shape[0]
+    for check, failed in zip(checks, host[n:]):
+        if failed:
+            raise check.error()
+    return host[:n] if values is not None else None
