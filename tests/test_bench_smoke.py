@@ -44,3 +44,23 @@ def test_bench_autocast_reports_time_and_saved_bytes_ratios(tmp_path):
     assert result["activation_ratio"] == pytest.approx(0.5, abs=0.05)
     assert result["saved_bytes"]["amp"]["weight_copies"] > 0 == result["saved_bytes"]["fp32"]["weight_copies"]
     assert abs(result["first_loss"]["amp"] - result["first_loss"]["fp32"]) < 0.05
+
+
+UNSCALE_SCRIPT = SCRIPT.parent / "bench_unscale.py"
+
+
+def test_bench_unscale_reports_the_ratio_to_the_copy_floor(tmp_path):
+    out = tmp_path / "unscale.json"
+    proc = subprocess.run([sys.executable, str(UNSCALE_SCRIPT), "--elements", "20000", "--steps", "3", "--warmup", "1",
+                           "--no-torch", "--json", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "kernel/floor ratio:" in proc.stdout and ("PASS" in proc.stdout or "FAIL" in proc.stdout)
+    result = json.loads(out.read_text())
+    assert result["elements"] == 20000 == sum(result["sizes"]) and len(result["sizes"]) == 20
+    assert result["steps"] == 3 and result["ratio_kernel_floor"] > 0 and result["ratio_kernel_flat_floor"] > 0
+
+
+def test_bench_unscale_rejects_bad_sizes():
+    proc = subprocess.run([sys.executable, str(UNSCALE_SCRIPT), "--elements", "0"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and "--elements must be at least 1" in proc.stderr

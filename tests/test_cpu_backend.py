@@ -2,6 +2,7 @@
 storage size, low-precision compute and the AMP kernels."""
 
 import struct
+import warnings
 
 import ml_dtypes
 import numpy as np
@@ -127,6 +128,67 @@ def test_unscale_and_check_is_exact_and_keeps_found_inf_set():
     found[0] = 1.0
     _, found = K.unscale_and_check([np.ones(3, np.float32)], np.array([1.0], np.float32), found)
     assert found[0] == 1.0  # a later clean group must not clear it
+
+
+def _block_elements(dtype) -> int:
+    from ampcore_cpu.kernels import UNSCALE_BLOCK_BYTES
+
+    return UNSCALE_BLOCK_BYTES // np.dtype(dtype).itemsize
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, ml_dtypes.bfloat16, np.float16])
+@pytest.mark.parametrize("where", ["first of a block", "last full", "last partial"])
+def test_unscale_and_check_blocks_cover_every_element(dtype, where):
+    block = _block_elements(dtype)
+    g = np.full(2 * block + block // 2, 4.0, dtype)  # two full blocks and a partial one
+    g[{"first of a block": block, "last full": 2 * block - 1, "last partial": -1}[where]] = np.nan
+    found = np.zeros(1, np.float32)
+    (out,), found = K.unscale_and_check([g], np.array([0.5], np.float32), found)
+    assert found[0] == 1.0 and out.dtype == dtype
+    assert np.count_nonzero(out.astype(np.float32) == 2.0) == g.size - 1  # every other element scaled once
+
+
+def test_unscale_and_check_scales_bfloat16_exactly():
+    rng = np.random.default_rng(1)
+    g = rng.standard_normal(3 * _block_elements(ml_dtypes.bfloat16) + 5).astype(ml_dtypes.bfloat16)
+    found = np.zeros(1, np.float32)
+    (out,), found = K.unscale_and_check([g.copy()], np.array([2.0 ** -10], np.float32), found)
+    assert out.dtype == ml_dtypes.bfloat16 and found[0] == 0.0
+    np.testing.assert_array_equal(out.astype(np.float32), g.astype(np.float32) * np.float32(2.0 ** -10))
+
+
+def test_unscale_and_check_never_writes_through_read_only_or_strided_inputs():
+    base = np.arange(12, dtype=np.float32).reshape(3, 4)
+    frozen = base.copy()
+    frozen.flags.writeable = False
+    strided = base.T  # writeable, not C-contiguous
+    found = np.zeros(1, np.float32)
+    (a, b), found = K.unscale_and_check([frozen, strided], np.array([0.5], np.float32), found)
+    np.testing.assert_array_equal(frozen, np.arange(12).reshape(3, 4))
+    np.testing.assert_array_equal(base, np.arange(12).reshape(3, 4))
+    np.testing.assert_array_equal(a, frozen * 0.5)
+    np.testing.assert_array_equal(b, base.T * 0.5)
+    assert a.flags.writeable and b.flags.c_contiguous and found[0] == 0.0
+
+
+def test_unscale_and_check_scales_views_of_one_flat_buffer_in_place():
+    block = _block_elements(np.float32)
+    flat = np.full(block + 10, 8.0, np.float32)
+    views = [flat[:3], flat[3:block + 7], flat[block + 7:block + 7], flat[block + 7:]]
+    views[3][-1] = -np.inf
+    found = np.zeros(1, np.float32)
+    out, found = K.unscale_and_check(views, np.array([0.25], np.float32), found)
+    assert all(o is v for o, v in zip(out, views)) and found[0] == 1.0
+    np.testing.assert_array_equal(flat[:-1], 2.0)
+
+
+def test_unscale_and_check_counts_overflow_from_inv_scale_above_one_quietly():
+    g = np.array([1.0, 3e38], np.float32)
+    found = np.zeros(1, np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (out,), found = K.unscale_and_check([g], np.array([4.0], np.float32), found)
+    assert found[0] == 1.0 and out[0] == 4.0 and np.isinf(out[1])
 
 
 def test_update_scale_follows_torch_rule():
