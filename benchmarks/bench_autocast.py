@@ -39,7 +39,7 @@ import ampcore  # noqa: E402
 from ampcore import nn, optim  # noqa: E402
 from ampcore.amp.state import thread_state  # noqa: E402
 from bench_overhead import (BETAS, EPS, LR, SIZES, WEIGHT_DECAY, add_common_arguments, make_data,  # noqa: E402
-                            parse_checked, time_interleaved, torch_mlp)
+                            parse_checked, time_interleaved, torch_mlp, write_json)
 
 TARGET_TIME_RATIO = 1.3
 TARGET_ACTIVATION_RATIO = 0.6
@@ -232,9 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     times = time_interleaved(steps, args.steps, args.warmup)
     torch_result = None if args.no_torch else time_torch(weights, x, y, args)
     result = report(args, times, saved, losses, torch_result)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
+    write_json(args.json, result)
     return 0
 
 

@@ -240,6 +240,13 @@ def torch_worker(path: str, steps: int, warmup: int) -> None:
 
 
 # ---------------------------------------------------------------------------- timing
+def write_json(path: str | None, result: dict[str, Any]) -> None:
+    """Write ``result`` to ``path`` (the ``--json`` option) when one was given."""
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+
+
 def time_interleaved(steps: dict[str, Callable[[], Any]], n: int, warmup: int) -> dict[str, list[float]]:
     """Seconds per call of each step, the implementations taking turns."""
     for _ in range(warmup):
@@ -315,9 +322,7 @@ def main(argv: list[str] | None = None) -> int:
             times["torch"], labels["torch"] = timed
     result = report(times, labels, args.batch)
     result["initial_loss_abs_diff"] = diff
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=2)
+    write_json(args.json, result)
     return 0
 
 

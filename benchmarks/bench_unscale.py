@@ -37,7 +37,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import ampcore  # noqa: E402
-from bench_overhead import add_common_arguments, parse_checked, time_interleaved  # noqa: E402
+from bench_overhead import add_common_arguments, parse_checked, time_interleaved, write_json  # noqa: E402
 
 ELEMENTS = 10_000_000
 # Relative tensor sizes (sum 1000): a few big weight matrices, mid-sized ones, biases/norm scales.
@@ -169,9 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     if torch_result is not None:
         times["torch"], labels["torch"] = torch_result["times"], torch_result["label"]
     result = report(times, labels, sizes)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=2)
+    write_json(args.json, result)
     return 0
 
 

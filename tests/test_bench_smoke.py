@@ -12,10 +12,13 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_overhead.py"
 
 
+def run(script: Path, *args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=timeout)
+
+
 def test_bench_overhead_prints_the_table_and_the_ratio_line(tmp_path):
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--steps", "2", "--batch", "8", "--warmup", "1",
-                           "--no-torch", "--json", str(out)], capture_output=True, text=True, timeout=120)
+    proc = run(SCRIPT, "--steps", "2", "--batch", "8", "--warmup", "1", "--no-torch", "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "ampcore/numpy ratio:" in proc.stdout
     assert "median ms/step" in proc.stdout and "numpy" in proc.stdout
@@ -25,7 +28,7 @@ def test_bench_overhead_prints_the_table_and_the_ratio_line(tmp_path):
 
 
 def test_bench_overhead_rejects_bad_options():
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--steps", "0"], capture_output=True, text=True, timeout=60)
+    proc = run(SCRIPT, "--steps", "0")
     assert proc.returncode == 2 and "--steps must be at least 1" in proc.stderr
 
 
@@ -34,8 +37,7 @@ AUTOCAST_SCRIPT = SCRIPT.parent / "bench_autocast.py"
 
 def test_bench_autocast_reports_time_and_saved_bytes_ratios(tmp_path):
     out = tmp_path / "autocast.json"
-    proc = subprocess.run([sys.executable, str(AUTOCAST_SCRIPT), "--steps", "2", "--batch", "8", "--warmup", "1",
-                           "--no-torch", "--json", str(out)], capture_output=True, text=True, timeout=120)
+    proc = run(AUTOCAST_SCRIPT, "--steps", "2", "--batch", "8", "--warmup", "1", "--no-torch", "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "autocast/fp32 step time:" in proc.stdout and "activation bytes saved for backward" in proc.stdout
     result = json.loads(out.read_text())
@@ -51,8 +53,7 @@ UNSCALE_SCRIPT = SCRIPT.parent / "bench_unscale.py"
 
 def test_bench_unscale_reports_the_ratio_to_the_copy_floor(tmp_path):
     out = tmp_path / "unscale.json"
-    proc = subprocess.run([sys.executable, str(UNSCALE_SCRIPT), "--elements", "20000", "--steps", "3", "--warmup", "1",
-                           "--no-torch", "--json", str(out)], capture_output=True, text=True, timeout=120)
+    proc = run(UNSCALE_SCRIPT, "--elements", "20000", "--steps", "3", "--warmup", "1", "--no-torch", "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "kernel/floor ratio:" in proc.stdout and ("PASS" in proc.stdout or "FAIL" in proc.stdout)
     result = json.loads(out.read_text())
@@ -61,6 +62,5 @@ def test_bench_unscale_reports_the_ratio_to_the_copy_floor(tmp_path):
 
 
 def test_bench_unscale_rejects_bad_sizes():
-    proc = subprocess.run([sys.executable, str(UNSCALE_SCRIPT), "--elements", "0"], capture_output=True, text=True,
-                          timeout=60)
+    proc = run(UNSCALE_SCRIPT, "--elements", "0")
     assert proc.returncode == 2 and "--elements must be at least 1" in proc.stderr
