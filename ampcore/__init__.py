@@ -17,6 +17,8 @@ from .tensor import Tensor
 
 from . import nn, optim  # noqa: E402 - they build on the names above
 from . import amp, autograd, policy  # noqa: E402
+from .grad_scaler import GradScaler  # noqa: E402
+from .syncs import count_host_syncs  # noqa: E402
 from .amp import (autocast, custom_bwd, custom_fwd, get_autocast_dtype, is_autocast_available,  # noqa: E402
                   is_autocast_enabled, op)
 
@@ -37,7 +39,7 @@ __all__ = [
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
     # mixed precision
     "autocast", "is_autocast_enabled", "get_autocast_dtype", "is_autocast_available", "custom_fwd", "custom_bwd",
-    "op",
+    "op", "GradScaler", "count_host_syncs",
     # devices and backends
     "Device", "device", "Backend", "Capabilities", "Availability", "BackendUnavailableError", "MissingKernelsError",
     "KernelError", "PluginLoadError", "UnknownBackendError", "available_backends", "get_backend",

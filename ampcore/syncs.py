@@ -36,7 +36,7 @@ MAX_PENDING_CHECKS = 64
 """Queued checks per device beyond which they are read at once (bounds memory when nothing reads)."""
 
 
-@dataclass
+@dataclass(eq=False)  # blocks are told apart by identity: two with equal counts are still two
 class HostSyncs:
     """Host reads seen inside a :func:`count_host_syncs` block: the total and a count per reason."""
 

@@ -1,13 +1,15 @@
 """Automatic mixed precision: autocast regions, their routing of ops, traces, and custom-op support.
 
 The cast policy (which op runs in which dtype) lives in :mod:`ampcore.policy`;
-this package applies it per thread while a region is open.
+this package applies it per thread while a region is open.  ``GradScaler``
+(loss scaling for float16) is here too, as ``torch.amp.GradScaler`` is.
 """
 
 from .. import dispatch as _dispatch
 from .autocast_mode import (autocast, clear_autocast_cache, explain, get_autocast_dtype, is_autocast_available,
                             is_autocast_cache_enabled, is_autocast_enabled)
 from .custom import custom_bwd, custom_fwd, op
+from ..grad_scaler import GradScaler, OptState
 from .decision import Decision, decide
 from .routing import AutocastError, autocast_hook
 from .trace import Trace, TraceRecord
@@ -17,5 +19,5 @@ _dispatch.autocast_hook = autocast_hook
 __all__ = [
     "autocast", "is_autocast_enabled", "get_autocast_dtype", "is_autocast_available", "is_autocast_cache_enabled",
     "clear_autocast_cache", "explain", "custom_fwd", "custom_bwd", "op", "Decision", "decide", "AutocastError",
-    "Trace", "TraceRecord",
+    "Trace", "TraceRecord", "GradScaler", "OptState",
 ]

@@ -140,6 +140,8 @@ class autocast:  # noqa: N801 - torch's name
         tls.regions[self.device_type] = Region(self.device_type, self._enabled, self.fast_dtype,
                                                self._cache_enabled, self._policy, trace, self._fallback_ops)
         tls.saved.append((self.device_type, previous))
+        if self._enabled:
+            tls.last_dtype[self.device_type] = self.fast_dtype
         tls.nesting += 1
         dispatch.region_opened(+1)
         return self

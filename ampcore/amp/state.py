@@ -41,6 +41,8 @@ class _ThreadState(threading.local):
         self.depth = 0  # > 0 while an op body runs: ops inside it are not autocast again
         # (id(tensor), dtype, grad mode) -> (tensor, its array when cast, the cast tensor)
         self.cast_cache: dict[tuple[int, DType, bool], tuple[Any, Any, Any]] = {}
+        # device type -> dtype of the last enabled region entered (GradScaler warns about bfloat16).
+        self.last_dtype: dict[str, DType] = {}
 
 
 thread_state = _ThreadState()
