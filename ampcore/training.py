@@ -1,9 +1,14 @@
-"""The training run behind ``ampcore train``: an MLP classifying the digits data set.
+"""The training run behind ``ampcore train``: an MLP classifying the digits data set, with AMP.
 
-One step is :func:`train_step`: zero the gradients, forward, loss, backward,
-optimizer step.  Mixed precision (issue #4) slots in there and nowhere else:
-the forward and loss under ``autocast(device.type)``, the backward on
-``scaler.scale(loss)`` and the step through ``scaler.step`` / ``scaler.update``.
+One step is :func:`train_step`: zero the gradients, forward and loss under
+``autocast``, ``scaler.scale(loss).backward()``, ``scaler.step`` and
+``scaler.update``.  The scaler comes from :meth:`GradScaler.for_dtype`, so it
+is active for float16 only (bfloat16 and the float32 baseline need none).
+
+Host syncs: a step reads the device once (the scaler's skip decision, or the
+optimizer's deferred input checks).  Losses are summed on the device and read
+when progress is reported (every ``progress_every`` steps, only if someone
+listens) and once at the end.
 """
 
 from __future__ import annotations
@@ -15,31 +20,41 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import dtypes as dt
 from . import nn, optim
+from .amp import autocast
 from .autograd import no_grad
-from .creation import manual_seed, tensor
+from .creation import manual_seed, tensor, zeros
 from .data import load_digits, train_test_split
 from .device import Device
+from .grad_scaler import GradScaler
 from .nn import functional as F
+from .ops import cat
 from .plugins import get_backend, resolve_device
+from .syncs import count_host_syncs, to_host
 from .tensor import Tensor
 
-__all__ = ["TrainConfig", "TrainResult", "StepInfo", "build_model", "train", "train_step", "evaluate"]
+__all__ = ["TrainConfig", "TrainResult", "Progress", "build_model", "train", "train_step", "evaluate",
+           "training_dtype"]
 
-SUPPORTED_DTYPES = ("float32",)
-AMP_NOT_YET = "mixed precision arrives with issue #4 (AMP); only dtype 'float32' is supported for now"
+DTYPES = ("float16", "bfloat16", "float32")
+PROGRESS = "progress"  # the host-sync reason of progress reports (not part of a training step)
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """What to train and how.  ``device=None`` is the default device (the best available backend).
 
-    Raises ValueError for a non-positive epoch count, batch size or learning
-    rate, and for any dtype but ``"float32"`` (until AMP arrives).
+    ``dtype`` is the autocast dtype (``"float16"`` or ``"bfloat16"``; None
+    takes the device's own, as ``autocast`` does); ``amp=False`` or
+    ``dtype="float32"`` trains the float32 baseline.  Raises ValueError for an
+    unknown dtype and for a non-positive epoch count, batch size, learning
+    rate or ``progress_every``.
     """
 
     device: str | None = None
-    dtype: str = "float32"
+    dtype: str | None = None
+    amp: bool = True
     epochs: int = 20
     batch_size: int = 64
     lr: float = 3e-3
@@ -47,11 +62,13 @@ class TrainConfig:
     hidden: tuple[int, ...] = (128, 128)
     seed: int = 0
     test_fraction: float = 0.2
+    progress_every: int = 8
 
     def __post_init__(self) -> None:
-        if self.dtype not in SUPPORTED_DTYPES:
-            raise ValueError(f"dtype {self.dtype!r} is not supported: {AMP_NOT_YET}")
-        for name in ("epochs", "batch_size"):
+        if self.dtype is not None and self.dtype not in DTYPES:
+            raise ValueError(f"dtype {self.dtype!r} is not supported; choose one of {', '.join(map(repr, DTYPES))} "
+                             "(or None for the device's autocast dtype)")
+        for name in ("epochs", "batch_size", "progress_every"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -59,23 +76,38 @@ class TrainConfig:
             raise ValueError(f"lr must be a positive number, got {self.lr!r}")
 
 
+def training_dtype(config: TrainConfig, device: Device) -> dt.DType:
+    """The dtype the run computes in: float32 without AMP, else ``config.dtype`` or the device's autocast dtype."""
+    if not config.amp:
+        return dt.float32
+    if config.dtype is not None:
+        return dt.as_dtype(config.dtype)
+    return get_backend(device.type).capabilities(device.index).autocast_dtype or dt.float32
+
+
 @dataclass(frozen=True)
-class StepInfo:
-    """Progress after one optimizer step (1-based ``step`` and ``epoch``)."""
+class Progress:
+    """Progress at a report: ``step`` of ``total_steps`` (1-based), the mean loss since the last
+    report, the loss scale (None when no scaler is active) and the steps skipped so far."""
 
     step: int
     total_steps: int
     epoch: int
     epochs: int
     loss: float
+    loss_scale: float | None
+    skipped_steps: int
 
 
 @dataclass(frozen=True)
 class TrainResult:
-    """How a run went: the last step's loss, accuracies on both splits, and training time (evaluation excluded)."""
+    """How a run went: the last step's loss, accuracies on both splits, training time (evaluation
+    excluded), the scaler's final scale and skipped steps.  ``host_syncs_per_step`` counts the
+    training loop's host reads other than progress reports (``host_syncs_by_reason`` has them all)."""
 
     device: str
     dtype: str
+    amp: bool
     epochs: int
     steps: int
     final_loss: float
@@ -83,6 +115,10 @@ class TrainResult:
     test_accuracy: float
     seconds: float
     epoch_losses: tuple[float, ...] = field(default=())
+    loss_scale: float | None = None
+    skipped_steps: int = 0
+    host_syncs_per_step: float = 0.0
+    host_syncs_by_reason: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,16 +135,18 @@ def build_model(in_features: int, hidden: tuple[int, ...], classes: int, device:
     return nn.Sequential(*layers)
 
 
-def train_step(model: Any, optimizer: Any, x: Tensor, y: Tensor) -> Tensor:
-    """One optimizer step on a batch; returns the (detached) loss.
+def train_step(model: Any, optimizer: Any, x: Tensor, y: Tensor, scaler: GradScaler,
+               dtype: dt.DType = dt.float32) -> Tensor:
+    """One optimizer step on a batch, with autocast to ``dtype`` unless it is float32; returns the detached loss.
 
-    This is where AMP goes: ``with autocast(...)`` around the forward and loss,
-    ``scaler.scale(loss).backward()``, ``scaler.step(optimizer)``, ``scaler.update()``.
+    ``scaler`` is a GradScaler, disabled (a pass-through) when no scaling is needed.
     """
     optimizer.zero_grad()
-    loss = F.cross_entropy(model(x), y)
-    loss.backward()
-    optimizer.step()
+    with autocast(x.device.type, dtype=dtype, enabled=dtype != dt.float32):
+        loss = F.cross_entropy(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
     return loss.detach()
 
 
@@ -125,13 +163,15 @@ def evaluate(model: Any, x: Tensor, y: Tensor, batch_size: int = 512) -> float:
     return correct / max(x.shape[0], 1)
 
 
-def train(config: TrainConfig = TrainConfig(), on_step: Callable[[StepInfo], None] | None = None) -> TrainResult:
-    """Train the digits MLP with AdamW per ``config``, calling ``on_step`` after every step.
+def train(config: TrainConfig = TrainConfig(), on_progress: Callable[[Progress], None] | None = None) -> TrainResult:
+    """Train the digits MLP with AdamW per ``config``; ``on_progress`` is called every
+    ``config.progress_every`` steps and at the end of each epoch.
 
     Seeded end to end (split, initialisation, batch order).  Raises the
     device errors of :func:`ampcore.plugins.resolve_device` for a bad ``config.device``.
     """
     device = resolve_device(config.device)
+    dtype = training_dtype(config, device)
     manual_seed(config.seed)
     x_all, y_all = load_digits()
     x_tr, y_tr, x_te, y_te = train_test_split(x_all, y_all, config.test_fraction, seed=config.seed)
@@ -139,28 +179,48 @@ def train(config: TrainConfig = TrainConfig(), on_step: Callable[[StepInfo], Non
     x_test, y_test = tensor(x_te, device=device), tensor(y_te, device=device)
     model = build_model(x_tr.shape[1], config.hidden, int(y_all.max()) + 1, device)
     optimizer = optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    scaler = GradScaler.for_dtype(dtype, device)
 
     rng = np.random.default_rng(config.seed)
     per_epoch = math.ceil(len(y_tr) / config.batch_size)
     total = per_epoch * config.epochs
-    step, loss, epoch_losses = 0, math.nan, []
+    step, loss, epoch_sums = 0, zeros((), device=device), []
     backend = get_backend(device.type)
     start = time.perf_counter()
-    for epoch in range(1, config.epochs + 1):
-        order = rng.permutation(len(y_tr))
-        epoch_sum = 0.0
-        for i in range(per_epoch):
-            index = tensor(order[i * config.batch_size:(i + 1) * config.batch_size], device=device)
-            loss = train_step(model, optimizer, x_train[index], y_train[index]).item()
-            step += 1
-            epoch_sum += loss
-            if on_step is not None:
-                on_step(StepInfo(step, total, epoch, config.epochs, loss))
-        epoch_losses.append(epoch_sum / per_epoch)
+    with count_host_syncs() as syncs:
+        for epoch in range(1, config.epochs + 1):
+            order = rng.permutation(len(y_tr))
+            epoch_sum, window, window_steps = zeros((), device=device), zeros((), device=device), 0
+            for i in range(per_epoch):
+                index = tensor(order[i * config.batch_size:(i + 1) * config.batch_size], device=device)
+                loss = train_step(model, optimizer, x_train[index], y_train[index], scaler, dtype)
+                epoch_sum, step = epoch_sum + loss, step + 1
+                if on_progress is None:
+                    continue
+                window, window_steps = window + loss, window_steps + 1
+                if step % config.progress_every == 0 or i == per_epoch - 1:
+                    window_sum, scale = _read_progress(window, scaler)
+                    on_progress(Progress(step, total, epoch, config.epochs, window_sum / window_steps, scale,
+                                         scaler.skipped_steps))
+                    window, window_steps = zeros((), device=device), 0
+            epoch_sums.append(epoch_sum.reshape(1))
+    losses = cat(epoch_sums + [loss.reshape(1)]).numpy() if step else np.array([math.nan])
     backend.synchronize(device.index)
     seconds = time.perf_counter() - start
+    by_reason = dict(syncs.by_reason)
     return TrainResult(
-        device=str(device), dtype=config.dtype, epochs=config.epochs, steps=step, final_loss=loss,
-        train_accuracy=evaluate(model, x_train, y_train), test_accuracy=evaluate(model, x_test, y_test),
-        seconds=seconds, epoch_losses=tuple(epoch_losses),
+        device=str(device), dtype=dtype.name, amp=dtype != dt.float32, epochs=config.epochs, steps=step,
+        final_loss=float(losses[-1]), train_accuracy=evaluate(model, x_train, y_train),
+        test_accuracy=evaluate(model, x_test, y_test), seconds=seconds,
+        epoch_losses=tuple(float(v) / per_epoch for v in losses[:-1]),
+        loss_scale=scaler.get_scale() if scaler.is_enabled() else None, skipped_steps=scaler.skipped_steps,
+        host_syncs_per_step=(syncs.count - by_reason.get(PROGRESS, 0)) / max(step, 1), host_syncs_by_reason=by_reason,
     )
+
+
+def _read_progress(window: Tensor, scaler: GradScaler) -> tuple[float, float | None]:
+    """The summed losses and the loss scale in one host read (counted under the reason ``"progress"``)."""
+    scale = scaler._get_scale_async()
+    parts = [window.reshape(1)] + ([scale] if scale is not None else [])
+    values = to_host(cat(parts), PROGRESS)
+    return float(values[0]), (float(values[1]) if scale is not None else None)

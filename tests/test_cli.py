@@ -104,9 +104,25 @@ def test_python_dash_m_ampcore_info_shows_a_broken_plugin(tmp_path, run_python):
 
 def test_train_one_epoch_prints_accuracy(capsys):
     assert main(["train", "--epochs", "1", "--device", "cpu"]) == 0
-    out = capsys.readouterr().out
-    assert "training on cpu in float32: 1 epochs" in out
-    assert "test accuracy 0." in out and "train accuracy 0." in out
+    out = " ".join(capsys.readouterr().out.split())  # rich wraps lines at the terminal width
+    assert "training on cpu in bfloat16: autocast to bfloat16, no loss scaling needed; 1 epochs" in out
+    assert "test accuracy 0." in out and "train accuracy 0." in out and "1.00 host syncs/step" in out
+
+
+def test_train_compare_prints_amp_beside_the_float32_baseline(capsys):
+    assert main(["train", "--epochs", "1", "--device", "cpu", "--dtype", "float16", "--compare"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # rich wraps lines at the terminal width
+    assert "autocast to float16, GradScaler on" in out and "float32 (no AMP)" in out
+    assert re.search(r"float16 \(AMP\) .* float32", out)
+    assert re.search(r"final loss scale │ 65536 │ - ", out)
+    assert "test accuracy difference: " in out
+
+
+def test_train_json_compare_reports_both_runs(capsys):
+    assert main(["train", "--epochs", "1", "--batch-size", "256", "--dtype", "float16", "--compare", "--json"]) == 0
+    amp, fp32 = json.loads(capsys.readouterr().out)
+    assert (amp["dtype"], amp["amp"], fp32["dtype"], fp32["amp"]) == ("float16", True, "float32", False)
+    assert amp["loss_scale"] == 65536.0 and fp32["loss_scale"] is None
 
 
 def test_train_json_reports_the_result(capsys):
@@ -120,7 +136,8 @@ def test_train_json_reports_the_result(capsys):
 @pytest.mark.parametrize("argv, message", [
     (["train", "--device", "nosuch"], "ampcore train: error: unknown backend 'nosuch'; installed backends are "),
     (["train", "--device", "cpu:3"], "device 'cpu:3' does not exist; backend 'cpu' has 1 device(s)"),
-    (["train", "--dtype", "bfloat16"], "mixed precision arrives with issue #4"),
+    (["train", "--dtype", "float8"], "dtype 'float8' is not supported; choose one of 'float16', 'bfloat16'"),
+    (["train", "--compare", "--no-amp"], "--compare trains the float32 baseline beside the AMP run; drop --no-amp"),
     (["train", "--epochs", "0"], "epochs must be a positive integer, got 0"),
 ])
 def test_bad_train_options_exit_2_with_one_line_and_no_traceback(capsys, argv, message):

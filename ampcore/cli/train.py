@@ -1,9 +1,14 @@
-"""``ampcore train``: train the digits MLP on a backend, with a progress bar, and report accuracy and time."""
+"""``ampcore train``: train the digits MLP with AMP on a backend, with a progress bar, and report accuracy.
+
+``--compare`` trains the float32 baseline too (same seed, same batches) and
+prints the two runs side by side.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from typing import Any
 
 from .. import training
@@ -17,53 +22,101 @@ _DEFAULTS = training.TrainConfig()
 def add_parser(subparsers: Any) -> None:
     """Add ``train`` to the ``ampcore`` subcommands."""
     parser = subparsers.add_parser(
-        "train", help="train a small MLP on the digits data set",
-        description="Train an MLP (64-128-128-10) on the UCI digits with AdamW, and report train/test accuracy.",
+        "train", help="train a small MLP on the digits data set with mixed precision",
+        description="Train an MLP (64-128-128-10) on the UCI digits with AdamW under autocast (float16 with a "
+                    "GradScaler, or bfloat16), and report train/test accuracy.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--device", default=None,
                         help="device such as 'cpu' or 'opencl:0' (default: the best available backend)")
+    parser.add_argument("--dtype", default=None,
+                        help="autocast dtype, float16 or bfloat16 (default: the device's own, bfloat16 on cpu); "
+                             "float32 is the same as --no-amp")
+    parser.add_argument("--no-amp", dest="amp", action="store_false", help="train the float32 baseline only")
+    parser.add_argument("--compare", action="store_true", help="also train the float32 baseline and print both")
     parser.add_argument("--epochs", type=int, default=_DEFAULTS.epochs, help="passes over the training set")
     parser.add_argument("--batch-size", type=int, default=_DEFAULTS.batch_size, help="rows per step")
     parser.add_argument("--lr", type=float, default=_DEFAULTS.lr, help="AdamW learning rate")
     parser.add_argument("--seed", type=int, default=_DEFAULTS.seed, help="seed for the split, init and batch order")
-    parser.add_argument("--dtype", default=_DEFAULTS.dtype,
-                        help="training dtype; only float32 until mixed precision arrives (issue #4)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON instead of a progress bar")
+    parser.add_argument("--json", action="store_true", help="print the result(s) as JSON instead of a progress bar")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Train and print accuracy and time; CommandError for a bad device or option."""
+    """Train (and with ``--compare`` the float32 baseline), print the results; CommandError for bad options."""
     device = checked_device(args.device)
+    if args.compare and not args.amp:
+        raise CommandError("--compare trains the float32 baseline beside the AMP run; drop --no-amp")
     try:
-        config = training.TrainConfig(device=str(device), dtype=args.dtype, epochs=args.epochs,
+        config = training.TrainConfig(device=str(device), dtype=args.dtype, amp=args.amp, epochs=args.epochs,
                                       batch_size=args.batch_size, lr=args.lr, seed=args.seed)
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
+    configs = [config, replace(config, amp=False)] if args.compare else [config]
     if args.json:
-        print(json.dumps(training.train(config).as_dict(), indent=2))
+        results = [training.train(c).as_dict() for c in configs]
+        print(json.dumps(results if args.compare else results[0], indent=2))
         return 0
-    result = _train_with_progress(config)
-    print(f"train accuracy {result.train_accuracy:.4f}  test accuracy {result.test_accuracy:.4f}  "
-          f"final loss {result.final_loss:.4f}  {result.steps} steps in {result.seconds:.1f} s on {result.device} "
-          f"({result.dtype})")
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    results = [_train_with_progress(console, c) for c in configs]
+    if args.compare:
+        console.print(_comparison(results))
     return 0
 
 
-def _train_with_progress(config: training.TrainConfig) -> training.TrainResult:
-    from rich.console import Console
+def _train_with_progress(console: Any, config: training.TrainConfig) -> training.TrainResult:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    console = Console(highlight=False)
-    console.print(f"training on {config.device} in {config.dtype}: {config.epochs} epochs, "
-                  f"batch size {config.batch_size}, lr {config.lr:g}, seed {config.seed}")
+    dtype = training.training_dtype(config, checked_device(config.device)).name
+    scaling = "GradScaler on" if dtype == "float16" else "no loss scaling needed"
+    mode = f"autocast to {dtype}, {scaling}" if dtype != "float32" else "float32 (no AMP)"
+    console.print(f"training on {config.device} in {dtype}: {mode}; {config.epochs} epochs, batch size "
+                  f"{config.batch_size}, lr {config.lr:g}, seed {config.seed}")
     columns = (TextColumn("epoch {task.fields[epoch]}"), BarColumn(), TextColumn("step"), MofNCompleteColumn(),
-               TextColumn("loss {task.fields[loss]:.4f}"), TimeElapsedColumn())
+               TextColumn("loss {task.fields[loss]:.4f}"), TextColumn("scale {task.fields[scale]}"),
+               TextColumn("skipped {task.fields[skipped]}"), TimeElapsedColumn())
     with Progress(*columns, console=console) as progress:
-        task = progress.add_task("train", total=None, epoch=f"0/{config.epochs}", loss=float("nan"))
+        task = progress.add_task("train", total=None, epoch=f"0/{config.epochs}", loss=float("nan"), scale="-",
+                                 skipped=0)
 
-        def on_step(info: training.StepInfo) -> None:
-            progress.update(task, completed=info.step, total=info.total_steps,
-                            epoch=f"{info.epoch}/{info.epochs}", loss=info.loss)
+        def on_progress(info: training.Progress) -> None:
+            scale = "-" if info.loss_scale is None else f"{info.loss_scale:g}"
+            progress.update(task, completed=info.step, total=info.total_steps, epoch=f"{info.epoch}/{info.epochs}",
+                            loss=info.loss, scale=scale, skipped=info.skipped_steps)
 
-        return training.train(config, on_step=on_step)
+        result = training.train(config, on_progress=on_progress)
+    scale = "" if result.loss_scale is None else f"  loss scale {result.loss_scale:g}"
+    console.print(f"train accuracy {result.train_accuracy:.4f}  test accuracy {result.test_accuracy:.4f}  "
+                  f"final loss {result.final_loss:.4f}  {result.steps} steps ({result.skipped_steps} skipped) in "
+                  f"{result.seconds:.1f} s on {result.device} ({result.dtype}){scale}  "
+                  f"{result.host_syncs_per_step:.2f} host syncs/step{_progress_reads(result)}")
+    return result
+
+
+def _progress_reads(result: training.TrainResult) -> str:
+    reads = result.host_syncs_by_reason.get(training.PROGRESS, 0)
+    return f" (+{reads} progress-bar reads)" if reads else ""
+
+
+def _comparison(results: list[training.TrainResult]) -> Any:
+    from rich.table import Table
+
+    table = Table(title="mixed precision vs the float32 baseline (same seed and batches)")
+    table.add_column("")
+    for r in results:
+        table.add_column(f"{r.dtype}{' (AMP)' if r.amp else ''}", justify="right")
+    rows = [
+        ("test accuracy", lambda r: f"{r.test_accuracy:.4f}"),
+        ("train accuracy", lambda r: f"{r.train_accuracy:.4f}"),
+        ("final loss", lambda r: f"{r.final_loss:.4f}"),
+        ("skipped steps", lambda r: str(r.skipped_steps)),
+        ("final loss scale", lambda r: "-" if r.loss_scale is None else f"{r.loss_scale:g}"),
+        ("seconds", lambda r: f"{r.seconds:.1f}"),
+        ("host syncs / step", lambda r: f"{r.host_syncs_per_step:.2f}"),
+    ]
+    for label, cell in rows:
+        table.add_row(label, *(cell(r) for r in results))
+    diff = 100 * (results[0].test_accuracy - results[1].test_accuracy)
+    table.caption = f"test accuracy difference: {diff:+.2f} points"
+    return table
