@@ -138,6 +138,7 @@ def test_train_json_reports_the_result(capsys):
     (["train", "--device", "cpu:3"], "device 'cpu:3' does not exist; backend 'cpu' has 1 device(s)"),
     (["train", "--dtype", "float8"], "dtype 'float8' is not supported; choose one of 'float16', 'bfloat16'"),
     (["train", "--compare", "--no-amp"], "--compare trains the float32 baseline beside the AMP run; drop --no-amp"),
+    (["train", "--compare", "--dtype", "float32"], "--compare trains the float32 baseline beside the AMP run"),
     (["train", "--epochs", "0"], "epochs must be a positive integer, got 0"),
 ])
 def test_bad_train_options_exit_2_with_one_line_and_no_traceback(capsys, argv, message):

@@ -44,8 +44,9 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Train (and with ``--compare`` the float32 baseline), print the results; CommandError for bad options."""
     device = checked_device(args.device)
-    if args.compare and not args.amp:
-        raise CommandError("--compare trains the float32 baseline beside the AMP run; drop --no-amp")
+    if args.compare and (not args.amp or args.dtype == "float32"):
+        raise CommandError("--compare trains the float32 baseline beside the AMP run; drop --no-amp and "
+                           "--dtype float32")
     try:
         config = training.TrainConfig(device=str(device), dtype=args.dtype, amp=args.amp, epochs=args.epochs,
                                       batch_size=args.batch_size, lr=args.lr, seed=args.seed)
