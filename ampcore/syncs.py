@@ -78,13 +78,13 @@ def to_host(t: "Tensor", reason: str = "read") -> np.ndarray:
     """``t``'s data as a NumPy array: one host sync (after any queued checks on its device)."""
     if _state.pending.get(t.device):
         run_deferred_checks(t.device)
-    return _read(t, reason)
+    return _read(t._backend, t._data, reason)
 
 
-def _read(t: "Tensor", reason: str) -> np.ndarray:
+def _read(backend: Any, array: Any, reason: str) -> np.ndarray:
     for counter in _state.counters:
         counter.add(reason)
-    return np.asarray(t._backend.to_numpy(t._data))
+    return np.asarray(backend.to_numpy(array))
 
 
 def defer_check(flag: "Tensor", error: Callable[[], Exception]) -> None:
@@ -107,17 +107,21 @@ def read_with_checks(values: "Tensor | None", device: Any = None) -> np.ndarray 
     """Read the 1-D float32 ``values`` and the queued checks of its device in one transfer.
 
     Returns the values on the host (None if ``values`` is None); raises the
-    first failed check's error, after clearing the queue.
+    first failed check's error, after clearing the queue.  Works on the
+    backend's arrays directly, so no op is traced or autocast on the way.
     """
     from .dtypes import float32
-    from .ops import cat
 
     device = values.device if values is not None else device
     checks = _state.pending.pop(device, [])
-    parts = ([values] if values is not None else []) + [c.flag.to(dtype=float32).reshape(1) for c in checks]
-    if not parts:
+    if values is None and not checks:
         return None
-    host = _read(parts[0] if len(parts) == 1 else cat(parts), "checks" if values is None else "values and checks")
+    backend = values._backend if values is not None else checks[0].flag._backend
+    k = backend.kernels
+    arrays = ([values._data] if values is not None else []) + [
+        k.reshape(k.cast(c.flag._data, float32), (1,)) for c in checks]
+    host = _read(backend, arrays[0] if len(arrays) == 1 else k.concat(arrays, 0),
+                 "checks" if values is None else "values and checks")
     n = 0 if values is None else values.shape[0]
     for check, failed in zip(checks, host[n:]):
         if failed:
