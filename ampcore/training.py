@@ -204,7 +204,7 @@ def train(config: TrainConfig = TrainConfig(), on_progress: Callable[[Progress],
                                          scaler.skipped_steps))
                     window, window_steps = zeros((), device=device), 0
             epoch_sums.append(epoch_sum.reshape(1))
-    losses = cat(epoch_sums + [loss.reshape(1)]).numpy() if step else np.array([math.nan])
+    losses = cat(epoch_sums + [loss.reshape(1)]).numpy()  # epoch sums and the last loss, one read
     backend.synchronize(device.index)
     seconds = time.perf_counter() - start
     by_reason = dict(syncs.by_reason)
