@@ -296,13 +296,14 @@ class GradScaler:
                                      "float16")
                 groups.setdefault((g.device, g.dtype), []).append(g)
         found: dict[Device, Tensor] = {}
+        inv: dict[Device, Any] = {}  # 1/scale, once per device
         for (device, _), grads in groups.items():
             k = grads[0]._backend.kernels
-            s = scale if scale.device == device else scale.to(device)
-            inv = k.div(1.0, s._data)
             if device not in found:
+                s = scale if scale.device == device else scale.to(device)
+                inv[device] = k.div(1.0, s._data)
                 found[device] = full((1,), 0.0, dtype=dt.float32, device=device)
-            new, flag = k.unscale_and_check([g._data for g in grads], inv, found[device]._data)
+            new, flag = k.unscale_and_check([g._data for g in grads], inv[device], found[device]._data)
             for g, a in zip(grads, new):
                 g._data = a
             found[device]._data = flag
