@@ -26,6 +26,7 @@ __all__ = [
     "FLOAT_DTYPES",
     "LOW_PRECISION_DTYPES",
     "as_dtype",
+    "convert",
     "promote_types",
     "result_type",
     "finfo",
@@ -144,3 +145,25 @@ def finfo(dtype: Any) -> FInfo:
     info = ml_dtypes.finfo(d.numpy) if d is bfloat16 else np.finfo(d.numpy)
     return FInfo(d, d.itemsize * 8, float(info.eps), float(info.max), float(info.min),
                  float(info.tiny), float(info.smallest_subnormal))
+
+
+def convert(array: Any, dtype: Any) -> np.ndarray:
+    """``array`` as a new NumPy array of ``dtype``, rounded once to nearest-even.
+
+    NumPy's ``astype`` does that for every pair but float64 -> bfloat16, which
+    ml_dtypes converts through float32 and so rounds twice (1 + 2**-8 + 2**-40
+    becomes 1.0, not 1.0078125).  Here that pair goes through float32 rounded
+    to *odd* (truncate, then set the last bit if anything was dropped): 24 bits
+    keep enough to round correctly to bfloat16's 8.
+    """
+    target = as_dtype(dtype).numpy
+    a = np.asarray(array)
+    if target != bfloat16.numpy or a.dtype != np.float64:
+        return a.astype(target)
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = a.astype(np.float32)
+        wide = f.astype(np.float64)
+        inexact = np.isfinite(a) & (wide != a)
+        toward_zero = np.where(np.abs(wide) > np.abs(a), np.nextafter(f, np.float32(0)), f)
+        odd = toward_zero.view(np.uint32) | inexact.astype(np.uint32)
+    return odd.view(np.float32).astype(target)

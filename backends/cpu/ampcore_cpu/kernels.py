@@ -95,7 +95,7 @@ COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equa
 
 
 def cast(x: np.ndarray, dtype: Any) -> np.ndarray:
-    return x.astype(_np(dtype))  # astype always copies: the contract's "new array"
+    return dt.convert(x, dtype)  # always a new array (the contract), rounded once even float64 -> bfloat16
 
 
 _BITS = {2: np.int16, 4: np.int32, 8: np.int64}
@@ -216,13 +216,16 @@ def arange(start: float, stop: float, step: float, dtype: Any, device_index: int
     target = _np(dtype)
     if target.kind in "iub":
         return np.arange(start, stop, step, dtype=target)
-    return np.arange(start, stop, step, dtype=np.float64).astype(target)
+    return dt.convert(np.arange(start, stop, step, dtype=np.float64), dtype)
 
 
 def uniform(shape: tuple[int, ...], dtype: Any, seed: int, device_index: int = 0) -> np.ndarray:
     target = _np(dtype)
     rng = np.random.default_rng(seed)
-    return rng.random(shape, dtype=np.float64 if target == np.float64 else np.float32).astype(target, copy=False)
+    out = rng.random(shape, dtype=np.float64 if target == np.float64 else np.float32).astype(target, copy=False)
+    if target.itemsize == 2:  # a float32 sample just below 1 rounds up to 1.0 in 2 bytes: keep [0, 1)
+        np.minimum(out, np.nextafter(target.type(1), target.type(0)), out=out)
+    return out
 
 
 def normal(shape: tuple[int, ...], dtype: Any, seed: int, device_index: int = 0) -> np.ndarray:
@@ -265,16 +268,20 @@ def unscale_and_check(grads: list[np.ndarray], inv_scale: np.ndarray, found_inf:
 
 def update_scale(scale: np.ndarray, growth_tracker: np.ndarray, found_inf: np.ndarray, growth_factor: float,
                  backoff_factor: float, growth_interval: int) -> tuple[np.ndarray, np.ndarray]:
-    """torch's rule: back off and reset on inf; grow every ``growth_interval`` clean steps (unless that overflows)."""
+    """torch's rule: back off and reset on inf; grow every ``growth_interval`` clean steps (unless that overflows).
+
+    The products are taken in float64 and rounded once to float32, as torch's
+    ``float * double`` does, so a factor like 1.1 gives torch's scale bit for bit.
+    """
     scale, tracker = scale.copy(), growth_tracker.copy()
     if found_inf.reshape(())[()] != 0:
-        scale *= np.float32(backoff_factor)
+        scale[...] = scale.astype(np.float64) * backoff_factor
         tracker[...] = 0
     else:
         successful = tracker + 1
         if successful.reshape(())[()] == growth_interval:
             with np.errstate(over="ignore"):
-                grown = scale * np.float32(growth_factor)
+                grown = (scale.astype(np.float64) * growth_factor).astype(np.float32)
             if np.isfinite(grown).all():
                 scale = grown
             tracker[...] = 0
@@ -293,9 +300,10 @@ def primitive_table() -> dict[str, Callable[..., Any]]:
     for name, fn in COMPARE.items():
         table[name] = _compare(fn)
     table.update(
-        cast=_quiet(cast), where=where, sum=reduce_sum, max=reduce_max, argmax=argmax, cumsum=cumsum,
-        matmul=matmul, reshape=np.reshape, transpose=np.transpose, broadcast_to=np.broadcast_to,
-        slice=slice_, slice_assign=slice_assign, pad=pad, concat=concat, take=take, scatter_add=scatter_add,
+        cast=_quiet(cast), where=where, sum=_quiet(reduce_sum), max=_quiet(reduce_max), argmax=argmax,
+        cumsum=_quiet(cumsum), matmul=_quiet(matmul), reshape=np.reshape, transpose=np.transpose,
+        broadcast_to=np.broadcast_to, slice=slice_, slice_assign=slice_assign, pad=pad, concat=concat, take=take,
+        scatter_add=_quiet(scatter_add),
         full=full, arange=arange, uniform=uniform, normal=normal,
         unscale_and_check=unscale_and_check, update_scale=update_scale,
     )

@@ -65,7 +65,7 @@ class CPUBackend(ampcore.Backend):
         return {**primitive_table(), **fused_table()}
 
     def from_numpy(self, array: np.ndarray, dtype: Any, device_index: int = 0) -> np.ndarray:
-        return np.array(array, dtype=dtype.numpy, copy=True)
+        return dt.convert(array, dtype)  # a new array, rounded once (float64 -> bfloat16 too)
 
     def to_numpy(self, array: np.ndarray) -> np.ndarray:
         return np.array(array, copy=True)
