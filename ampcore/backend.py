@@ -129,5 +129,14 @@ class Backend:
     def synchronize(self, device_index: int = 0) -> None:
         """Wait for queued work (for timing); a no-op on synchronous backends."""
 
+    # --- conformance ---------------------------------------------------
+    def conformance_known_gaps(self) -> str | None:
+        """Path of the TOML file listing the conformance checks this backend is known to fail, with reasons.
+
+        ``None`` (the default): no known gaps, every check must pass.  See
+        :mod:`ampcore.conformance.gaps` for the format.
+        """
+        return None
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"

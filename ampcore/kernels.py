@@ -55,11 +55,17 @@ normal(shape, dtype, seed, device_index)    N(0, 1), deterministic in ``seed``
 unscale_and_check(grads, inv_scale, found_inf) -> (grads, found_inf)
                         multiply every gradient by ``inv_scale`` (a 1-element
                         float32 array) and set ``found_inf`` (1-element float32)
-                        to 1.0 if any element of any gradient is inf or NaN;
-                        one pass, on the device; may work in place
+                        to 1.0 if any element of any *unscaled* gradient is
+                        inf or NaN (so every non-finite input, and a finite one
+                        that overflows when inv_scale > 1: no inf reaches the
+                        optimizer); never clears it; one pass, on the device;
+                        may work in place
 update_scale(scale, growth_tracker, found_inf, growth_factor, backoff_factor,
              growth_interval) -> (scale, growth_tracker)
-                        torch's dynamic loss-scale rule, on the device
+                        torch's dynamic loss-scale rule, on the device: scale
+                        float32, tracker int32, found_inf > 0 means inf; the
+                        products scale * factor rounded once to float32 (as
+                        torch's float * double), growth skipped if not finite
 ======================  =====================================================
 
 Fused kernels are optional; each has a reference composition of primitives in

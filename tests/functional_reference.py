@@ -1,4 +1,4 @@
-"""Shared by the tests of ampcore.nn.functional: the one tolerance rule, input
+"""Shared by the tests of ampcore.nn.functional: assert_close with the suite's tolerance rule, input
 makers, and float64 NumPy reference implementations written independently of
 ampcore (explicit loops, einsum, log-sum-exp).
 """
@@ -11,35 +11,17 @@ import numpy as np
 
 import ampcore
 from ampcore import dtypes as dt
+from ampcore.conformance.tolerance import assert_close as conformance_assert_close, tolerance  # noqa: F401 - re-exported
 
-# Machine epsilon (spacing at 1.0) of each dtype.
-EPS = {dt.float64: 2.0 ** -52, dt.float32: 2.0 ** -23, dt.float16: 2.0 ** -10, dt.bfloat16: 2.0 ** -7}
 FLOATS = (dt.float32, dt.float16, dt.bfloat16)
 LOW = (dt.float16, dt.bfloat16)
 
 
-def tolerance(dtype: dt.DType, n: int = 1) -> float:
-    """The tolerance rule, for every forward comparison: 4 * eps(dtype) * sqrt(reduction length).
-
-    A few roundings to the output dtype plus float32-or-better accumulation
-    over ``n`` terms, whose error grows like sqrt(n) for random data.
-    """
-    return 4.0 * EPS[dtype] * math.sqrt(max(n, 1))
-
-
 def assert_close(actual: ampcore.Tensor, expected: np.ndarray, n: int = 1) -> None:
-    """``actual`` (any dtype) matches the float64 ``expected`` within tolerance(actual.dtype, n).
-
-    The error is measured relative to each value plus the overall magnitude of
-    the result (at least 1, the scale of the standard-normal test inputs), so
-    values that cancel to near zero are judged against the scale they came from.
-    """
-    expected = np.asarray(expected, np.float64)
-    got = actual.numpy().astype(np.float64)
-    assert got.shape == expected.shape, f"shape {got.shape} != expected {expected.shape}"
-    tol = tolerance(actual.dtype, n)
-    scale = max(1.0, float(np.abs(expected).max(initial=0.0)))
-    np.testing.assert_allclose(got, expected, rtol=tol, atol=tol * scale)
+    """``actual`` (any dtype) matches the float64 ``expected`` within tolerance(actual.dtype, n): the
+    conformance suite's rule (:mod:`ampcore.conformance.tolerance`), relative to the result's magnitude and
+    at least 1, the scale of the standard-normal test inputs."""
+    conformance_assert_close(actual.numpy(), expected, actual.dtype, n)
 
 
 def randn(*shape: int, seed: int = 0, dtype: dt.DType = dt.float32, requires_grad: bool = False,

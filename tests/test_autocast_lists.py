@@ -1,13 +1,15 @@
 """Every op of torch's autocast lists that ampcore implements, run inside autocast on the CPU backend
 (like PyTorch's AutocastTestLists): the output dtype for bfloat16 and float16, for the CPU table and
-the CUDA table; and (hypothesis) the decision depends only on (op, input dtypes, autocast state)."""
+the CUDA table; and (hypothesis) the decision depends only on (op, input dtypes, autocast state).
+
+The op calls (``CASES``) live in :mod:`ampcore.conformance.op_cases`, shared with the conformance
+suite's autocast check, which runs them on any backend's device."""
 
 from __future__ import annotations
 
 import itertools
-from typing import Any, Callable
+from typing import Any
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,90 +18,10 @@ import ampcore
 from ampcore import amp
 from ampcore import dtypes as dt
 from ampcore import policy as P
+from ampcore.conformance.op_cases import CASES, Inputs
 from ampcore.dispatch import registered_ops
-from ampcore.nn import functional as F
 
 bf16, f16, f32, f64 = dt.bfloat16, dt.float16, dt.float32, dt.float64
-
-
-class Inputs:
-    """Makes an op's float tensors: the k-th one in ``dtypes[k % len(dtypes)]``, values in [0.5, 1.5)."""
-
-    def __init__(self, dtypes: tuple[dt.DType, ...], seed: int = 0):
-        self.dtypes = dtypes
-        self.count = 0
-        self.rng = np.random.default_rng(seed)
-
-    def _next_dtype(self) -> dt.DType:
-        d = self.dtypes[self.count % len(self.dtypes)]
-        self.count += 1
-        return d
-
-    def __call__(self, *shape: int) -> ampcore.Tensor:
-        return ampcore.tensor(self.rng.uniform(0.5, 1.5, shape), dtype=self._next_dtype())
-
-    def const(self, values: Any) -> ampcore.Tensor:
-        return ampcore.tensor(np.asarray(values, dtype=np.float64), dtype=self._next_dtype())
-
-
-def classes(*values: int) -> ampcore.Tensor:
-    return ampcore.tensor(list(values))
-
-
-# op -> how to call it; every tensor argument comes from ``t``.
-CASES: dict[str, Callable[[Inputs], ampcore.Tensor]] = {
-    # lower precision
-    "matmul": lambda t: t(3, 4) @ t(4, 5),
-    "mm": lambda t: F.mm(t(3, 4), t(4, 5)),
-    "bmm": lambda t: F.bmm(t(2, 3, 4), t(2, 4, 5)),
-    "addmm": lambda t: F.addmm(t(3, 5), t(3, 4), t(4, 5)),
-    "baddbmm": lambda t: F.baddbmm(t(2, 3, 5), t(2, 3, 4), t(2, 4, 5)),
-    "linear": lambda t: F.linear(t(3, 4), t(5, 4), t(5)),
-    "conv1d": lambda t: F.conv1d(t(2, 3, 8), t(4, 3, 3), t(4)),
-    "conv2d": lambda t: F.conv2d(t(2, 3, 6, 6), t(4, 3, 3, 3), t(4)),
-    "prelu": lambda t: F.prelu(t(2, 3, 4), t(3)),
-    "scaled_dot_product_attention": lambda t: F.scaled_dot_product_attention(t(2, 4, 8), t(2, 4, 8), t(2, 4, 8)),
-    # float32
-    "__rtruediv__": lambda t: 1.0 / t(3, 4),
-    "__rpow__": lambda t: 2.0 ** t(3, 4),
-    "pow": lambda t: t(3, 4) ** 2.0,
-    "exp": lambda t: t(3, 4).exp(),
-    "log": lambda t: t(3, 4).log(),
-    "rsqrt": lambda t: t(3, 4).rsqrt(),
-    "sum": lambda t: t(3, 4).sum(),
-    "cumsum": lambda t: t(3, 4).cumsum(1),
-    "softmax": lambda t: F.softmax(t(3, 4), 1),
-    "log_softmax": lambda t: F.log_softmax(t(3, 4), 1),
-    "softmin": lambda t: F.softmin(t(3, 4), 1),
-    "softplus": lambda t: F.softplus(t(3, 4)),
-    "layer_norm": lambda t: F.layer_norm(t(3, 4), (4,), t(4), t(4)),
-    "group_norm": lambda t: F.group_norm(t(2, 4, 3), 2, t(4), t(4)),
-    "normalize": lambda t: F.normalize(t(3, 4)),
-    "cosine_similarity": lambda t: F.cosine_similarity(t(3, 4), t(3, 4)),
-    "cross_entropy": lambda t: F.cross_entropy(t(3, 4), classes(0, 3, 1)),
-    "nll_loss": lambda t: F.nll_loss(t(3, 4), classes(0, 3, 1)),
-    "mse_loss": lambda t: F.mse_loss(t(3, 4), t(3, 4)),
-    "l1_loss": lambda t: F.l1_loss(t(3, 4), t(3, 4)),
-    "smooth_l1_loss": lambda t: F.smooth_l1_loss(t(3, 4), t(3, 4)),
-    "huber_loss": lambda t: F.huber_loss(t(3, 4), t(3, 4)),
-    "kl_div": lambda t: F.kl_div(t(3, 4), t(3, 4), reduction="batchmean"),
-    "binary_cross_entropy_with_logits": lambda t: F.binary_cross_entropy_with_logits(t(3, 4), t.const(
-        np.eye(3, 4))),
-    "margin_ranking_loss": lambda t: F.margin_ranking_loss(t(5), t(5), t.const([1, -1, 1, 1, -1])),
-    "soft_margin_loss": lambda t: F.soft_margin_loss(t(5), t.const([1, -1, 1, 1, -1])),
-    "hinge_embedding_loss": lambda t: F.hinge_embedding_loss(t(5), t.const([1, -1, 1, 1, -1])),
-    "poisson_nll_loss": lambda t: F.poisson_nll_loss(t(3, 4), t(3, 4)),
-    "cosine_embedding_loss": lambda t: F.cosine_embedding_loss(t(3, 4), t(3, 4), t.const([1, -1, 1])),
-    "triplet_margin_loss": lambda t: F.triplet_margin_loss(t(3, 4), t(3, 4), t(3, 4)),
-    # widest input type
-    "cat": lambda t: ampcore.cat([t(2, 3), t(1, 3)]),
-    "stack": lambda t: ampcore.stack([t(2, 3), t(2, 3)]),
-    "addcmul": lambda t: F.addcmul(t(3, 4), t(3, 4), t(3, 4), value=0.5),
-    "addcdiv": lambda t: F.addcdiv(t(3, 4), t(3, 4), t(3, 4), value=0.5),
-    "dot": lambda t: F.dot(t(5), t(5)),
-    "tensordot": lambda t: F.tensordot(t(2, 3, 4), t(3, 4, 5), dims=2),
-    "bilinear": lambda t: F.bilinear(t(3, 4), t(3, 5), t(2, 4, 5), t(2)),
-}
 
 TABLES = ("cpu", "cuda")
 LOW = (bf16, f16)

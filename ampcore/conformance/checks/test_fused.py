@@ -1,0 +1,303 @@
+"""The optional fused kernels, called directly on device arrays, and the optimizers built on ``adamw_step``.
+
+A backend need not provide a fused kernel (the core then composes primitives, which ``ops`` checks); where
+it does, the kernel must agree with the float64 reference within the one tolerance rule, in every dtype the
+backend computes: softmax / log_softmax (odd shapes, every axis position, non-contiguous input, magnitudes
+where exp overflows without subtracting the maximum, rows of -inf), their backward kernels, gelu and
+gelu_backward (exact erf and tanh forms), and ``adamw_step`` over several steps for Adam and AdamW, with and
+without weight decay.  ``optim.SGD`` / ``Adam`` / ``AdamW`` run a few steps on the device whichever route
+the backend takes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pytest
+
+import ampcore
+from ampcore import dtypes as dt
+from ampcore.conformance import NOT_SUPPORTED, assert_close
+from ampcore.conformance import op_reference as R
+
+FLOATS = [d.name for d in dt.FLOAT_DTYPES]
+SEED = 20240805
+
+
+def _require_kernel(backend: Any, name: str) -> None:
+    """Skip as not supported when the backend leaves the optional fused kernel to the core."""
+    if not backend.kernels.has(name):
+        pytest.skip(f"{NOT_SUPPORTED}: optional fused kernel {name!r} not provided; the core's composition of "
+                    "primitives is used, checked in ops")
+
+
+def _rounded(values: Any, d: dt.DType) -> np.ndarray:
+    return np.asarray(values, np.float64).astype(d.numpy)
+
+
+def _put(backend: Any, values: Any, d: dt.DType) -> tuple[Any, np.ndarray]:
+    """A device array of ``values`` rounded to ``d``, and the float64 values it holds."""
+    array = backend.put(_rounded(values, d), d)
+    return array, backend.get(array).astype(np.float64)
+
+
+def _check_dtype(backend: Any, array: Any, d: dt.DType, what: str) -> None:
+    got = backend.backend.dtype_of(array)
+    assert got is d, f"{what}: result dtype {got.name}, expected {d.name} (the input dtype)"
+
+
+# --------------------------------------------------------------------------- softmax / log_softmax
+_NORMALIZED: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {"softmax": R.softmax,
+                                                                    "log_softmax": R.log_softmax}
+_BACKWARD_VJP = {"softmax_backward": R.softmax_vjp, "log_softmax_backward": R.log_softmax_vjp}
+# (shape, axis): odd sizes, the reduced axis first, last and in the middle, rows of one element, an empty batch.
+_LAYOUTS = [((5, 7), 1), ((5, 7), 0), ((2, 6, 3), 1), ((4, 1), 1), ((0, 5), 1)]
+
+
+def _layouts(backend: Any, d: dt.DType, rng: np.random.Generator, scale: float = 3.0
+             ) -> Iterator[tuple[str, Any, np.ndarray, int]]:
+    """(label, device array, its float64 values, axis) for every layout, plus a transposed (non-contiguous)
+    view made by the backend's own transpose kernel."""
+    for shape, axis in _LAYOUTS:
+        x, x64 = _put(backend, rng.standard_normal(shape) * scale, d)
+        yield f"shape {shape}, axis {axis}", x, x64, axis
+    base, base64 = _put(backend, rng.standard_normal((7, 5)) * scale, d)
+    yield "a transposed (7, 5) view, axis 1", backend.kernels.transpose(base, (1, 0)), base64.T, 1
+
+
+def _check_normalized(backend: Any, op: str, x: Any, x64: np.ndarray, axis: int, d: dt.DType, what: str) -> None:
+    out = getattr(backend.kernels, op)(x, axis)
+    _check_dtype(backend, out, d, what)
+    assert_close(backend.get(out), _NORMALIZED[op](x64, axis), d, n=x64.shape[axis], what=what)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op", list(_NORMALIZED))
+def test_softmax_family(backend, op, dtype):
+    """softmax / log_softmax over random rows of every layout (n = the row length)."""
+    _require_kernel(backend, op)
+    backend.require_compute(dtype)
+    d = dt.as_dtype(dtype)
+    for label, x, x64, axis in _layouts(backend, d, np.random.default_rng(SEED)):
+        _check_normalized(backend, op, x, x64, axis, d, f"{op} in {d.name}, {label}")
+
+
+def _large(d: dt.DType, rng: np.random.Generator, signed: bool) -> np.ndarray:
+    """Rows where exp(x) overflows (:func:`op_reference.overflowing_rows`); the last is one value repeated."""
+    x = R.overflowing_rows(rng, (5, 9), d, signed)
+    x[-1] = x[0, 0]
+    return x
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op", list(_NORMALIZED))
+def test_softmax_family_large_magnitudes(backend, op, dtype):
+    """No overflow at magnitudes where exp(x) is inf: the kernel must subtract the row maximum first."""
+    _require_kernel(backend, op)
+    backend.require_compute(dtype)
+    d = dt.as_dtype(dtype)
+    x, x64 = _put(backend, _large(d, np.random.default_rng(SEED), signed=op == "softmax"), d)
+    _check_normalized(backend, op, x, x64, 1, d, f"{op} in {d.name} of values near {np.abs(x64).max():.3g}")
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op", list(_NORMALIZED))
+def test_softmax_family_neg_inf_rows(backend, op, dtype):
+    """Rows of -inf with one finite value give a one-hot softmax (log_softmax 0 there, -inf elsewhere);
+    a row with some -inf entries ignores them (masked attention's case)."""
+    _require_kernel(backend, op)
+    backend.require_compute(dtype)
+    d = dt.as_dtype(dtype)
+    rng = np.random.default_rng(SEED)
+    x = np.full((5, 6), -np.inf)
+    for row, col in enumerate([0, 3, 5, 2]):
+        x[row, col] = rng.standard_normal() * 3
+    x[4, [1, 2, 4]] = rng.standard_normal(3)
+    device, x64 = _put(backend, x, d)
+    _check_normalized(backend, op, device, x64, 1, d, f"{op} in {d.name} of rows of -inf")
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op", list(_BACKWARD_VJP))
+def test_softmax_family_backward(backend, op, dtype):
+    """backward(y, gy, axis) with y a (rounded) forward output: the float64 vector-Jacobian product (n = row
+    length)."""
+    _require_kernel(backend, op)
+    backend.require_compute(dtype)
+    d = dt.as_dtype(dtype)
+    forward = _NORMALIZED[op.removesuffix("_backward")]
+    rng = np.random.default_rng(SEED)
+    for label, _, x64, axis in _layouts(backend, d, rng):
+        y, y64 = _put(backend, forward(x64, axis), d)
+        gy, gy64 = _put(backend, rng.standard_normal(x64.shape), d)
+        out = getattr(backend.kernels, op)(y, gy, axis)
+        what = f"{op} in {d.name}, {label}"
+        _check_dtype(backend, out, d, what)
+        assert_close(backend.get(out), _BACKWARD_VJP[op](y64, gy64, axis), d, n=x64.shape[axis], what=what)
+
+
+# --------------------------------------------------------------------------- gelu
+def _approximate(op: str) -> str:
+    return "tanh" if op.endswith(".tanh") else "none"
+
+
+def _gelu_inputs(d: dt.DType, rng: np.random.Generator, huge: bool) -> np.ndarray:
+    """Random values in [-3, 3], zeros, tiny and saturated ones (erf and tanh at +-1); ``huge`` adds +-max/4.
+
+    Random values stay above -3: below it, down to about -7, the tanh form's derivative
+    0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 k x^2) is a difference of terms ~10x larger than itself
+    (t -> -1), so every implementation of that formula, torch's included, is off by ~10 eps there.
+    """
+    edges = [0.0, -0.0, 1e-3, -1e-3, 10.0, -10.0]
+    if huge:
+        edges += [ampcore.finfo(d).max / 4, -ampcore.finfo(d).max / 4]
+    return np.concatenate([rng.uniform(-3, 3, 64 - len(edges)), edges]).reshape(8, 8)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op", ["gelu", "gelu.tanh"])
+def test_gelu(backend, op, dtype):
+    """gelu(x, approximate) elementwise, including huge inputs (x**3 overflows: gelu(x) is x or -0)."""
+    _require_kernel(backend, "gelu")
+    backend.require_compute(dtype)
+    d, approximate = dt.as_dtype(dtype), _approximate(op)
+    x, x64 = _put(backend, _gelu_inputs(d, np.random.default_rng(SEED), huge=True), d)
+    out = backend.kernels.gelu(x, approximate)
+    what = f"gelu(approximate={approximate!r}) in {d.name}"
+    _check_dtype(backend, out, d, what)
+    with np.errstate(over="ignore", invalid="ignore"):
+        expected = R.gelu(x64, approximate)
+    assert_close(backend.get(out), expected, d, what=what)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op", ["gelu_backward", "gelu_backward.tanh"])
+def test_gelu_backward(backend, op, dtype):
+    """gelu_backward(x, gy, approximate) = gy * gelu'(x), gelu' by complex step of the float64 reference."""
+    _require_kernel(backend, "gelu_backward")
+    backend.require_compute(dtype)
+    d, approximate = dt.as_dtype(dtype), _approximate(op)
+    rng = np.random.default_rng(SEED)
+    x, x64 = _put(backend, _gelu_inputs(d, rng, huge=False), d)
+    gy, gy64 = _put(backend, rng.standard_normal(x64.shape), d)
+    out = backend.kernels.gelu_backward(x, gy, approximate)
+    what = f"gelu_backward(approximate={approximate!r}) in {d.name}"
+    _check_dtype(backend, out, d, what)
+    expected = gy64 * R.derivative(lambda z: R.gelu(z, approximate), x64)
+    assert_close(backend.get(out), expected, d, what=what)
+
+
+# --------------------------------------------------------------------------- adamw_step
+STEPS = 5
+# Odd, empty, and longer than a 64 Ki-element block (a blocked kernel's tail).
+_PARAM_SHAPES = [(7, 13), (0,), (5,), ((1 << 16) + 3,)]
+_ADAM_VARIANTS = {
+    "adam": dict(decoupled=False, weight_decay=0.0),
+    "adam.weight_decay": dict(decoupled=False, weight_decay=0.1),
+    "adamw": dict(decoupled=True, weight_decay=0.0),
+    "adamw.weight_decay": dict(decoupled=True, weight_decay=0.1),
+}
+_ADAM_HYPER = dict(lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8)
+
+
+def _state_dtype(d: dt.DType) -> dt.DType:
+    """Optimizer state is float32 for float32/float16/bfloat16 parameters, float64 for float64 ones."""
+    return dt.float64 if d is dt.float64 else dt.float32
+
+
+def _rounder(d: dt.DType) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda a: _rounded(a, d).astype(np.float64)
+
+
+def _draws(d: dt.DType, shapes: list[tuple[int, ...]], seed: int) -> tuple[list[np.ndarray], list[list[np.ndarray]]]:
+    """Initial parameters and STEPS gradients per parameter, rounded to ``d``, as float64."""
+    rng = np.random.default_rng(seed)
+    params = [_rounder(d)(rng.standard_normal(s)) for s in shapes]
+    grads = [[_rounder(d)(rng.standard_normal(s)) for _ in range(STEPS)] for s in shapes]
+    return params, grads
+
+
+def _moment_dtype(d: dt.DType, decoupled: bool, weight_decay: float) -> dt.DType:
+    """The precision the moments can be judged at: their own (float32) dtype, unless Adam's L2 term feeds the
+    parameter (held in ``d``) into the gradient, which then carries ``d``'s rounding."""
+    return _state_dtype(d) if decoupled or not weight_decay else d
+
+
+@pytest.mark.conformance(op="adamw_step")
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("variant", list(_ADAM_VARIANTS))
+def test_adamw_step(backend, variant, dtype):
+    """STEPS calls of adamw_step over several tensors follow float64 Adam/AdamW: parameters within
+    tolerance(dtype, n=step) (one rounding per step accumulates), moments within their dtype's; every
+    result keeps its dtype (moments float32, float64 for float64 parameters)."""
+    _require_kernel(backend, "adamw_step")
+    d = dt.as_dtype(dtype)
+    sd = _state_dtype(d)
+    backend.require_compute(d, sd)
+    options = {**_ADAM_HYPER, **_ADAM_VARIANTS[variant]}
+    p0, grads = _draws(d, _PARAM_SHAPES, SEED)
+    refs = [R.adam_steps(p, g, round_param=_rounder(d), **options) for p, g in zip(p0, grads)]
+    params = [backend.put(p, d) for p in p0]
+    m = [backend.put(np.zeros(s), sd) for s in _PARAM_SHAPES]
+    v = [backend.put(np.zeros(s), sd) for s in _PARAM_SHAPES]
+    md = _moment_dtype(d, options["decoupled"], options["weight_decay"])
+    for step in range(1, STEPS + 1):
+        g = [backend.put(_rounded(gs[step - 1], d), d) for gs in grads]
+        params, m, v = (list(a) for a in backend.kernels.adamw_step(params, g, m, v, step=step, **options))
+        for i, (ref_p, ref_m, ref_v) in enumerate(next(r) for r in refs):
+            what = f"adamw_step ({variant}) {d.name} tensor {i} {_PARAM_SHAPES[i]} after step {step}"
+            for name, array, want in (("param", params[i], d), ("exp_avg", m[i], sd), ("exp_avg_sq", v[i], sd)):
+                _check_dtype(backend, array, want, f"{what}: {name}")
+            # scale=0: judged against their own magnitude, not the unit floor meant for unit inputs, which
+            # would accept anything for exp_avg_sq (~1e-3 * g^2, a sum of positive terms: no cancellation).
+            assert_close(backend.get(params[i]), ref_p, d, n=step, scale=0.0, what=f"{what}: param")
+            assert_close(backend.get(m[i]), ref_m, md, n=step, scale=0.0, what=f"{what}: exp_avg")
+            assert_close(backend.get(v[i]), ref_v, md, n=step, scale=0.0, what=f"{what}: exp_avg_sq")
+
+
+# --------------------------------------------------------------------------- optimizers
+_OPTIMIZERS: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
+    "optim.SGD": (ampcore.optim.SGD, dict(lr=0.1, weight_decay=0.01)),
+    "optim.SGD.momentum": (ampcore.optim.SGD, dict(lr=0.1, momentum=0.9, dampening=0.1)),
+    "optim.SGD.nesterov": (ampcore.optim.SGD, dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01)),
+    "optim.Adam": (ampcore.optim.Adam, dict(lr=1e-2, weight_decay=0.1)),
+    "optim.AdamW": (ampcore.optim.AdamW, dict(lr=1e-2, weight_decay=0.1)),
+}
+_OPT_SHAPES = [(7, 13), (5,), (3, 1, 4)]
+
+
+def _reference_params(op: str, options: dict[str, Any], p0: list[np.ndarray], grads: list[list[np.ndarray]],
+                      d: dt.DType) -> list[list[np.ndarray]]:
+    """The float64 parameters after each step, per parameter."""
+    if op.startswith("optim.SGD"):
+        runs = [R.sgd_steps(p, g, round_param=_rounder(d), **options) for p, g in zip(p0, grads)]
+        return [[p for p, _ in run] for run in runs]
+    decoupled = op == "optim.AdamW"
+    runs = [R.adam_steps(p, g, lr=options["lr"], beta1=0.9, beta2=0.999, eps=1e-8,
+                         weight_decay=options["weight_decay"], decoupled=decoupled, round_param=_rounder(d))
+            for p, g in zip(p0, grads)]
+    return [[p for p, _, _ in run] for run in runs]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op", list(_OPTIMIZERS))
+def test_optimizer_steps(backend, op, dtype):
+    """STEPS optimizer steps of parameters on the device, gradients from backward of sum(p * c_t), follow the
+    float64 rule within tolerance(dtype, n=step), whether the backend runs adamw_step or the core's composition."""
+    d = dt.as_dtype(dtype)
+    backend.require_compute(d, _state_dtype(d))
+    cls, options = _OPTIMIZERS[op]
+    p0, grads = _draws(d, _OPT_SHAPES, SEED + 1)
+    expected = _reference_params(op, options, p0, grads, d)
+    params = [ampcore.nn.Parameter(backend.tensor(p, d)) for p in p0]
+    optimizer = cls(params, **options)
+    for step in range(1, STEPS + 1):
+        optimizer.zero_grad()
+        loss = sum((p * backend.tensor(g[step - 1], d)).sum() for p, g in zip(params, grads))
+        loss.backward()
+        optimizer.step()
+        for i, p in enumerate(params):
+            what = f"{op} {d.name} parameter {i} {_OPT_SHAPES[i]} after step {step}"
+            assert p.dtype is d, f"{what}: dtype {p.dtype.name}, expected {d.name}"
+            assert_close(p.numpy(), expected[i][step - 1], d, n=step, scale=0.0, what=what)  # as in adamw_step

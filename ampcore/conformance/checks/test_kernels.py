@@ -1,0 +1,221 @@
+"""Every elementwise primitive kernel (unary, binary, comparisons, where), called directly on device arrays,
+against a float64 NumPy reference.
+
+Inputs go to the device already in the dtype (so the placement cannot round),
+are read back with ``backend.get``, and the reference is evaluated in float64
+on what was read back, then rounded once to the dtype (so overflow to inf and
+underflow match IEEE).  Elementwise results are judged each against its own
+magnitude (at least 1) with :func:`assert_close`; reductions and matmul against
+the result's magnitude with ``n`` = the reduction length.  Data movement,
+selection, casts and integer results must match bit for bit.
+
+(The AMP kernels ``unscale_and_check`` / ``update_scale`` have their own module.)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+from ampcore import dtypes as dt
+from ampcore.conformance.references import (
+    ALL_NAMES, BINARY_REFERENCE, COMPARE_REFERENCE, FLOAT_NAMES, INT_NAMES, UNARY_REFERENCE, binary_inputs,
+    edge_values, round_to, sample_values, subnormals, to_f64, unary_input,
+)
+from ampcore.kernels import BINARY, COMPARISON, UNARY
+from ampcore.conformance.kernel_harness import (
+    seeded_rng, put_rounded, result_on_host, stored_values, rounded_reference, assert_close_each, assert_bits, layouts,
+)
+
+NUMERIC = FLOAT_NAMES + INT_NAMES
+
+
+# --------------------------------------------------------------------------- elementwise unary
+@pytest.mark.parametrize("dtype", FLOAT_NAMES)
+@pytest.mark.parametrize("op", UNARY)
+def test_unary(backend, op, dtype):
+    """Random inputs inside the op's domain, on odd shapes, views and empty arrays."""
+    backend.require_compute(dtype)
+    kernel = getattr(backend.kernels, op)
+    for label, x, values in layouts(backend, unary_input(op, (13, 14), seeded_rng(op, dtype)), dtype):
+        what = f"{op} on {label} in {dtype}"
+        out = result_on_host(backend, kernel(x), dtype, what)
+        assert_close_each(out, rounded_reference(UNARY_REFERENCE[op], values, dtype=dtype), dtype, what, (values,))
+
+
+# Kernels that must return their input's bits transformed exactly (no flush of subnormals to zero).
+EXACT_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {"neg": np.negative, "abs": np.abs}
+# sign(NaN) is left open by the contract: NumPy gives NaN, torch gives 0 (pytorch/pytorch#41245).
+NAN_UNSPECIFIED = frozenset({"sign"})
+
+
+@pytest.mark.parametrize("dtype", FLOAT_NAMES)
+@pytest.mark.parametrize("op", UNARY)
+def test_unary_edge_values(backend, op, dtype):
+    """Signed zeros, subnormals, +-max, +-inf and NaN give the IEEE results (log(0) = -inf, log(-1) = NaN,
+    sqrt(-1) = NaN, rsqrt(0) = inf, exp(max) = inf ...); neg/abs keep every subnormal bit-exactly."""
+    backend.require_compute(dtype)
+    kernel = getattr(backend.kernels, op)
+    edges = edge_values(dtype)
+    x = put_rounded(backend, edges[~np.isnan(edges)] if op in NAN_UNSPECIFIED else edges, dtype)
+    values = stored_values(backend, x)
+    what = f"{op} on edge values in {dtype}"
+    out = result_on_host(backend, kernel(x), dtype, what)
+    assert_close_each(out, rounded_reference(UNARY_REFERENCE[op], values, dtype=dtype), dtype, what, (values,))
+    if op in EXACT_UNARY:
+        s = subnormals(dtype)
+        x = put_rounded(backend, np.concatenate([s, -s, [0.0, -0.0]]), dtype)
+        out = result_on_host(backend, kernel(x), dtype, what)
+        assert_bits(out, round_to(EXACT_UNARY[op](stored_values(backend, x)), dtype),
+                     f"{op} of {dtype} subnormals and signed zeros (a flush to zero fails here)")
+
+
+# --------------------------------------------------------------------------- elementwise binary
+BROADCASTS: list[tuple[tuple[int, ...], tuple[int, ...]]] = [
+    ((7, 13), (7, 13)), ((4, 1), (1, 5)), ((3,), (2, 3)), ((2, 1, 5), (3, 1)), ((0, 3), (1, 3)), ((2, 3), ()),
+]
+# Python scalars for either operand (kernels.py: a number takes the array's dtype); exact in every dtype.
+SCALARS: dict[str, tuple[float | int, ...]] = {
+    "add": (1.5, 3), "sub": (0.75, 2), "mul": (-2.0, 3), "div": (4.0, 3), "pow": (2.0, 3),
+    "maximum": (0.0, 1), "minimum": (0.5, -1),
+}
+
+
+def _check_binary(backend: Any, op: str, dtype: str, a: Any, b: Any, label: str) -> None:
+    """Run ``op`` on two operands (device arrays or Python scalars) and compare with the reference."""
+    stored = [stored_values(backend, v) if not isinstance(v, (int, float)) else to_f64(round_to(v, dtype))
+              for v in (a, b)]
+    what = f"{op} on {label} in {dtype}"
+    out = result_on_host(backend, getattr(backend.kernels, op)(a, b), dtype, what)
+    expected = rounded_reference(BINARY_REFERENCE[op], *stored, dtype=dtype)
+    assert_close_each(out, expected, dtype, what, tuple(stored))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_NAMES)
+@pytest.mark.parametrize("op", BINARY)
+def test_binary(backend, op, dtype):
+    """Random operands (divisors away from 0, positive bases for pow) with broadcasting, non-contiguous
+    views, empty arrays, and a Python scalar on either side."""
+    backend.require_compute(dtype)
+    k, rng = backend.kernels, seeded_rng(op, dtype)
+    for sa, sb in BROADCASTS:
+        a, b = binary_inputs(op, sa, sb, rng)
+        _check_binary(backend, op, dtype, put_rounded(backend, a, dtype), put_rounded(backend, b, dtype),
+                      f"{sa} and {sb}")
+    a, b = binary_inputs(op, (13, 7), (7, 26), rng)
+    a_view = k.transpose(put_rounded(backend, a, dtype), (1, 0))
+    b_view = k.slice(put_rounded(backend, b, dtype), (slice(None), slice(25, None, -2)))
+    _check_binary(backend, op, dtype, a_view, b_view, "a transposed view and a negative-step view")
+    a, b = binary_inputs(op, (4, 5), (4, 5), rng)
+    for s in SCALARS[op]:
+        _check_binary(backend, op, dtype, put_rounded(backend, a, dtype), s, f"an array and the scalar {s!r}")
+        _check_binary(backend, op, dtype, s, put_rounded(backend, b, dtype), f"the scalar {s!r} and an array")
+
+
+def _identities(op: str, dtype: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(a, b, exact result) over every subnormal (both signs), for ops where the result is one operand
+    exactly: x + 0, x - 0, x * 1, x / 1, x ** 1, max(x, -x) = |x|, min(x, -x) = -|x|."""
+    s = subnormals(dtype)
+    x = np.concatenate([s, -s, [dt.finfo(dtype).tiny, -dt.finfo(dtype).max]])
+    table = {
+        "add": (x, np.zeros_like(x), x), "sub": (x, np.zeros_like(x), x), "mul": (x, np.ones_like(x), x),
+        "div": (x, np.ones_like(x), x), "pow": (np.abs(x), np.ones_like(x), np.abs(x)),
+        "maximum": (x, -x, np.abs(x)), "minimum": (x, -x, -np.abs(x)),
+    }
+    return table[op]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_NAMES)
+@pytest.mark.parametrize("op", BINARY)
+def test_binary_edge_values(backend, op, dtype):
+    """Every pair of edge values (signed zeros, subnormals, +-max, +-inf, NaN) gives the IEEE result:
+    max + max = inf, inf - inf = NaN, 1 / 0 = inf, 1 / -0 = -inf, 0 / 0 = NaN, max(NaN, x) = NaN ...;
+    and identities keep every subnormal bit-exactly (x + 0, x * 1, max(x, -x): a flush to zero fails)."""
+    backend.require_compute(dtype)
+    v = edge_values(dtype)
+    _check_binary(backend, op, dtype, put_rounded(backend, np.repeat(v, v.size), dtype),
+                  put_rounded(backend, np.tile(v, v.size), dtype), "every pair of edge values")
+    a, b, result = _identities(op, dtype)
+    device_out = getattr(backend.kernels, op)(put_rounded(backend, a, dtype), put_rounded(backend, b, dtype))
+    out = result_on_host(backend, device_out, dtype, op)
+    assert_bits(out, round_to(result, dtype), f"{op} identities on {dtype} subnormals (a flush to zero fails here)")
+
+
+# --------------------------------------------------------------------------- comparisons and where
+def _compare_values(dtype: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Values on a coarse grid, so equal pairs (the eq/le/ge boundary) are common."""
+    return rng.integers(-8, 9, size=shape) / 4.0 if dtype in FLOAT_NAMES else rng.integers(-3, 4, size=shape)
+
+
+def _compare_edges(dtype: str) -> np.ndarray:
+    """Edge values: float specials, or integers at the dtype's extremes and around 2**53 (where a
+    comparison done in float64 stops telling neighbours apart)."""
+    if dtype in FLOAT_NAMES:
+        return edge_values(dtype)
+    info = np.iinfo(dt.as_dtype(dtype).numpy)
+    big = [2 ** 53, 2 ** 53 + 1, -(2 ** 53) - 1] if dtype == "int64" else [2 ** 24, 2 ** 24 + 1]
+    return np.array([0, 1, -1, info.min, info.max, info.max - 1, *big], dtype=np.int64)
+
+
+def _check_compare(backend: Any, op: str, dtype: str, a: Any, b: Any, label: str) -> None:
+    def operand(v: Any) -> np.ndarray:
+        return backend.get(v) if not isinstance(v, (int, float)) else np.asarray(v, dtype=dt.as_dtype(dtype).numpy)
+
+    what = f"{op} on {label} in {dtype}"
+    expected = COMPARE_REFERENCE[op](*(h.astype(np.float64) if dtype in FLOAT_NAMES else h
+                                       for h in map(operand, (a, b))))
+    out = result_on_host(backend, getattr(backend.kernels, op)(a, b), "bool", what)
+    assert_bits(out, np.asarray(expected), what)
+
+
+@pytest.mark.parametrize("dtype", NUMERIC)
+@pytest.mark.parametrize("op", COMPARISON)
+def test_comparison(backend, op, dtype):
+    """Comparisons give bool with broadcasting and scalars; NaN compares unequal to everything (itself too),
+    -0 == 0, and int64 neighbours above 2**53 stay distinct."""
+    backend.require_compute(dtype)
+    rng = seeded_rng(op, dtype)
+    for sa, sb in [((7, 13), (7, 13)), ((4, 1), (1, 5)), ((3,), (2, 3)), ((0, 3), (1, 3))]:
+        a, b = _compare_values(dtype, sa, rng), _compare_values(dtype, sb, rng)
+        _check_compare(backend, op, dtype, put_rounded(backend, a, dtype), put_rounded(backend, b, dtype),
+                       f"{sa} and {sb}")
+    a = put_rounded(backend, _compare_values(dtype, (4, 5), rng), dtype)
+    scalar = 0.5 if dtype in FLOAT_NAMES else 1
+    _check_compare(backend, op, dtype, a, scalar, f"an array and the scalar {scalar}")
+    _check_compare(backend, op, dtype, scalar, a, f"the scalar {scalar} and an array")
+    e = _compare_edges(dtype)
+    _check_compare(backend, op, dtype, put_rounded(backend, np.repeat(e, e.size), dtype),
+                   put_rounded(backend, np.tile(e, e.size), dtype), "every pair of edge values")
+
+
+def _scalar_for(dtype: str) -> tuple[Any, ...]:
+    """Python scalars for ``where``'s branches: -0.0 and 1.5 for floats, 7 for ints, True for bool."""
+    return {"bool": (True,), "int64": (7,), "int32": (7,)}.get(dtype, (-0.0, 1.5))
+
+
+@pytest.mark.parametrize("dtype", ALL_NAMES)
+def test_where(backend, dtype):
+    """``where`` selects bit-exactly (signed zeros, subnormals, NaN, int64 beyond 2**53) with broadcasting
+    of all three operands and a Python scalar for either branch."""
+    backend.require_compute(dtype)
+    backend.require_storage("bool")
+    k, rng, d = backend.kernels, seeded_rng("where", dtype), dt.as_dtype(dtype)
+
+    def check(cond: np.ndarray, a: Any, b: Any, label: str) -> None:
+        host = [backend.get(v) if not isinstance(v, (int, float)) else np.asarray(v, dtype=d.numpy) for v in (a, b)]
+        what = f"where on {label} in {dtype}"
+        out = result_on_host(backend, k.where(put_rounded(backend, cond, "bool"), a, b), dtype, what)
+        assert_bits(out, np.where(cond, *host).astype(d.numpy), what)
+
+    a, b = sample_values(d, (6, 7), rng), sample_values(d, (6, 7), rng)
+    cond = rng.random((6, 7)) < 0.5
+    check(cond, put_rounded(backend, a, dtype), put_rounded(backend, b, dtype), "(6, 7) arrays")
+    check(cond[:, :1], put_rounded(backend, a[:1], dtype), put_rounded(backend, b, dtype), "(6, 1), (1, 7) and (6, 7)")
+    check(cond, put_rounded(backend, a[0], dtype), put_rounded(backend, b, dtype), "(6, 7), (7,) and (6, 7)")
+    check(np.zeros((0, 7), bool), put_rounded(backend, a[:0], dtype), put_rounded(backend, b[:1], dtype),
+          "empty (0, 7)")
+    for s in _scalar_for(dtype):
+        check(cond, put_rounded(backend, a, dtype), s, f"an array and the scalar {s!r}")
+        check(cond, s, put_rounded(backend, b, dtype), f"the scalar {s!r} and an array")

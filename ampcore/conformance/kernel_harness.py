@@ -1,0 +1,112 @@
+"""Helpers of the kernel checks: putting exactly-rounded test data on the device, reading results back with
+their dtype checked, and the elementwise / bit-exact comparisons built on the one tolerance rule."""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import dtypes as dt
+from .references import exactly, round_to, same_bits, to_f64
+from .tolerance import assert_close, assert_same_nonfinite, tolerance
+
+__all__ = ["Array", "seeded_rng", "put_rounded", "result_on_host", "stored_values", "rounded_reference",
+           "assert_close_each", "assert_bits", "layouts"]
+
+Array = Any  # a backend (device) array
+
+def seeded_rng(*key: str) -> np.random.Generator:
+    """A generator seeded by the test's identity: reruns see the same data, tests see different data."""
+    return np.random.default_rng(zlib.crc32("/".join(key).encode()))
+
+
+def put_rounded(backend: Any, values: Any, dtype: str) -> Array:
+    """A device array of ``values`` converted to ``dtype`` on the host first (rounded once for floats,
+    exactly for ints/bool), so the device's own float64 conversion never decides the test data."""
+    d = dt.as_dtype(dtype)
+    v = np.asarray(values)
+    if v.dtype != d.numpy:
+        v = round_to(to_f64(v), d) if d.is_floating_point and v.dtype.kind == "f" else exactly(v, d)
+    return backend.put(v, d)
+
+
+def result_on_host(backend: Any, out: Array, dtype: str, what: str) -> np.ndarray:
+    """The kernel output on the host, after checking it is a ``dtype`` array on the device and on the host."""
+    d = dt.as_dtype(dtype)
+    claimed = backend.backend.dtype_of(out)
+    assert claimed == d, f"{what}: the device says the result is {claimed}, expected {d.name}"
+    host = backend.get(out)
+    assert host.dtype == d.numpy, f"{what}: to_numpy gave a {host.dtype} array, expected {d.name}"
+    return host
+
+
+def stored_values(backend: Any, x: Array) -> np.ndarray:
+    """The values the device holds, as float64 (what the reference is evaluated on)."""
+    return to_f64(backend.get(x))
+
+
+def rounded_reference(fn: Callable[..., np.ndarray], *inputs: Any, dtype: str) -> np.ndarray:
+    """The float64 reference on ``inputs``, rounded once to ``dtype`` and returned as float64."""
+    with np.errstate(all="ignore"):
+        return to_f64(round_to(fn(*inputs), dtype))
+
+
+def assert_close_each(actual: np.ndarray, expected: np.ndarray, dtype: str, what: str,
+                       inputs: tuple[np.ndarray, ...] = ()) -> None:
+    """Elementwise results, each within ``tolerance(dtype)`` of its own magnitude (at least 1).
+
+    A vectorised pre-filter (half the allowed error) picks the suspects; :func:`assert_close`
+    on each suspect decides, so the one tolerance rule is the arbiter.
+    """
+    a, e = to_f64(actual), np.asarray(expected, np.float64)
+    if a.shape != e.shape:
+        raise AssertionError(f"{what}: shape {a.shape} where the reference has {e.shape}")
+    assert_same_nonfinite(a, e, what)
+    finite = np.isfinite(e)
+    magnitude = np.abs(np.where(finite, e, 0.0))
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.where(finite, np.abs(a - e), 0.0)
+        suspects = err > 0.5 * tolerance(dtype) * (magnitude + np.maximum(1.0, magnitude))
+    for index in map(tuple, np.argwhere(suspects)):
+        args = ", ".join(repr(float(np.broadcast_to(x, e.shape)[index])) for x in inputs)
+        assert_close(np.reshape(a[index], 1), np.reshape(e[index], 1), dtype,
+                     what=f"{what}, element {index}" + (f" = f({args})" if args else ""))
+
+
+def assert_bits(actual: np.ndarray, expected: np.ndarray, what: str) -> None:
+    """Bit-for-bit equality (any NaN matches any NaN), shape and dtype included."""
+    if actual.shape != expected.shape or actual.dtype != expected.dtype:
+        raise AssertionError(f"{what}: got a {actual.dtype} array of shape {actual.shape}, expected "
+                             f"{expected.dtype} {expected.shape}")
+    same = same_bits(actual, expected)
+    if not same.all():
+        i = tuple(int(v) for v in np.argwhere(~same)[0])
+        raise AssertionError(f"{what}: {int((~same).sum())} of {same.size} elements differ; first at {i}: got "
+                             f"{actual[i]!r}, expected {expected[i]!r} (bit-for-bit)")
+
+
+def layouts(backend: Any, base: np.ndarray, dtype: str) -> list[tuple[str, Array, np.ndarray]]:
+    """``base`` (2-D float64, at least (13, 14)) laid out as an odd shape, a 3-D shape, a transposed view, a
+    negative-step strided view and two empty arrays: (label, device array, its float64 values).
+
+    Views are made with the backend's own ``transpose``/``slice``; their expected values with NumPy on
+    the host copy, so a broken view kernel cannot hide behind its own output.
+    """
+    k = backend.kernels
+    whole = put_rounded(backend, base[:13, :14], dtype)
+    host = stored_values(backend, whole)
+
+    def placed(values: np.ndarray) -> tuple[Array, np.ndarray]:
+        x = put_rounded(backend, values, dtype)
+        return x, stored_values(backend, x)
+
+    return [
+        ("shape (7, 13)", *placed(base[:7, :13])),
+        ("shape (3, 1, 5)", *placed(base.reshape(-1)[:15].reshape(3, 1, 5))),
+        ("transposed view", k.transpose(whole, (1, 0)), host.T),
+        ("negative-step view", k.slice(whole, (slice(12, None, -2), slice(1, None, 3))), host[12::-2, 1::3]),
+        ("empty (0, 5)", *placed(np.zeros((0, 5)))),
+        ("empty (2, 0, 3)", *placed(np.zeros((2, 0, 3)))),
+    ]
