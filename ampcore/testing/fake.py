@@ -6,6 +6,7 @@ without hardware, the way array-api-strict's fake devices lack a dtype:
     FakeBackend(storable={float32, bfloat16}, native={float32})   # bf16 storage only
     FakeBackend(missing=("matmul",))           # register_backend -> MissingKernelsError
     FakeBackend(fail_on=("exp", 2))            # the 2nd call of exp raises RuntimeError
+    FakeBackend(defects=("truncating_casts",)) # a deliberate bug the conformance suite must catch
 
 Compute kernels refuse inputs whose dtype is storable but neither native nor
 emulated (TypeError), so a core that ignores ``capabilities()`` is caught.
@@ -23,6 +24,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..backend import Backend, Capabilities
 from ..kernels import BINARY, COMPARISON, UNARY
+from .defects import Disguised, apply_defects, check_defects, disguise
 
 __all__ = ["FakeBackend"]
 
@@ -116,13 +118,17 @@ def _scatter_add(src: np.ndarray, indices: np.ndarray, axis: int, size: int) -> 
 
 def _random(method: str) -> Callable[..., np.ndarray]:
     def kernel(shape: tuple[int, ...], dtype: Any, seed: int, device_index: int = 0) -> np.ndarray:
-        return getattr(np.random.default_rng(seed), method)(shape).astype(_np(dtype))
+        out = dt.convert(getattr(np.random.default_rng(seed), method)(shape), dtype)
+        if method == "random" and out.dtype.itemsize == 2:  # rounding up to 1.0 would leave [0, 1)
+            np.minimum(out, np.nextafter(out.dtype.type(1), out.dtype.type(0)), out=out)
+        return out
 
     return kernel
 
 
 def _unscale_and_check(grads: list, inv_scale: np.ndarray, found_inf: np.ndarray) -> tuple[list, np.ndarray]:
-    out = [(_up(g) * inv_scale.reshape(())).astype(g.dtype) for g in grads]
+    with np.errstate(all="ignore"):
+        out = [(_up(g) * inv_scale.reshape(())).astype(g.dtype) for g in grads]
     bad = any(not np.isfinite(_up(g)).all() for g in out)
     return out, np.asarray([1.0 if bad else float(found_inf.reshape(-1)[0])], dtype=_F32).reshape(found_inf.shape)
 
@@ -130,12 +136,13 @@ def _unscale_and_check(grads: list, inv_scale: np.ndarray, found_inf: np.ndarray
 def _update_scale(scale: np.ndarray, tracker: np.ndarray, found_inf: np.ndarray, growth_factor: float,
                   backoff_factor: float, growth_interval: int) -> tuple[np.ndarray, np.ndarray]:
     s, t = float(scale.reshape(-1)[0]), int(tracker.reshape(-1)[0])
-    if float(found_inf.reshape(-1)[0]):
-        s, t = s * backoff_factor, 0
-    elif t + 1 == growth_interval:
-        s, t = (s * growth_factor if np.isfinite(np.float32(s * growth_factor)) else s), 0
-    else:
-        t += 1
+    with np.errstate(over="ignore"):
+        if float(found_inf.reshape(-1)[0]):
+            s, t = s * backoff_factor, 0
+        elif t + 1 == growth_interval:
+            s, t = (s * growth_factor if np.isfinite(np.float32(s * growth_factor)) else s), 0
+        else:
+            t += 1
     return np.full(scale.shape, s, dtype=scale.dtype), np.full(tracker.shape, t, dtype=tracker.dtype)
 
 
@@ -145,7 +152,7 @@ def _primitives() -> dict[str, Callable[..., Any]]:
     table.update({n: _elementwise(_BINARY_FNS[n]) for n in BINARY})
     table.update({n: _compare(_COMPARE_FNS[n]) for n in COMPARISON})
     table.update(
-        cast=lambda x, dtype: x.astype(_np(dtype)), where=_where, sum=_sum, max=_max,
+        cast=dt.convert, where=_where, sum=_sum, max=_max,
         argmax=lambda x, axis: np.asarray(np.argmax(_up(x), axis=axis), dtype=np.int64),
         cumsum=_reduce(np.cumsum, True), matmul=_elementwise(np.matmul),
         reshape=np.reshape, transpose=np.transpose, broadcast_to=np.broadcast_to,
@@ -153,7 +160,7 @@ def _primitives() -> dict[str, Callable[..., Any]]:
         concat=lambda xs, axis: np.concatenate(list(xs), axis=axis),
         take=lambda x, indices, axis: np.take(x, indices, axis=axis), scatter_add=_scatter_add,
         full=lambda shape, value, dtype, device_index=0: np.full(shape, value, dtype=_np(dtype)),
-        arange=lambda start, stop, step, dtype, device_index=0: np.arange(start, stop, step).astype(_np(dtype)),
+        arange=lambda start, stop, step, dtype, device_index=0: dt.convert(np.arange(start, stop, step), dtype),
         uniform=_random("random"), normal=_random("standard_normal"),
         unscale_and_check=_unscale_and_check, update_scale=_update_scale,
     )
@@ -173,13 +180,15 @@ class FakeBackend(Backend):
     kernel raise RuntimeError; ``devices`` is the device count;
     ``fallback_ops`` maps a dtype to ops the device claims it cannot run in it,
     and ``policy`` names the built-in cast-policy table it starts from.
+    ``defects`` names deliberate bugs from :data:`ampcore.testing.defects.DEFECTS`.
     """
 
     def __init__(self, name: str = "fake", *, storable: Collection[Any] | None = None,
                  native: Collection[Any] | None = None, emulated: Collection[Any] | None = None,
                  missing: Collection[str] = (), fail_on: tuple[str, int] | None = None, priority: int = 0,
                  devices: int = 1, autocast_dtype: Any = None,
-                 fallback_ops: Mapping[Any, Collection[str]] | None = None, policy: str = "cpu"):
+                 fallback_ops: Mapping[Any, Collection[str]] | None = None, policy: str = "cpu",
+                 defects: Collection[str] = ()):
         as_set = lambda ds: frozenset(dt.as_dtype(d) for d in ds)  # noqa: E731 - local conversion
         self.name = name
         self.priority = priority
@@ -194,6 +203,7 @@ class FakeBackend(Backend):
         self.autocast_dtype = dt.as_dtype(autocast_dtype) if autocast_dtype is not None else None
         self.fallback_ops = {dt.as_dtype(d): frozenset(ops) for d, ops in (fallback_ops or {}).items()}
         self.policy = policy
+        self.defects = check_defects(defects)
         self.calls: dict[str, int] = {}
 
     def device_count(self) -> int:
@@ -205,7 +215,8 @@ class FakeBackend(Backend):
                             policy=self.policy, fallback_ops=self.fallback_ops)
 
     def kernel_functions(self) -> Mapping[str, Callable[..., Any]]:
-        return {name: self._wrap(name, fn) for name, fn in _primitives().items() if name not in self.missing}
+        table = apply_defects(_primitives(), self.defects)
+        return {name: self._wrap(name, fn) for name, fn in table.items() if name not in self.missing}
 
     def _wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         computable = {d.numpy for d in self.native | self.emulated}
@@ -229,7 +240,14 @@ class FakeBackend(Backend):
         dtype = dt.as_dtype(dtype)
         if dtype not in self.storable:
             raise TypeError(f"fake backend {self.name!r} cannot store {dtype.name}")
-        return np.array(array, dtype=dtype.numpy, copy=True)
+        if "float32_inside" in self.defects and dtype in dt.LOW_PRECISION_DTYPES:
+            return disguise(dt.convert(array, dtype), dtype)
+        return dt.convert(array, dtype)
 
     def to_numpy(self, array: np.ndarray) -> np.ndarray:
+        if isinstance(array, Disguised):
+            return np.asarray(array).view(np.ndarray).astype(array.claimed.numpy)
         return np.array(array, copy=True)
+
+    def dtype_of(self, array: Any) -> dt.DType:
+        return array.claimed if isinstance(array, Disguised) else dt.as_dtype(array.dtype)

@@ -1,0 +1,258 @@
+"""The conformance suite tested on fake backends: honest ones (capabilities switched off) pass, with "not
+supported" where they say no; deliberately broken ones FAIL in the check that names the defect; known gaps,
+the report, the JSON and ``ampcore conformance`` behave.
+
+The suite runs in-process through pytest's ``pytester``, so a fake registered here is the backend it checks.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ampcore
+from ampcore import dtypes as dt
+from ampcore.cli import main
+from ampcore.conformance import KnownGapsError, load_known_gaps
+from ampcore.plugins import hookimpl, registry
+from ampcore.testing import FakeBackend
+
+pytest_plugins = ["pytester"]
+
+
+class Result:
+    """One in-process run of the suite: pytest's outcome and the JSON report of the one backend checked."""
+
+    def __init__(self, run: Any, report: dict[str, Any]):
+        self.run, self.report = run, report
+        self.ret = run.ret
+
+    def cells(self, outcome: str) -> set[tuple[str, str, str]]:
+        return {(c["check"], c["op"], c["dtype"]) for c in self.report["cells"] if c["outcome"] == outcome}
+
+    def checks(self, outcome: str) -> set[str]:
+        return {check for check, _, _ in self.cells(outcome)}
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> Any:
+    """``suite(backend_name, *modules, *extra_args)`` runs the named check modules (all if none) in-process."""
+
+    def run(name: str, *modules: str, args: tuple[str, ...] = ()) -> Result:
+        path = pytester.path / "report.json"
+        targets = [f"ampcore.conformance.checks.test_{m}" for m in modules] or ["ampcore.conformance"]
+        outcome = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--pyargs", *targets,
+                                               "--ampcore-backend", name, "--ampcore-json", str(path), *args)
+        backends = json.loads(path.read_text())["backends"] if path.exists() else []
+        return Result(outcome, backends[0] if backends else {})
+
+    return run
+
+
+# --------------------------------------------------------------------------- honest backends pass
+HONEST = {
+    "every dtype": {},
+    "no float64": {"storable": [d for d in dt.ALL_DTYPES if d is not dt.float64]},
+    "bfloat16 storage only": {"native": [dt.float64, dt.float32, dt.int64, dt.int32, dt.bool_],
+                              "emulated": [dt.float16], "autocast_dtype": dt.float16},
+    "no 2-byte floats": {"storable": [dt.float64, dt.float32, dt.int64, dt.int32, dt.bool_]},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", HONEST, ids=list(HONEST))
+def test_suite_passes_on_an_honest_fake_backend(suite, register_fake, config):
+    backend = register_fake(**HONEST[config])
+    result = suite(backend.name)
+    assert result.ret == 0, result.run.stdout.str()[-3000:]
+    assert result.report["passed"] and result.report["summary"]["fail"] == 0
+    assert result.report["summary"]["pass"] > 100
+    unsupported = {d for _, _, d in result.cells("not supported")}
+    passing = {d for _, _, d in result.cells("pass")}
+    for d in dt.FLOAT_DTYPES:
+        if d in backend.native | backend.emulated:
+            assert d.name in passing and ("kernels", "add", d.name) in result.cells("pass")
+        else:
+            assert d.name in unsupported, f"{d.name} is not computed: its kernel cells must say 'not supported'"
+            assert ("kernels", "add", d.name) in result.cells("not supported")
+
+
+# --------------------------------------------------------------------------- broken backends fail
+# defect -> (the check modules to run, the (check, op, dtype) cells that must fail)
+DEFECTS = {
+    "truncating_casts": (("rounding",), {("rounding", "cast", "float16"), ("rounding", "cast", "bfloat16")}),
+    "float32_inside": (("rounding", "storage"), {("storage", "bytes per element", "float16"),
+                                                 ("rounding", "no_silent_float32", "float16")}),
+    "low_precision_accumulation": (("kernels_reductions",), {("kernels", "sum", "float16"),
+                                                             ("kernels", "matmul", "bfloat16")}),
+    "unscale_ignores_nan": (("amp_kernels",), {("amp_kernels", "unscale_and_check", "float32")}),
+}
+
+
+@pytest.mark.parametrize("defect", DEFECTS)
+def test_suite_fails_on_a_broken_backend_where_the_defect_is(suite, register_fake, defect):
+    modules, must_fail = DEFECTS[defect]
+    backend = register_fake(defects=(defect,))
+    result = suite(backend.name, *modules)
+    assert result.ret == 1, f"the suite passed a backend with {defect}"
+    assert not result.report["passed"]
+    failing = result.cells("fail")
+    assert must_fail <= failing, f"expected {sorted(must_fail - failing)} among the failures {sorted(failing)}"
+    honest = suite(register_fake().name, *modules)
+    assert honest.ret == 0, "the same checks pass on the fake without the defect"
+
+
+class MissingMatmul:
+    """A plugin whose backend lacks the matmul primitive: registration records it as broken."""
+
+    @hookimpl
+    def ampcore_backends(self):
+        return [FakeBackend(name="nomatmul", missing=("matmul",))]
+
+
+def test_suite_fails_on_a_backend_missing_a_primitive_and_names_it(suite, monkeypatch):
+    monkeypatch.setattr(registry, "broken", list(registry.broken))
+    ampcore.register_plugin(MissingMatmul(), name="nomatmul")
+    try:
+        result = suite("nomatmul", "contract")
+        assert result.ret == 1
+        assert "missing primitive kernels matmul" in result.run.stdout.str()
+    finally:
+        registry.pm.unregister(name="nomatmul")
+
+
+# --------------------------------------------------------------------------- known gaps
+def write_gaps(path: Path, *entries: dict[str, str]) -> Path:
+    lines = []
+    for entry in entries:
+        lines.append("[[gap]]")
+        lines += [f"{k} = {json.dumps(v)}" for k, v in entry.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_known_gaps_turn_failures_into_xfail_and_flag_stale_and_unused_ones(suite, register_fake, tmp_path):
+    backend = register_fake(defects=("low_precision_accumulation",))
+    gaps = write_gaps(
+        tmp_path / "gaps.toml",
+        {"check": "kernels", "op": "sum", "reason": "accumulates in the input dtype, fix in #99"},
+        {"check": "kernels", "op": "cumsum", "reason": "same"},
+        {"check": "kernels", "op": "matmul", "reason": "same"},
+        {"check": "kernels", "op": "neg", "dtype": "float32", "reason": "once broken, now fixed"},
+        {"check": "kernels", "op": "no-such-op", "reason": "a typo"},
+    )
+    result = suite(backend.name, "kernels", "kernels_reductions", args=("--ampcore-known-gaps", str(gaps)))
+    assert result.ret == 0, result.run.stdout.str()[-3000:]
+    assert ("kernels", "sum", "float16") in result.cells("xfail")
+    assert ("kernels", "neg", "float32") in result.cells("stale")
+    assert not result.cells("fail")
+    assert any("no-such-op" in g for g in result.report["unused_known_gaps"])
+    out = result.run.stdout.str()
+    assert "known gap matches no check" in out and "stale" in out
+
+
+def test_a_backend_ships_its_known_gaps_file(suite, register_fake, tmp_path):
+    gaps = write_gaps(tmp_path / "gaps.toml", {"check": "kernels", "op": "sum", "reason": "accumulates in fp16"},
+                      {"check": "kernels", "op": "cumsum", "reason": "x"}, {"check": "kernels", "op": "matmul",
+                                                                           "reason": "x"})
+
+    class Shipped(FakeBackend):
+        def conformance_known_gaps(self) -> str:
+            return str(gaps)
+
+    backend = register_fake(cls=Shipped, defects=("low_precision_accumulation",))
+    result = suite(backend.name, "kernels_reductions")
+    assert result.ret == 0 and ("kernels", "sum", "float16") in result.cells("xfail")
+
+
+@pytest.mark.parametrize("text, complaint", [
+    ("[[gap]]\nop = 'sum'\nreason = 'x'\n", "non-empty string 'check'"),
+    ("[[gap]]\ncheck = 'kernels'\n", "non-empty string 'reason'"),
+    ("[[gap]]\ncheck = 'kernels'\nreason = 'x'\nopp = 'sum'\n", "unknown keys ['opp']"),
+    ("[gaps]\ncheck = 'kernels'\n", "unknown tables ['gaps']"),
+    ("[[gap]\n", "cannot read"),
+])
+def test_a_malformed_known_gaps_file_is_refused_naming_the_problem(tmp_path, text, complaint):
+    path = tmp_path / "gaps.toml"
+    path.write_text(text)
+    with pytest.raises(KnownGapsError, match=str(path)) as info:
+        load_known_gaps(path)
+    assert complaint in str(info.value)
+
+
+def test_a_malformed_known_gaps_file_stops_the_run(suite, register_fake, tmp_path):
+    path = tmp_path / "gaps.toml"
+    path.write_text("[[gap]]\ncheck = 'kernels'\n")
+    result = suite(register_fake().name, "contract", args=("--ampcore-known-gaps", str(path)))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "non-empty string 'reason'" in result.run.stderr.str()
+
+
+# --------------------------------------------------------------------------- unavailable, report, CLI
+def test_an_unavailable_backend_is_skipped_with_its_reason(suite, register_fake):
+    from ampcore import Availability
+
+    class Offline(FakeBackend):
+        def availability(self):
+            return Availability(False, "no device: libfake.so not found")
+
+    result = suite(register_fake(cls=Offline).name, "contract")
+    assert result.ret == 0
+    assert result.report["summary"]["skipped"] > 0 and result.report["summary"]["pass"] == 0
+    assert "libfake.so not found" in result.run.stdout.str()
+
+
+def test_the_json_report_carries_capabilities_versions_and_every_cell(suite, register_fake):
+    backend = register_fake(storable=[dt.float32, dt.float16, dt.int64, dt.bool_])
+    report = suite(backend.name, "contract", "storage").report
+    assert report["backend"] == backend.name and report["device"] == f"{backend.name}:0"
+    assert report["capabilities"]["storable"] == ["bool", "float16", "float32", "int64"]
+    assert report["environment"]["ampcore"] == ampcore.__version__ and report["environment"]["numpy"]
+    cell = next(c for c in report["cells"] if (c["check"], c["op"], c["dtype"]) == ("storage", "round trip", "float64"))
+    assert cell["outcome"] == "not supported" and "does not claim to store float64" in cell["tests"][0]["message"]
+
+
+def test_the_report_table_shows_ops_by_dtype(suite, register_fake):
+    result = suite(register_fake().name, "storage")
+    out = result.run.stdout.str()
+    assert "round trip" in out and "bf16" in out and "passes" in out
+
+
+def test_cli_runs_the_suite_and_writes_json(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "cpu.json"
+    assert main(["conformance", "--backend", "cpu", "--json", str(path), "--", "-k", "contract"]) == 0
+    out = capsys.readouterr().out
+    assert "ampcore conformance: cpu passes" in out and "primitives present" in out
+    report = json.loads(path.read_text())["backends"][0]
+    assert report["passed"] and report["distribution"] == "ampcore-cpu"
+    assert {c["check"] for c in report["cells"]} == {"contract"}
+
+
+def test_cli_refuses_an_unknown_or_unavailable_backend_in_one_line(capsys, register_fake):
+    assert main(["conformance", "--backend", "nosuch"]) == 2
+    assert "unknown backend 'nosuch'" in capsys.readouterr().err
+    assert main(["conformance", "--backend", "cpu", "--known-gaps", "/nonexistent.toml"]) == 2
+    assert "/nonexistent.toml" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- the guide's example conforms
+def test_the_guides_minimal_backend_passes_the_suite(suite):
+    """docs/writing-a-backend.md walks an author to a passing suite: its `tiny` backend must pass."""
+    import types
+
+    from test_plugins import doc_block
+
+    module = types.ModuleType("ampcore_tiny_plugin")
+    exec(compile(doc_block("# ampcore_tiny/plugin.py"), "ampcore_tiny/plugin.py", "exec"), module.__dict__)
+    backend = ampcore.register_backend(module.TinyBackend())
+    try:
+        result = suite(backend.name)
+        assert result.ret == 0, result.run.stdout.str()[-3000:]
+        assert result.report["summary"]["pass"] > 100
+        assert ("kernels", "add", "float16") in result.cells("not supported")
+    finally:
+        registry.unregister_backend(backend.name)
