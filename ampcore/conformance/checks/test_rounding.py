@@ -14,36 +14,20 @@ arithmetic on the float64 bit pattern (not NumPy's or ml_dtypes' conversions).
 
 from __future__ import annotations
 
-import zlib
 from typing import Any, Callable
 
 import numpy as np
 import pytest
 
 from ampcore import dtypes as dt
+from ampcore.conformance.kernel_harness import Array, result_on_host, seeded_rng
 from ampcore.conformance.references import (
     BINARY_REFERENCE, FORMATS, all_values, bits_of, representable, round_to, same_bits, to_f64,
 )
-
-Array = Any  # a backend (device) array
 LOW = ["float16", "bfloat16"]
 
 
 # --------------------------------------------------------------------------- helpers
-def _rng(*key: str) -> np.random.Generator:
-    return np.random.default_rng(zlib.crc32("/".join(key).encode()))
-
-
-def _host(backend: Any, out: Array, dtype: str, what: str) -> np.ndarray:
-    """The output on the host, after checking the device and the host both call it ``dtype``."""
-    d = dt.as_dtype(dtype)
-    claimed = backend.backend.dtype_of(out)
-    assert claimed == d, f"{what}: the device says the result is {claimed}, expected {d.name}"
-    host = backend.get(out)
-    assert host.dtype == d.numpy, f"{what}: to_numpy gave a {host.dtype} array, expected {d.name}"
-    return host
-
-
 def _hex(value: Any) -> str:
     """A value with its bit pattern, e.g. ``1.0078125 (0x3f81)``."""
     v = np.asarray(value).reshape(1)
@@ -97,7 +81,7 @@ def _cast_inputs(src: str, dst: str) -> np.ndarray:
     """float64 values exactly representable in ``src``: every ``src`` value if it is a 16-bit dtype, else
     the midpoints between neighbouring ``dst`` values and the ``src`` values an ulp either side; plus
     +-0, +-inf, NaN and +-the source's max."""
-    rng = _rng("cast", src, dst)
+    rng = seeded_rng("cast", src, dst)
     if dt.as_dtype(src).itemsize == 2:
         values = to_f64(all_values(src))
     else:
@@ -123,7 +107,7 @@ def test_narrowing_cast_rounds_to_nearest_even(backend, src, dtype):
     backend.require_storage(src, dtype)
     values = _cast_inputs(src, dtype)
     x = backend.put(round_to(values, src), src)
-    out = _host(backend, backend.kernels.cast(x, dt.as_dtype(dtype)), dtype, f"cast {src} -> {dtype}")
+    out = result_on_host(backend, backend.kernels.cast(x, dt.as_dtype(dtype)), dtype, f"cast {src} -> {dtype}")
     with np.errstate(invalid="ignore"):
         _assert_rounded(out, round_to(to_f64(backend.get(x)), dtype), (backend.get(x),), f"cast {src} -> {dtype}")
 
@@ -135,7 +119,7 @@ def test_widening_cast_is_exact(backend, src, dtype):
     backend.require_storage(src, dtype)
     values = all_values(src)
     x = backend.put(values, src)
-    out = _host(backend, backend.kernels.cast(x, dt.as_dtype(dtype)), dtype, f"cast {src} -> {dtype}")
+    out = result_on_host(backend, backend.kernels.cast(x, dt.as_dtype(dtype)), dtype, f"cast {src} -> {dtype}")
     with np.errstate(invalid="ignore"):
         expected = to_f64(values).astype(dt.as_dtype(dtype).numpy)
     _assert_rounded(out, expected, (values,), f"cast {src} -> {dtype}")
@@ -175,7 +159,7 @@ def _ties(dtype: str, a: np.ndarray) -> np.ndarray:
 
 def _operands(op: str, dtype: str) -> tuple[np.ndarray, ...]:
     """float64 operands, all exactly representable in ``dtype``: random pairs plus hard cases per op."""
-    rng = _rng(op, dtype)
+    rng = seeded_rng(op, dtype)
     if op == "sqrt":  # exhaustive: every value of the dtype (negatives give NaN)
         return (to_f64(all_values(dtype)),)
     a, b = _random_values(dtype, SAMPLE, rng), _random_values(dtype, SAMPLE, rng)[rng.permutation(SAMPLE)]
@@ -206,7 +190,7 @@ def test_arithmetic_is_correctly_rounded(backend, op, dtype):
     with np.errstate(all="ignore"):
         expected = round_to(reference(*(to_f64(s) for s in stored)), dtype)
     what = f"{op} in {dtype}"
-    out = _host(backend, getattr(backend.kernels, op)(*inputs), dtype, what)
+    out = result_on_host(backend, getattr(backend.kernels, op)(*inputs), dtype, what)
     _assert_rounded(out, expected, stored, what)
 
 
@@ -277,7 +261,7 @@ def test_no_silent_float32(backend, chain, dtype):
     dtype's, not float32's (e.g. (1 + 2**-12) - 1 is 0 in float16; a float32 intermediate gives 2**-12)."""
     backend.require_compute(dtype)
     steps, expected = CHAINS[chain](backend, dtype)
-    hosts = [_host(backend, s, dtype, f"step {i + 1} of {chain} in {dtype}") for i, s in enumerate(steps)]
+    hosts = [result_on_host(backend, s, dtype, f"step {i + 1} of {chain} in {dtype}") for i, s in enumerate(steps)]
     result = to_f64(hosts[-1])
     assert result.shape == expected.shape, f"{chain} in {dtype}: shape {result.shape}, expected {expected.shape}"
     differ = result != expected
