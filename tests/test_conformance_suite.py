@@ -256,3 +256,12 @@ def test_the_guides_minimal_backend_passes_the_suite(suite):
         assert ("kernels", "add", "float16") in result.cells("not supported")
     finally:
         registry.unregister_backend(backend.name)
+
+
+def test_another_projects_backend_fixture_is_left_alone(pytester):
+    """The plugin is active in every pytest run of the environment: it must not hijack a fixture of the same name."""
+    pytester.makeconftest("import pytest\n\n@pytest.fixture\ndef backend():\n    return 'theirs'\n")
+    pytester.makepyfile("def test_it(backend):\n    assert backend == 'theirs'\n")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert "ampcore conformance" not in result.stdout.str()

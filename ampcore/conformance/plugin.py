@@ -96,8 +96,15 @@ def _load_gaps(option: str | None, name: str) -> list[KnownGap]:
         raise pytest.UsageError(str(exc)) from exc
 
 
+def _is_conformance_test(metafunc: pytest.Metafunc) -> bool:
+    """Ours, or one the user runs against a backend: another project's own ``backend`` fixture is left alone."""
+    module = getattr(metafunc.module, "__name__", "")
+    return (module.startswith(f"{__package__}.") or bool(metafunc.config.getoption("ampcore_backend"))
+            or metafunc.definition.get_closest_marker("conformance") is not None)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "backend" in metafunc.fixturenames:
+    if "backend" in metafunc.fixturenames and _is_conformance_test(metafunc):
         targets = metafunc.config.stash[_RUN].targets()
         metafunc.parametrize("backend", targets, ids=targets, indirect=True, scope="session")
 
