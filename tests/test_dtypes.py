@@ -1,6 +1,8 @@
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ampcore
 from ampcore import dtypes as dt
@@ -48,3 +50,26 @@ def test_unknown_dtype_name_lists_known_ones():
 
 def test_dtypes_are_exported_at_top_level():
     assert ampcore.bfloat16 is dt.bfloat16 and ampcore.float16 is dt.float16
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(allow_nan=True, allow_infinity=True, width=64))
+def test_convert_rounds_float64_to_bfloat16_once(v):
+    """ml_dtypes goes through float32 (two roundings); convert must match one round-to-nearest-even,
+    computed independently on the bit pattern."""
+    from ampcore.conformance.references import round_to
+
+    got = dt.convert(np.array([v]), dt.bfloat16)
+    want = round_to(np.array([v]), dt.bfloat16)
+    assert got.dtype == dt.bfloat16.numpy
+    assert (np.isnan(v) and np.isnan(got.astype(np.float64)[0])) or got.view(np.uint16)[0] == want.view(np.uint16)[0]
+
+
+def test_convert_fixes_the_double_rounding_case_and_keeps_other_pairs_as_numpy():
+    hard = np.array([1 + 2.0 ** -8 + 2.0 ** -40, -(1 + 2.0 ** -8 + 2.0 ** -40)])
+    assert list(dt.convert(hard, "bfloat16").astype(np.float64)) == [1.0078125, -1.0078125]
+    assert list(hard.astype(dt.bfloat16.numpy).astype(np.float64)) == [1.0, -1.0]  # why convert exists
+    x = np.random.default_rng(0).standard_normal(100)
+    for d in (dt.float32, dt.float16, dt.int64):
+        assert dt.convert(x, d).tobytes() == x.astype(d.numpy).tobytes()
+    assert dt.convert(x, dt.float64) is not x  # always a new array
