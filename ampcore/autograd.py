@@ -79,7 +79,7 @@ class Node:
     not reroute the gradients of ops that consumed the tensor before it.
     """
 
-    __slots__ = ("op", "ctx", "inputs", "input_fns", "freed", "__weakref__")
+    __slots__ = ("op", "ctx", "inputs", "input_fns", "freed", "within", "__weakref__")
 
     def __init__(self, op: "Op", ctx: Context, inputs: Sequence["Tensor | None"]):
         self.op = op
@@ -87,6 +87,7 @@ class Node:
         self.inputs = tuple(inputs)
         self.input_fns = tuple(t.grad_fn if t is not None else None for t in self.inputs)
         self.freed = False
+        self.within: tuple[str, ...] = ()  # enclosing op boundaries, recorded while detecting overflow
 
     def name(self) -> str:
         return f"{self.op.name}Backward"
@@ -118,6 +119,8 @@ def _topological_order(root: Node) -> list[Node]:
 
 def run_backward(root: "Tensor", grad: Any, retain_graph: bool = False) -> None:
     """Propagate ``grad`` (a backend array shaped like ``root``) to every leaf that requires grad."""
+    from . import dispatch as _dispatch  # dispatch imports this module
+
     k = root._backend.kernels
     if root.grad_fn is None:
         _accumulate_leaf(root, grad)
@@ -134,6 +137,8 @@ def run_backward(root: "Tensor", grad: Any, retain_graph: bool = False) -> None:
                     "Pass retain_graph=True to the first backward() if you need to backward twice"
                 )
             input_grads = node.op.backward(node.ctx, k, g)
+            if _dispatch._watching and _dispatch.overflow_hook is not None:
+                _check_backward(root, node, g, input_grads)
             if not retain_graph:
                 node.ctx = Context()
                 node.freed = True
@@ -146,6 +151,18 @@ def run_backward(root: "Tensor", grad: Any, retain_graph: bool = False) -> None:
                 else:
                     key = id(fn)
                     pending[key] = gi if key not in pending else k.add(pending[key], gi)
+
+
+def _check_backward(root: "Tensor", node: Node, g: Any, input_grads: Sequence[Any]) -> None:
+    """Hand a backward step's incoming and outgoing gradients to overflow detection, as Tensors."""
+    from . import dispatch as _dispatch
+    from .tensor import Tensor
+
+    wrap = lambda a, t: Tensor._wrap(a, t.device, t._backend)  # noqa: E731 - local adapter
+    outs = [wrap(gi, t) for t, gi in zip(node.inputs, input_grads) if t is not None and gi is not None]
+    # The forward inputs count as inputs too: a backward fed NaN saved values did not start the overflow.
+    ins = [wrap(g, root), *(t for t in node.inputs if t is not None)]
+    _dispatch.overflow_hook(node.op.name, "backward", ins, outs, node.within)
 
 
 def _accumulate_leaf(leaf: "Tensor", g: Any) -> None:

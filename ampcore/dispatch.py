@@ -36,6 +36,24 @@ autocast_hook: Callable[..., Any] | None = None
 _open_regions = 0
 _regions_lock = threading.Lock()
 
+# Set by ampcore.amp: called as hook(op, phase, inputs, outputs) after every primitive (and backward step)
+# while a detect_overflow() region is open on any thread (_watching > 0).
+overflow_hook: Callable[..., Any] | None = None
+_watching = 0
+_boundaries = threading.local()
+
+
+def watching_changed(delta: int) -> None:
+    """Count detect_overflow() regions entered (+1) and left (-1), across threads."""
+    global _watching
+    with _regions_lock:
+        _watching += delta
+
+
+def boundary_stack() -> tuple[str, ...]:
+    """The op boundaries this thread is inside, outermost first (tracked while overflow detection is on)."""
+    return tuple(getattr(_boundaries, "names", ()))
+
 
 def region_opened(delta: int) -> None:
     """Count autocast regions entered (+1) and left (-1), across threads."""
@@ -97,11 +115,18 @@ def route(name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict
     out = kwargs.pop("out", None) if "out" in kwargs else None
     if out is not None:
         ineligible = "out="
-    hook = autocast_hook
-    if hook is None or not _open_regions:
-        result = fn(*args, **kwargs)
-    else:
-        result = hook(name, fn, args, kwargs, ineligible)
+    if _watching:
+        names = _boundaries.__dict__.setdefault("names", [])
+        names.append(name)
+    try:
+        hook = autocast_hook
+        if hook is None or not _open_regions:
+            result = fn(*args, **kwargs)
+        else:
+            result = hook(name, fn, args, kwargs, ineligible)
+    finally:
+        if _watching and getattr(_boundaries, "names", None):
+            _boundaries.names.pop()
     return result if out is None else _write_out(name, out, result)
 
 
@@ -114,7 +139,7 @@ def op_boundary(name: str, kind: str) -> Callable[[Callable[..., Any]], Callable
 
         @functools.wraps(fn)
         def op(*args: Any, **kwargs: Any) -> Any:
-            if not _open_regions and not kwargs:
+            if not _open_regions and not kwargs and not _watching:
                 return fn(*args)
             return route(name, fn, args, kwargs, eligibility.reason(args, kwargs))
 
@@ -204,4 +229,9 @@ def call(op: "Op", *inputs: Any, **params: Any) -> "Tensor":
         raise KernelError(op.name, backend.name, exc) from exc
     needs_grad = op.differentiable and is_grad_enabled() and any(ctx.needs_input_grad)
     node = Node(op, ctx, [t if isinstance(t, Tensor) else None for t in inputs]) if needs_grad else None
-    return Tensor._wrap(out, anchor.device, backend, grad_fn=node)
+    result = Tensor._wrap(out, anchor.device, backend, grad_fn=node)
+    if _watching and overflow_hook is not None:
+        if node is not None:
+            node.within = boundary_stack()  # for naming the composite its backward belongs to
+        overflow_hook(op.name, "forward", tensors, [result])
+    return result

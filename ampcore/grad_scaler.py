@@ -340,10 +340,23 @@ class GradScaler:
         state.skipped = skipped
         if skipped:
             self._skipped_steps += 1
+            self._report_overflow()
         else:
             optimizer.step(**kwargs)
         state.stage = OptState.STEPPED
         return not skipped
+
+    def _report_overflow(self) -> None:
+        """Inside ``ampcore.amp.detect_overflow()``: say which op the skipped step's inf/NaN came from."""
+        from .amp.overflow import active
+
+        watch = active()
+        if watch is None:
+            return
+        where = str(watch.first) if watch.first else "no op output went non-finite from finite inputs (the " \
+            "inputs, parameters or loss were already non-finite)"
+        warnings.warn(f"GradScaler skipped step {self._skipped_steps}: {where}", RuntimeWarning, stacklevel=3)
+        watch.reset()
 
     # ------------------------------------------------------------------ update
     def update(self, new_scale: float | Tensor | None = None) -> None:

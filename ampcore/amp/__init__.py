@@ -11,13 +11,15 @@ from .autocast_mode import (autocast, clear_autocast_cache, explain, get_autocas
 from .custom import custom_bwd, custom_fwd, op
 from ..grad_scaler import GradScaler, OptState
 from .decision import Decision, decide
+from .overflow import OverflowRecord, check as _overflow_check, detect_overflow
 from .routing import AutocastError, autocast_hook
 from .trace import Trace, TraceRecord
 
 _dispatch.autocast_hook = autocast_hook
+_dispatch.overflow_hook = _overflow_check
 
 __all__ = [
     "autocast", "is_autocast_enabled", "get_autocast_dtype", "is_autocast_available", "is_autocast_cache_enabled",
     "clear_autocast_cache", "explain", "custom_fwd", "custom_bwd", "op", "Decision", "decide", "AutocastError",
-    "Trace", "TraceRecord", "GradScaler", "OptState",
+    "Trace", "TraceRecord", "GradScaler", "OptState", "detect_overflow", "OverflowRecord",
 ]
