@@ -59,7 +59,7 @@ def assert_close(actual: np.ndarray, expected: np.ndarray, dtype: dt.DType | str
     magnitude = max(scale, float(np.abs(e[finite]).max(initial=0.0)))
     with np.errstate(invalid="ignore"):  # inf - inf where both are inf: already checked above
         err = np.where(finite, np.abs(a - e), 0.0)
-    allowed = tol * (np.abs(e) + magnitude)
+    allowed = tol * np.abs(e) + tol * magnitude  # two products: no overflow next to float64's max
     over = finite & (err > np.where(finite, allowed, 0.0))
     if over.any():
         i = tuple(int(v) for v in np.unravel_index(np.argmax(np.where(over, err / allowed, 0.0)), a.shape))

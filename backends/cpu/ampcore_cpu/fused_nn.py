@@ -20,8 +20,13 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_TANH_C = 0.044715
 
 
+def _row_max(x: np.ndarray, axis: int) -> np.ndarray:
+    # initial=-inf: an empty axis gives an empty result (as torch), not NumPy's "zero-size array" error
+    return x.max(axis=axis, keepdims=True, initial=-np.inf)
+
+
 def softmax(x: np.ndarray, axis: int) -> np.ndarray:
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    e = np.exp(x - _row_max(x, axis))
     return e / e.sum(axis=axis, keepdims=True)
 
 
@@ -31,7 +36,7 @@ def softmax_backward(y: np.ndarray, gy: np.ndarray, axis: int) -> np.ndarray:
 
 
 def log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
-    z = x - x.max(axis=axis, keepdims=True)
+    z = x - _row_max(x, axis)
     return z - np.log(np.exp(z).sum(axis=axis, keepdims=True))
 
 
