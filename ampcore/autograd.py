@@ -121,7 +121,7 @@ def run_backward(root: "Tensor", grad: Any, retain_graph: bool = False) -> None:
     """Propagate ``grad`` (a backend array shaped like ``root``) to every leaf that requires grad."""
     from . import dispatch as _dispatch  # dispatch imports this module
 
-    k = root._backend.kernels
+    k, backend = root._backend.kernels, root._backend.name
     if root.grad_fn is None:
         _accumulate_leaf(root, grad)
         return
@@ -136,7 +136,8 @@ def run_backward(root: "Tensor", grad: Any, retain_graph: bool = False) -> None:
                     f"trying to backward through {node.name()} a second time; its saved values were freed. "
                     "Pass retain_graph=True to the first backward() if you need to backward twice"
                 )
-            input_grads = node.op.backward(node.ctx, k, g)
+            guarded = _dispatch.GuardedKernels(k, backend, node.op.name, "backward")  # failures name the op
+            input_grads = node.op.backward(node.ctx, guarded, g)
             if _dispatch._watching and _dispatch.overflow_hook is not None:
                 _check_backward(root, node, g, input_grads)
             if not retain_graph:

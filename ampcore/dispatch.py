@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .tensor import Tensor
 
 __all__ = ["call", "common_device", "composite", "primitive", "op_boundary", "route", "register_op", "registered_ops", "is_registered",
-           "KernelError"]
+           "KernelError", "GuardedKernels", "guarded_kernels"]
 
 # Every op name users can call -> its kind: "primitive", "composite", "in-place" or "custom".
 # The cast policy must have a decision for each (see ampcore.policy).
@@ -189,12 +189,54 @@ def _write_out(name: str, out: Any, result: Any) -> Any:
 
 
 class KernelError(RuntimeError):
-    """A backend kernel raised; names the op and the backend, chained to the original error."""
+    """A backend kernel raised; names the op (and where: its backward, an optimizer step), the kernel and
+    the backend, chained to the original error."""
 
-    def __init__(self, op: str, backend: str, error: BaseException):
+    def __init__(self, op: str, backend: str, error: BaseException, *, kernel: str | None = None,
+                 phase: str | None = None):
         self.op = op
         self.backend = backend
-        super().__init__(f"op {op!r} failed on backend {backend!r}: {type(error).__name__}: {error}")
+        self.kernel = kernel
+        self.phase = phase
+        where = (f" in its {phase}" if phase else "") + (f" (kernel {kernel!r})" if kernel else "")
+        super().__init__(f"op {op!r} failed{where} on backend {backend!r}: {type(error).__name__}: {error}")
+
+
+# Errors a kernel may raise about its inputs; anything else is the backend failing, wrapped in KernelError.
+_INPUT_ERRORS = (ValueError, TypeError, IndexError, KernelError)
+
+
+class GuardedKernels:
+    """A backend's kernel table whose kernels raise :class:`KernelError` naming the op, phase and kernel.
+
+    For code that calls kernels directly rather than through :func:`call`:
+    backward rules, optimizer steps, the loss scaler.
+    """
+
+    __slots__ = ("_kernels", "_backend", "_op", "_phase")
+
+    def __init__(self, kernels: Any, backend: str, op: str, phase: str | None = None):
+        self._kernels, self._backend, self._op, self._phase = kernels, backend, op, phase
+
+    def __getattr__(self, name: str) -> Any:
+        fn = getattr(self._kernels, name)
+        if name in ("has", "provider", "names", "shape_of", "dtype_of", "missing_primitives"):
+            return fn
+
+        def kernel(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except _INPUT_ERRORS:
+                raise
+            except Exception as exc:
+                raise KernelError(self._op, self._backend, exc, kernel=name, phase=self._phase) from exc
+
+        return kernel
+
+
+def guarded_kernels(backend: Any, op: str, phase: str | None = None) -> GuardedKernels:
+    """``backend``'s kernels, raising KernelError that names ``op`` (and ``phase``) when one fails."""
+    return GuardedKernels(backend.kernels, backend.name, op, phase)
 
 
 def common_device(tensors: Sequence["Tensor"]) -> Any:
@@ -223,7 +265,7 @@ def call(op: "Op", *inputs: Any, **params: Any) -> "Tensor":
     arrays = [t._data if isinstance(t, Tensor) else t for t in inputs]
     try:
         out = op.forward(ctx, backend.kernels, *arrays, **params)
-    except (ValueError, TypeError, IndexError, KernelError):
+    except _INPUT_ERRORS:
         raise
     except Exception as exc:
         raise KernelError(op.name, backend.name, exc) from exc

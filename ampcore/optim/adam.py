@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Sequence
 
+from ..dispatch import guarded_kernels
 from ..tensor import Tensor
 from .optimizer import Optimizer, check_hyper
 
@@ -149,7 +150,7 @@ class Adam(Optimizer):
              fused: bool) -> tuple[list[Any], ...]:
         """New ``(params, exp_avgs, exp_avg_sqs[, max_exp_avg_sqs])`` arrays for one bucket: the backend's
         fused kernel (in place on arrays this optimizer owns) or the out-of-place reference composition."""
-        k = ps[0]._backend.kernels
+        k = guarded_kernels(ps[0]._backend, f"{type(self).__name__}.step")
         beta1, beta2 = group["betas"]
         hyper = dict(step=step, lr=float(group["lr"]), beta1=beta1, beta2=beta2, eps=float(group["eps"]),
                      weight_decay=float(group["weight_decay"]), decoupled=self.decoupled)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ..dispatch import guarded_kernels
 from ..tensor import Tensor
 from .adam import _widen
 from .optimizer import Optimizer, check_hyper, state_dtype
@@ -49,7 +50,7 @@ class SGD(Optimizer):
         weight_decay, nesterov = float(group["weight_decay"]), bool(group["nesterov"])
         new = []
         for p in params:
-            k = p._backend.kernels
+            k = guarded_kernels(p._backend, f"{type(self).__name__}.step")
             st = self.state.get(p, {})
             buf_t = st.get("momentum_buffer")
             cdt = state_dtype(p)
