@@ -36,6 +36,7 @@ import numpy as np
 
 from . import dtypes as dt
 from .autograd import Function, FunctionCtx
+from .dispatch import guarded_kernels
 from .creation import full
 from .device import Device
 from .plugins import get_backend, get_default_device, resolve_device
@@ -60,6 +61,7 @@ class _PerOptimizer:
     stage: OptState = OptState.READY
     found_inf: dict[Device, Tensor] = field(default_factory=dict)  # per device: 1-element float32, 1.0 if inf/NaN
     skipped: bool | None = None  # known on the host once step() has read found_inf
+    failed: bool = False  # unscaling raised: the gradients may be partly unscaled until the next iteration
 
 
 class _ScaledLoss(Function):
@@ -279,9 +281,26 @@ class GradScaler:
         if state.stage is OptState.STEPPED:
             raise RuntimeError("unscale_() is being called after step(); unscale_ must come before step "
                                "(step unscales by itself if unscale_ was not called)")
+        self._refuse_after_failure(state, "unscale_")
         scale = self._require_scale("unscale_")
-        state.found_inf = self._unscale_grads(optimizer, scale)
+        try:
+            state.found_inf = self._unscale_grads(optimizer, scale)
+        except BaseException:
+            state.failed = True
+            self._scaled_backward_seen = False  # a new scaled backward marks fresh gradients
+            raise
         state.stage = OptState.UNSCALED
+
+    def _refuse_after_failure(self, state: _PerOptimizer, method: str) -> None:
+        """After unscale_ raised, the gradients may be partly unscaled: refuse them until fresh ones arrive."""
+        if not state.failed:
+            return
+        if self._scaled_backward_seen:
+            state.failed = False
+            return
+        raise RuntimeError(f"GradScaler.{method}(): unscaling this optimizer's gradients failed earlier in this "
+                           "iteration, so they may be partly unscaled; redo the iteration (zero_grad, forward, "
+                           "scaler.scale(loss).backward()), with or without scaler.update() first")
 
     def _unscale_grads(self, optimizer: Any, scale: Tensor) -> dict[Device, Tensor]:
         groups: dict[tuple[Device, dt.DType], list[Tensor]] = {}
@@ -298,7 +317,7 @@ class GradScaler:
         found: dict[Device, Tensor] = {}
         inv: dict[Device, Any] = {}  # 1/scale, once per device
         for (device, _), grads in groups.items():
-            k = grads[0]._backend.kernels
+            k = guarded_kernels(grads[0]._backend, "GradScaler.unscale_")
             if device not in found:
                 s = scale if scale.device == device else scale.to(device)
                 inv[device] = k.div(1.0, s._data)
@@ -323,6 +342,7 @@ class GradScaler:
                                "scaler.scale(loss).backward(), then scaler.step(optimizer)")
         self._require_scale("step")
         state = self._state(optimizer)
+        self._refuse_after_failure(state, "step")
         if state.stage is OptState.STEPPED:
             raise RuntimeError("step() has already been called on this optimizer since the last update(); "
                                "call scaler.update() once per iteration, after every optimizer's step")
@@ -379,10 +399,12 @@ class GradScaler:
 
     def _apply_rule(self, scale: Tensor) -> None:
         flags = [f for st in self._per_optimizer.values() for f in st.found_inf.values()]
+        if not flags and any(st.failed for st in self._per_optimizer.values()):
+            return  # the iteration failed before any inf/NaN check: keep the scale, start the next one afresh
         if not flags:
             raise RuntimeError("GradScaler.update(): no inf/NaN checks were recorded in this iteration; call "
                                "scaler.step(optimizer) (or unscale_) for each optimizer before update()")
-        k = scale._backend.kernels
+        k = guarded_kernels(scale._backend, "GradScaler.update")
         total = flags[0]._data if flags[0].device == scale.device else flags[0].to(scale.device)._data
         for f in flags[1:]:
             total = k.add(total, (f if f.device == scale.device else f.to(scale.device))._data)
