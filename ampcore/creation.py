@@ -112,8 +112,7 @@ def tensor(data: Any, dtype: Any = None, device: DeviceLike | None = None, requi
     if requires_grad and not target.is_floating_point:
         raise TypeError(f"only floating tensors can require gradients, got dtype {target.name}")
     out = Tensor._wrap(backend.from_numpy(np.asarray(array, order="C"), target, dev.index), dev, backend)
-    out.requires_grad = bool(requires_grad)
-    return out
+    return out.requires_grad_(requires_grad)
 
 
 def from_numpy(array: np.ndarray, device: DeviceLike | None = None) -> Tensor:
@@ -138,7 +137,7 @@ def full(size: Sequence[int], fill_value: float, *, dtype: Any = None, device: D
         dt.bool_ if isinstance(fill_value, bool) else dt.int64 if isinstance(fill_value, int) else dt.float32)
     dev, backend = _place(device, target)
     out = Tensor._wrap(backend.kernels.full(_shape([size]), fill_value, target, dev.index), dev, backend)
-    return out.requires_grad_(requires_grad) if requires_grad else out
+    return out.requires_grad_(requires_grad)
 
 
 def zeros(*size: Any, dtype: Any = None, device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:
@@ -175,11 +174,13 @@ def _random(kernel: str, size: Sequence[Any], dtype: Any, device: DeviceLike | N
     target = dt.as_dtype(dtype) if dtype is not None else dt.float32
     if not target.is_floating_point:
         raise TypeError(f"{kernel} numbers need a floating dtype, got {target.name}")
+    if generator is not None and not isinstance(generator, Generator):
+        raise TypeError(f"generator must be an ampcore.Generator, got {generator!r}")
     dev, backend = _place(device, target)
     seed = (generator or default_generator).next_seed()
     data = getattr(backend.kernels, kernel)(_shape(size), target, seed, dev.index)
     out = Tensor._wrap(data, dev, backend)
-    return out.requires_grad_(requires_grad) if requires_grad else out
+    return out.requires_grad_(requires_grad)
 
 
 def rand(*size: Any, dtype: Any = None, device: DeviceLike | None = None, generator: Generator | None = None,

@@ -187,6 +187,19 @@ class Tensor:
         memo[id(self)] = out
         return out
 
+    def __reduce_ex__(self, protocol: int) -> tuple:
+        """Pickle as host values, dtype and device (checkpoints on disk); autograd history is not kept.
+
+        Unpickling puts the tensor back on the same device, so that backend must
+        be installed and available then.
+        """
+        if self.grad_fn is not None:
+            raise RuntimeError("only leaf tensors can be pickled (this one has autograd history); pickle "
+                               "t.detach() instead")
+        state = dict(self.__dict__) if hasattr(self, "__dict__") else {}
+        return (_unpickle, (type(self), to_host(self, "pickle"), self.dtype.name, str(self.device),
+                            self.requires_grad, state))
+
     # ------------------------------------------------------------------ devices and dtypes
     def to(self, *args: Any, dtype: Any = None, device: DeviceLike | None = None) -> "Tensor":
         """``.to(device)``, ``.to(dtype)`` or ``.to(device, dtype)``; differentiable for dtype changes.
@@ -266,6 +279,8 @@ class Tensor:
         return Tensor._wrap(self._data, self.device, self._backend)
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        if not isinstance(requires_grad, (bool, np.bool_)):
+            raise TypeError(f"requires_grad must be True or False, got {requires_grad!r}")
         if self.grad_fn is not None and not requires_grad:
             raise RuntimeError("cannot unset requires_grad on a non-leaf tensor; use .detach()")
         if requires_grad and not self.dtype.is_floating_point:
@@ -302,7 +317,8 @@ class Tensor:
                              requires_grad=self.requires_grad)
         out = route(name, compute, (alias,), {}, "in-place")
         self._data, self.dtype, self.shape = out._data, out.dtype, out.shape
-        self.grad_fn, self.requires_grad = out.grad_fn, out.requires_grad
+        if is_grad_enabled():  # under no_grad the history is untouched: a Parameter keeps requires_grad
+            self.grad_fn, self.requires_grad = out.grad_fn, out.requires_grad
         return self
 
     def copy_(self, src: Any) -> "Tensor":
@@ -555,3 +571,15 @@ def _move(t: Tensor, target: Device, backend: Any) -> Tensor:
 register_op("to", "primitive")
 for _name in ("add_", "mul_"):
     register_op(_name, "in-place")
+
+
+def _unpickle(cls: type, values: np.ndarray, dtype: str, device: str, requires_grad: bool,
+              state: dict) -> Tensor:
+    """Rebuild a pickled tensor (or Parameter) on ``device``."""
+    from .creation import tensor
+
+    t = tensor(values, dtype=dtype, device=device)
+    out = cls._wrap(t._data, t.device, t._backend, requires_grad=requires_grad)
+    if state:
+        out.__dict__.update(state)
+    return out

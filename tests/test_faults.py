@@ -17,9 +17,9 @@ Scenario count (each scenario is one pytest case unless said otherwise):
 - 3 checkpoints of a 300-step run with 15 injected infs (before the first scale(), right after a skipped
   step, one clean step before the scale grows) resumed in fresh objects (one test), plus a pickle round trip.
 
-In all: 24 fault scenarios (3 of them strict xfails for bugs found) over about 3,200 training steps.
-Two more strict xfails record a bug found on the way: in-place ``mul_``/``add_`` on a leaf Parameter under
-``no_grad()`` clears ``requires_grad``.
+In all: 24 fault scenarios over about 3,200 training steps, plus in-place ``mul_``/``add_`` on a leaf
+Parameter under ``no_grad()`` keeping ``requires_grad``.  (The bugs these tests found are fixed: update()
+after a failed unscale_, pickling a checkpoint, in-place changes under no_grad clearing requires_grad.)
 """
 
 from __future__ import annotations
@@ -294,8 +294,6 @@ def test_float16_forward_overflow_is_skipped_like_an_injected_inf(make):
     assert all(st["step"] == 4 for st in opt.state.values())
 
 
-@pytest.mark.xfail(strict=True, reason="Tensor.mul_/add_ on a leaf Parameter under no_grad() sets requires_grad "
-                                       "to False (torch keeps it): the parameter silently stops training")
 @pytest.mark.parametrize("inplace", ["mul_", "add_"])
 def test_a_parameter_changed_in_place_under_no_grad_keeps_requiring_grad(inplace):
     model = Net()
@@ -314,15 +312,12 @@ OPTIMIZERS = {
 }
 WARMUP, AFTER = 2, 2  # clean iterations before the failing one, and after the recovery
 
-UNSCALE_BUG = ("update() after a kernel failure inside unscale_ raises 'no inf/NaN checks were recorded ... call "
-               "scaler.step(optimizer)': the recovery update() the issue asks for is refused")
 # (optimizer, phase, kernel, which call of that kernel within the phase)
 KERNEL_FAILURES = [
     ("adamw", "forward", "matmul", "first"),
     ("adamw", "backward", "matmul", "last"),
-    pytest.param("adamw", "unscale", "div", "first", marks=pytest.mark.xfail(strict=True, reason=UNSCALE_BUG)),
-    pytest.param("adamw", "unscale", "unscale_and_check", "first",
-                 marks=pytest.mark.xfail(strict=True, reason=UNSCALE_BUG)),
+    ("adamw", "unscale", "div", "first"),
+    ("adamw", "unscale", "unscale_and_check", "first"),
     ("adamw", "optimizer", "sqrt", "first"),
     ("adamw", "optimizer", "sqrt", "middle"),
     ("adamw", "optimizer", "sqrt", "last"),
@@ -505,8 +500,6 @@ def test_checkpoints_of_a_long_run_with_injected_infs_resume_bit_identically():
         assert scaler_b.state_dict() == scaler.state_dict()
 
 
-@pytest.mark.xfail(strict=True, reason="ampcore Tensors cannot be pickled (AttributeError: Can't pickle local "
-                                       "object '_quiet.<locals>.kernel'), so a checkpoint cannot be saved to disk")
 def test_a_checkpoint_survives_a_pickle_round_trip():
     x, y = problem()
     model = Net()

@@ -1007,3 +1007,37 @@ def test_the_grad_scaler_guide_examples_run(run_python):
     proc = run_python("import warnings\nwarnings.simplefilter('error')\n" + "\n".join(blocks))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split()[:3] == ["True", "65536.0", "0"]
+
+
+# --------------------------------------------------------------------------- a kernel failing inside unscale_
+def test_after_unscale_fails_midway_a_retry_is_refused_and_fresh_gradients_step(register_fake):
+    """Gradients in two dtypes are two unscale_and_check calls; the second fails after the first unscaled its
+    group in place. Stepping those gradients again would unscale them twice: refused with the remedy. A fresh
+    scaled backward (or update()) starts over, and the step is then exactly the clean one."""
+    fake = register_fake()
+    model = nn.Sequential(nn.Linear(3, 2, device=fake.name), nn.Linear(2, 2, device=fake.name, dtype="float64"))
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    scaler = GradScaler(fake.name)
+    x = ampcore.ones(4, 3, device=fake.name)
+
+    def backward() -> None:
+        opt.zero_grad()
+        scaler.scale(model(x).to("float32").sum()).backward()
+
+    backward()
+    fake.fail_on = ("unscale_and_check", fake.calls.get("unscale_and_check", 0) + 2)
+    with pytest.raises(ampcore.KernelError, match="kernel 'unscale_and_check'"):
+        scaler.step(opt)
+    with pytest.raises(RuntimeError, match="may be partly unscaled; redo the iteration"):
+        scaler.step(opt)
+    before = params_of(model)
+    backward()
+    assert scaler.step(opt) is True
+    scaler.update()
+    clean = nn.Sequential(nn.Linear(3, 2, device=fake.name), nn.Linear(2, 2, device=fake.name, dtype="float64"))
+    clean.load_state_dict({k: v for k, v in zip(clean.state_dict(), before)})
+    clean_opt = optim.SGD(clean.parameters(), lr=0.1)
+    clean_opt.zero_grad()
+    clean(x).to("float32").sum().backward()
+    clean_opt.step()
+    assert_same_arrays(params_of(model), params_of(clean))

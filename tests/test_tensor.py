@@ -204,3 +204,33 @@ def test_low_precision_mean_does_not_overflow_in_the_sum(d):
     x.requires_grad_()
     x.mean().backward()
     assert x.grad.dtype.name == d
+
+
+def test_tensors_and_parameters_pickle_with_values_dtype_device_and_requires_grad():
+    import pickle
+
+    from ampcore import nn
+
+    for d in ("float32", "bfloat16", "float16", "int64", "bool"):
+        t = ampcore.tensor([1.5, -2.0, 0.0], dtype=d)
+        back = pickle.loads(pickle.dumps(t))
+        assert type(back) is ampcore.Tensor and back.dtype == t.dtype and back.device == t.device
+        assert back.numpy().tobytes() == t.numpy().tobytes()
+    p = nn.Parameter(ampcore.randn(2, 3))
+    p.tag = "mine"
+    back = pickle.loads(pickle.dumps(p))
+    assert isinstance(back, nn.Parameter) and back.requires_grad and back.tag == "mine"
+    assert back.numpy().tobytes() == p.numpy().tobytes()
+    layer = nn.Linear(3, 2)
+    fresh = nn.Linear(3, 2)
+    fresh.load_state_dict(pickle.loads(pickle.dumps(layer.state_dict())))
+    assert fresh.weight.numpy().tobytes() == layer.weight.numpy().tobytes()
+
+
+def test_a_tensor_with_autograd_history_is_not_pickled():
+    import pickle
+
+    y = ampcore.ones(2, requires_grad=True) * 2
+    with pytest.raises(RuntimeError, match=r"only leaf tensors can be pickled.*t\.detach\(\)"):
+        pickle.dumps(y)
+    assert pickle.loads(pickle.dumps(y.detach())).numpy().tolist() == [2.0, 2.0]

@@ -219,9 +219,7 @@ def cat(tensors: Sequence[Any], dim: int = 0) -> Any:
     """Concatenate along ``dim``; tensors are promoted to a common dtype."""
     from .elementwise import cast
 
-    tensors = list(tensors)
-    if not tensors:
-        raise ValueError("cat() needs at least one tensor")
+    tensors = _tensor_list("cat", tensors)
     ref = tensors[0]
     (axis,) = normalize_axes(dim, ref.ndim)
     for t in tensors[1:]:
@@ -231,12 +229,24 @@ def cat(tensors: Sequence[Any], dim: int = 0) -> Any:
     return call(CONCAT, *[cast(t, target) for t in tensors], axis=axis)
 
 
+def _tensor_list(op: str, tensors: Any) -> list[Any]:
+    """``tensors`` as a non-empty list of Tensors; TypeError names the first element that is not one."""
+    from ..tensor import Tensor
+
+    if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"{op}() takes a list or tuple of Tensors, got {type(tensors).__name__}")
+    if not tensors:
+        raise ValueError(f"{op}() needs at least one tensor")
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}() takes Tensors; element {i} is a {type(t).__name__}: {t!r}")
+    return list(tensors)
+
+
 @primitive("stack")
 def stack(tensors: Sequence[Any], dim: int = 0) -> Any:
     """Join tensors of one shape along a new dimension."""
-    tensors = list(tensors)
-    if not tensors:
-        raise ValueError("stack() needs at least one tensor")
+    tensors = _tensor_list("stack", tensors)
     for t in tensors[1:]:
         if t.shape != tensors[0].shape:
             raise ValueError(f"stack() needs tensors of one shape, got {tensors[0].shape} and {t.shape}")

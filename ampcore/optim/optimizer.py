@@ -220,8 +220,8 @@ class Optimizer:
         """Load a :meth:`state_dict` (from this optimizer type with the same groups and sizes).
 
         Checks the number of groups and of parameters per group, the
-        hyper-parameters, every state key and every state tensor's shape
-        before changing anything; :class:`StateDictError` says what is wrong.
+        hyper-parameters, every state key and every state tensor's shape and
+        (floating) dtype before changing anything; :class:`StateDictError` says what is wrong.
         State tensors are copied and converted to the state dtype on each
         parameter's device; the saved hyper-parameters replace the current ones.
         """
@@ -278,6 +278,10 @@ class Optimizer:
             elif value.shape != p.shape:
                 raise StateDictError(f"state {key!r} of parameter id {pid!r} has shape {value.shape}, "
                                      f"but the parameter has shape {p.shape}")
+            elif not value.dtype.is_floating_point:
+                raise StateDictError(f"state {key!r} of parameter id {pid!r} has dtype {value.dtype.name}; optimizer "
+                                     f"state is floating point (any float dtype is converted to "
+                                     f"{state_dtype(p).name})")
             else:
                 moved = value.detach().to(device=p.device, dtype=state_dtype(p))
                 out[key] = moved.clone() if moved._data is value._data else moved
