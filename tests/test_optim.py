@@ -4,12 +4,12 @@ the reference composition, float32 state for low-precision parameters, and the s
 from __future__ import annotations
 
 import copy
-import math
 
 import numpy as np
 import pytest
 
 import ampcore
+from ampcore.conformance.op_reference import adam_steps, sgd_steps
 from ampcore import dtypes as dt
 from ampcore import nn, optim
 from ampcore.optim.adam import adamw_step_reference
@@ -39,30 +39,17 @@ def run(optimizer_cls, p0, grads, dtype=dt.float32, **kwargs):
 
 
 def sgd_reference(p, grads, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
-    buf = None
-    for g in grads:
-        g = g + weight_decay * p
-        if momentum:
-            buf = g.copy() if buf is None else momentum * buf + (1 - dampening) * g
-            g = g + momentum * buf if nesterov else buf
-        p = p - lr * g
-    return p
+    """The parameter after torch's SGD steps, in float64 (the conformance suite's reference)."""
+    *_, (last, _) = sgd_steps(p, grads, lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                              nesterov=nesterov)
+    return last
 
 
 def adam_reference(p, grads, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, decoupled=False, amsgrad=False):
-    b1, b2 = betas
-    m, v, vmax = np.zeros_like(p), np.zeros_like(p), np.zeros_like(p)
-    for t, g in enumerate(grads, 1):
-        if decoupled:
-            p = p * (1 - lr * weight_decay)
-        else:
-            g = g + weight_decay * p
-        m = b1 * m + (1 - b1) * g
-        v = b2 * v + (1 - b2) * g * g
-        vmax = np.maximum(vmax, v)
-        denom = np.sqrt(vmax if amsgrad else v) / math.sqrt(1 - b2 ** t) + eps
-        p = p - lr / (1 - b1 ** t) * m / denom
-    return p, m, v
+    """(param, exp_avg, exp_avg_sq) after torch's Adam/AdamW steps, in float64."""
+    *_, last = adam_steps(p, grads, lr=lr, beta1=betas[0], beta2=betas[1], eps=eps, weight_decay=weight_decay,
+                          decoupled=decoupled, amsgrad=amsgrad)
+    return last
 
 
 def assert_close32(actual, expected, scale=1.0):

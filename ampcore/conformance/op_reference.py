@@ -257,7 +257,7 @@ def _identity(a: Array) -> Array:
 
 
 def adam_steps(p: Array, grads: Sequence[Array], *, lr: float, beta1: float, beta2: float, eps: float,
-               weight_decay: float, decoupled: bool, round_param: Rounder = _identity
+               weight_decay: float, decoupled: bool, round_param: Rounder = _identity, amsgrad: bool = False
                ) -> Iterator[tuple[Array, Array, Array]]:
     """torch's Adam (``decoupled=False``: L2 added to the gradient) or AdamW, in float64.
 
@@ -267,7 +267,7 @@ def adam_steps(p: Array, grads: Sequence[Array], *, lr: float, beta1: float, bet
     the update ran in).
     """
     p = np.asarray(p, np.float64)
-    m, v = np.zeros_like(p), np.zeros_like(p)
+    m, v, v_max = np.zeros_like(p), np.zeros_like(p), np.zeros_like(p)
     for t, g in enumerate(grads, start=1):
         g = np.asarray(g, np.float64)
         if decoupled:
@@ -276,7 +276,8 @@ def adam_steps(p: Array, grads: Sequence[Array], *, lr: float, beta1: float, bet
             g = g + weight_decay * p
         m = beta1 * m + (1.0 - beta1) * g
         v = beta2 * v + (1.0 - beta2) * g * g
-        m_hat, v_hat = m / (1.0 - beta1 ** t), v / (1.0 - beta2 ** t)
+        v_max = np.maximum(v_max, v)  # amsgrad: the running maximum of v drives the step
+        m_hat, v_hat = m / (1.0 - beta1 ** t), (v_max if amsgrad else v) / (1.0 - beta2 ** t)
         p = round_param(p - lr * m_hat / (np.sqrt(v_hat) + eps))
         yield p, m, v
 
