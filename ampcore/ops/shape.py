@@ -306,9 +306,11 @@ def _normalize_basic_index(index: tuple, shape: tuple[int, ...]) -> tuple[tuple,
             start, stop, step = i.indices(n)
             if step == 0:
                 raise ValueError("slice step cannot be zero")
-            # slice.indices gives stop=-1 for "before index 0"; as a slice that would mean "the last".
-            kernel_index.append(slice(start, stop if stop >= 0 else None, step))
-            out_shape.append(len(range(start, stop, step)))
+            length = len(range(start, stop, step))
+            # slice.indices gives -1 for "before index 0" (as a start or a stop); as a slice bound that would
+            # mean "the last", so an empty selection becomes an explicit empty slice.
+            kernel_index.append(slice(start, stop if stop >= 0 else None, step) if length else slice(0, 0, 1))
+            out_shape.append(length)
         else:
             if not -n <= i < n:
                 raise IndexError(f"index {i} is out of bounds for dimension {axis} with size {n}")

@@ -1,7 +1,7 @@
 """Losses: cross_entropy, nll_loss, mse_loss, l1_loss, smooth_l1_loss,
 binary_cross_entropy and binary_cross_entropy_with_logits.
 
-Class-index losses select each target's log-probability with a one-hot mask
+Class-index losses select each target's log-probability with a mask
 (``target == arange(C)``): no gather, and ``ignore_index`` rows simply match
 no class.  Weighted means divide by the summed weights of the counted
 targets, as torch does.
@@ -157,14 +157,21 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
 # --------------------------------------------------------------------------- helpers
 def _select(op: str, logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int,
             class_dim: int) -> tuple[Tensor, Tensor]:
-    """Per sample: -weight[t] * logp[t] and weight[t], both 0 where t == ignore_index."""
-    onehot = _one_hot(op, target, logp, ignore_index, class_dim)
-    selected = onehot if weight is None else onehot * weight
-    return -(logp * selected).sum(class_dim), selected.sum(class_dim)
+    """Per sample: -weight[t] * logp[t] and weight[t], both 0 where t == ignore_index.
+
+    A select, not a multiply by the one-hot mask: 0 * -inf (a class with zero
+    probability) and 0 * NaN (an ignored row) must not reach the loss.
+    """
+    mask = _class_mask(op, target, logp, ignore_index, class_dim)
+    picked = ew.where(mask, logp, 0.0)
+    counted = ew.cast(mask, logp.dtype)
+    if weight is not None:
+        picked, counted = picked * weight, counted * weight
+    return -picked.sum(class_dim), counted.sum(class_dim)
 
 
-def _one_hot(op: str, target: Tensor, input: Tensor, ignore_index: int, class_dim: int) -> Tensor:  # noqa: A002
-    """(target == class) as input's dtype, with the class axis at ``class_dim``; ignored targets are all zero."""
+def _class_mask(op: str, target: Tensor, input: Tensor, ignore_index: int, class_dim: int) -> Tensor:  # noqa: A002
+    """(target == class) as bool, with the class axis at ``class_dim``; ignored targets select nothing."""
     if target.dtype not in (dt.int64, dt.int32):
         raise TypeError(f"{op}() needs int64 class-index targets, got dtype {target.dtype.name}")
     n_classes = input.shape[class_dim]
@@ -173,11 +180,10 @@ def _one_hot(op: str, target: Tensor, input: Tensor, ignore_index: int, class_di
         raise ValueError(f"{op}(): target of shape {target.shape} does not match input of shape {input.shape}; "
                          f"class-index targets need shape {expected}")
     _check_class_range(op, target, n_classes, ignore_index)
-    classes = arange(n_classes, device=input.device).reshape((n_classes,) + (1,) * (input.ndim - class_dim - 1))
-    onehot = ew.cast(target.unsqueeze(class_dim) == classes, input.dtype)
     if 0 <= ignore_index < n_classes:  # an ignored target that is a real class must not be selected
-        onehot = onehot * ew.cast(target != ignore_index, input.dtype).unsqueeze(class_dim)
-    return onehot
+        target = ew.where(target == ignore_index, -1, target)
+    classes = arange(n_classes, device=input.device).reshape((n_classes,) + (1,) * (input.ndim - class_dim - 1))
+    return target.unsqueeze(class_dim) == classes
 
 
 def _check_class_range(op: str, target: Tensor, n_classes: int, ignore_index: int) -> None:

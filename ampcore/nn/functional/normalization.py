@@ -7,6 +7,8 @@ x**2 from overflowing float16.  The output keeps the input dtype.
 
 from __future__ import annotations
 
+import math
+
 from typing import Any, Sequence
 
 from ...autograd import no_grad
@@ -54,7 +56,8 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,  # 
     stat = _channel_shape(input)
     _check_param_shape("group_norm", "weight", weight, (c,))
     _check_param_shape("group_norm", "bias", bias, (c,))
-    grouped = opmath(input).reshape(n, num_groups, -1)
+    per_group = (c // num_groups) * math.prod(input.shape[2:])  # explicit: -1 is ambiguous for an empty batch
+    grouped = opmath(input).reshape(n, num_groups, per_group)
     out = _normalize(grouped, (2,), eps).reshape(input.shape)
     return ew.cast(_affine(out, weight, bias, stat), input.dtype)
 
