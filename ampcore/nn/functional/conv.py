@@ -47,6 +47,9 @@ def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
     (s,) = ntuple(stride, 1, "stride", "conv1d", minimum=1)
     (d,) = ntuple(dilation, 1, "dilation", "conv1d", minimum=1)
     (p,) = _padding(padding, weight.shape[-1:], (s,), (d,), "conv1d")
+    if output_size(input.shape[-1], weight.shape[-1], s, p, d) <= 0:  # checked here to name the user's shapes
+        raise ValueError(f"conv1d(): kernel of shape {weight.shape} (dilation {d}) is larger than the padded "
+                         f"input: input shape {input.shape}, padding {p}")
     unbatched = input.ndim == 2
     x = (input.unsqueeze(0) if unbatched else input).unsqueeze(2)
     out = _conv2d(x, weight.unsqueeze(2), bias, (1, s), ((0, 0), p), (1, d), groups).squeeze(2)
