@@ -44,7 +44,7 @@ from ampcore.conformance.references import BINARY_REFERENCE, UNARY_REFERENCE, ro
 from ampcore.nn import functional as F
 from functional_reference import conv2d as conv2d_reference
 from test_fuzz_nn_ops import finite_max, tame
-from test_fuzz_ops import DTYPES, ERR, _accumulator_max, arrays, as_tensor, check
+from test_fuzz_ops import DTYPES, ERR, _accumulator_max, arrays, as_tensor, assert_raises_naming, check
 
 EXAMPLES = {"conv1d": 50, "batch_norm": 60, "max_pool": 50, "avg_pool": 50, "prelu": 40, "softmin": 40,
             "bce": 50, "bce_logits": 50, "kl_div": 50, "huber": 40, "poisson": 50, "margin_ranking": 40,
@@ -742,18 +742,9 @@ BAD_INPUTS = [
 
 
 # Bugs found (still open): the case fails for the reason given, and the test turns red once it is fixed.
-KNOWN_BUGS: dict[str, str] = {}  # id -> a known ampcore bug that makes the row a strict xfail (none open)
-
-
-@pytest.mark.parametrize("call, error, names", [
-    pytest.param(*c[1:], id=c[0], marks=[pytest.mark.xfail(strict=True, raises=AssertionError, reason=KNOWN_BUGS[c[0]])]
-                 if c[0] in KNOWN_BUGS else []) for c in BAD_INPUTS])
+@pytest.mark.parametrize("call, error, names", [c[1:] for c in BAD_INPUTS], ids=[c[0] for c in BAD_INPUTS])
 def test_bad_inputs_raise_the_documented_error_naming_them(call, error, names):
-    with pytest.raises(error) as info:
-        call()
-    message = str(info.value)
-    for name in names:
-        assert name in message, message
+    assert_raises_naming(call, error, names)
 
 
 def test_the_fuzz_budget_is_what_the_report_counts():

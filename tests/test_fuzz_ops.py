@@ -60,6 +60,14 @@ def expected(ref64: np.ndarray, dtype: str) -> np.ndarray:
     return to_f64(round_to(np.asarray(ref64, np.float64), dtype))
 
 
+def assert_raises_naming(call, error, names) -> None:
+    """``call()`` raises ``error`` whose message contains every string in ``names`` (the bad values)."""
+    with pytest.raises(error) as info:
+        call()
+    for name in names:
+        assert name in str(info.value), str(info.value)
+
+
 def check(out: ampcore.Tensor, ref64: np.ndarray, dtype: str, n: int = 1, *, scale: float = 1.0,
           what: str = "") -> None:
     assert out.dtype == dt.as_dtype(dtype), what
