@@ -115,8 +115,9 @@ def route(name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict
     out = kwargs.pop("out", None) if "out" in kwargs else None
     if out is not None:
         ineligible = "out="
-    if _watching:
-        names = _boundaries.__dict__.setdefault("names", [])
+    # Pop exactly what was pushed: another thread may open or close a watch while this op runs.
+    names = _boundaries.__dict__.setdefault("names", []) if _watching else None
+    if names is not None:
         names.append(name)
     try:
         hook = autocast_hook
@@ -125,8 +126,8 @@ def route(name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict
         else:
             result = hook(name, fn, args, kwargs, ineligible)
     finally:
-        if _watching and getattr(_boundaries, "names", None):
-            _boundaries.names.pop()
+        if names is not None:
+            names.pop()
     return result if out is None else _write_out(name, out, result)
 
 

@@ -111,3 +111,25 @@ def test_the_watch_is_per_thread():
 def test_limit_must_be_a_positive_int():
     with pytest.raises(ValueError, match="limit must be a positive int, got 0"):
         detect_overflow(limit=0)
+
+
+def test_boundaries_pop_what_they_pushed_when_another_thread_toggles_watching_mid_op():
+    """_watching is global: another thread can close and reopen its watch while this thread is inside ops."""
+    from ampcore import dispatch
+
+    def inner_body():
+        dispatch.watching_changed(+1)  # another thread opens a watch while 'inner' runs
+        return "done"
+
+    def outer_body():
+        dispatch.watching_changed(-1)  # ... after closing one while 'outer' ran
+        result = dispatch.route("inner", inner_body, (), {})
+        assert dispatch.boundary_stack() == ("outer",), "'inner' pushed nothing, so it must pop nothing"
+        return result
+
+    dispatch.watching_changed(+1)
+    try:
+        assert dispatch.route("outer", outer_body, (), {}) == "done"
+        assert dispatch.boundary_stack() == ()
+    finally:
+        dispatch.watching_changed(-1)
