@@ -19,6 +19,7 @@ from typing import Any, Iterator
 import pytest
 
 from .. import dtypes as dt
+from ..kernels import PRIMITIVES
 from .gaps import KnownGap, KnownGapsError, load_known_gaps
 from .report import BackendReport, Case, OUTCOMES, TestResult, environment
 from .subject import NOT_SUPPORTED, BackendUnderTest
@@ -151,15 +152,9 @@ def _describe(subject: BackendUnderTest) -> dict[str, Any]:
         "distribution": record.distribution if record else None,
         "version": record.version if record else None,
         "capabilities": subject.capabilities.as_dict(),
-        "kernels": {"fused": sorted(n for n in subject.kernels.names() if n not in _primitive_names())},
+        "kernels": {"fused": sorted(n for n in subject.kernels.names() if n not in PRIMITIVES)},
         "environment": environment(),
     }
-
-
-def _primitive_names() -> frozenset[str]:
-    from ..kernels import PRIMITIVES
-
-    return PRIMITIVES
 
 
 # --------------------------------------------------------------------------- where each test lands

@@ -23,7 +23,7 @@ import numpy as np
 from .. import dtypes as dt
 
 __all__ = [
-    "FLOAT_NAMES", "INT_NAMES", "ALL_NAMES", "FORMATS",
+    "FLOAT_NAMES", "INT_NAMES", "NUMERIC_NAMES", "ALL_NAMES", "FORMATS",
     "UNARY_REFERENCE", "BINARY_REFERENCE", "COMPARE_REFERENCE",
     "UNARY_DOMAIN", "BINARY_DOMAIN",
     "round_bits", "round_to", "exactly", "representable", "to_f64",
@@ -33,6 +33,7 @@ __all__ = [
 
 FLOAT_NAMES: tuple[str, ...] = tuple(d.name for d in dt.FLOAT_DTYPES)
 INT_NAMES: tuple[str, ...] = ("int64", "int32")
+NUMERIC_NAMES: tuple[str, ...] = FLOAT_NAMES + INT_NAMES
 ALL_NAMES: tuple[str, ...] = tuple(d.name for d in dt.ALL_DTYPES)
 
 # (precision in bits including the implicit one, smallest normal exponent, largest exponent)
