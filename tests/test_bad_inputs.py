@@ -728,8 +728,12 @@ def test_broken_plugin_is_recorded_then_raises_naming_itself_when_strict(row: Pl
     monkeypatch.delenv("AMPCORE_STRICT_PLUGINS", raising=False)
     relaxed = Registry()
     relaxed.ensure_loaded()
-    [broken] = [b for b in relaxed.broken if b.name == row.module]
-    assert broken.where == row.where
+    broken = [b for b in relaxed.broken if b.name == row.module]
+    if row.where == "ampcore_kernels":  # the hook failed for each backend, and each record names its backend
+        assert sorted(b.error.split("'")[1] for b in broken) == sorted(relaxed.records)
+    else:
+        assert len(broken) == 1
+    assert all(b.where == row.where for b in broken)
     assert "cpu" in relaxed.records and relaxed.get_backend("cpu").name == "cpu"  # the others keep working
     if row.where == "import":
         with pytest.raises(PluginLoadError) as info:

@@ -10,7 +10,7 @@ import pytest
 
 import ampcore
 from ampcore.cli import main
-from ampcore.plugins import BrokenPlugin, registry
+from ampcore.plugins import BrokenPlugin, hookimpl, registry
 
 
 @pytest.fixture
@@ -86,6 +86,49 @@ def test_info_json_has_the_same_facts(capsys, register_fake):
     assert backends[fake.name]["devices"][0]["emulated"] == ["bfloat16"]
     assert data["default_device"] == str(ampcore.get_default_device())
     assert isinstance(data["broken_plugins"], list)
+    plugins = {p["name"]: p for p in data["plugins"]}
+    assert plugins["cpu"]["distribution"] == "ampcore-cpu" and plugins["cpu"]["backends"] == ["cpu"]
+    assert cpu["kernels"]["reference"] == sorted(n for n, p in cpu["kernels"]["fused"].items() if p == "core reference")
+
+
+class FasterMatmul:
+    """A kernel plugin: replaces one kernel of someone else's backend through ``ampcore_kernels``."""
+
+    def __init__(self, target: str):
+        self.target = target
+
+    @hookimpl
+    def ampcore_kernels(self, backend):
+        if backend.name != self.target:
+            return None
+        plain = backend.kernels.matmul
+        return {"matmul": lambda a, b: plain(a, b), "softmax": lambda x, axis: x,
+                "softmax_backward": lambda y, gy, axis: gy}
+
+
+def test_info_names_the_plugin_that_provides_each_overridden_kernel(capsys, wide, register_fake):
+    fake = register_fake()
+    assert fake.kernels.provider("softmax") is None
+    ampcore.register_plugin(FasterMatmul(fake.name), name="fastmm")
+    try:
+        assert fake.kernels.provider("matmul") == "fastmm"
+        assert main(["info", "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        kernels = next(b for b in data["backends"] if b["name"] == fake.name)["kernels"]
+        assert kernels["overridden"] == {"matmul": "fastmm", "softmax": "fastmm", "softmax_backward": "fastmm"}
+        assert kernels["fused"]["softmax"] == "fastmm" and "softmax" not in kernels["reference"]
+        assert "log_softmax" in kernels["reference"]
+        plugin = next(p for p in data["plugins"] if p["name"] == "fastmm")
+        assert plugin["backends"] == [] and plugin["distribution"] is None
+        assert plugin["kernels"] == {fake.name: ["matmul", "softmax", "softmax_backward"]}
+
+        assert main(["info"]) == 0
+        out = capsys.readouterr().out
+        assert re.search(r"from plugins +matmul \(fastmm\), softmax \(fastmm\)", out)
+        row = next(line for line in out.splitlines() if "│ fastmm" in line)
+        assert "registered from code" in row and f"kernels matmul, softmax, softmax_backward for {fake.name}" in row
+    finally:
+        registry.pm.unregister(name="fastmm")
 
 
 def test_python_dash_m_ampcore_info_shows_a_broken_plugin(tmp_path, run_python):

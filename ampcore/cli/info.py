@@ -1,5 +1,5 @@
 """``ampcore info``: every backend found, available or not and why, its capabilities and kernels,
-and the plugins that failed to load."""
+every plugin with its distribution and what it provides, and the plugins that failed to load."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from .. import __version__
 from ..kernels import FUSED, PRIMITIVES
-from ..plugins import broken_plugins, get_default_device, list_backends
+from ..plugins import broken_plugins, get_default_device, list_backends, registry
 from ..plugins.registry import BackendRecord
 
 __all__ = ["add_parser", "collect", "run"]
@@ -37,8 +37,29 @@ def collect() -> dict[str, Any]:
         "default_device": default,
         "default_device_error": default_error,
         "backends": [_backend_info(r) for r in records],
+        "plugins": _plugins(records),
         "broken_plugins": [{"name": b.name, "stage": b.where, "error": b.error} for b in broken_plugins()],
     }
+
+
+def _plugins(records: list[BackendRecord]) -> list[dict[str, Any]]:
+    """Every plugin, loaded or broken, with where it comes from and what it provides: backends, the kernels it
+    installed on each backend (through ``ampcore_kernels``), and whether it adjusts cast policies."""
+    eps = registry.entry_points()
+    policy = {impl.plugin_name for impl in registry.pm.hook.ampcore_policy.get_hookimpls()}
+    broken = {b.name for b in broken_plugins()}
+    names = {name for name, _ in registry.pm.list_name_plugin()} | broken
+    out = []
+    for name in sorted(names):
+        dist, version, value = eps.get(name, (None, None, None))
+        kernels = {r.backend.name: sorted(k for k in r.backend.kernels.names() if r.backend.kernels.provider(k) == name)
+                   for r in records if r.plugin != name}
+        out.append({
+            "name": name, "distribution": dist, "version": version, "entry_point": value,
+            "backends": sorted(r.backend.name for r in records if r.plugin == name),
+            "kernels": {b: ks for b, ks in kernels.items() if ks}, "policy": name in policy, "broken": name in broken,
+        })
+    return out
 
 
 def _backend_info(record: BackendRecord) -> dict[str, Any]:
@@ -64,6 +85,7 @@ def _kernels(backend: Any) -> dict[str, Any]:
         "native": len(own),
         "primitives": len(PRIMITIVES - set(table.missing_primitives())),
         "fused": {n: table.provider(n) or "core reference" for n in sorted(FUSED)},
+        "reference": sorted(FUSED - set(table.names())),
         "overridden": {n: table.provider(n) for n in table.names() if table.provider(n) != backend.name},
     }
 
@@ -97,6 +119,10 @@ def _e(value: Any) -> str:
     return escape(str(value))
 
 
+_STANDARD_FIELDS = {"index", "device_name", "memory_bytes", "storable", "native", "emulated", "autocast_dtype",
+                    "policy", "fallback_ops"}
+
+
 def _backend_panel(b: dict[str, Any]) -> Any:
     from rich.panel import Panel
     from rich.table import Table
@@ -117,6 +143,10 @@ def _backend_panel(b: dict[str, Any]) -> Any:
         grid.add_row("  cast policy", _e(f"{dev['policy']} table (ampcore policy --device {b['name']})"))
         for dtype, ops in dev.get("fallback_ops", {}).items():
             grid.add_row(f"  float32 fallback ({_e(dtype)})", _e(", ".join(ops)))
+        for key, value in dev.items():  # what the backend adds: platform, float16 tier, extensions, ...
+            if key not in _STANDARD_FIELDS:
+                text = ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+                grid.add_row(f"  {_e(key)}", _e(text))
     if "capabilities_error" in b:
         grid.add_row("capabilities", f"[red]{_e(b['capabilities_error'])}[/]")
     origin = f"plugin {b['plugin']}"
@@ -135,6 +165,26 @@ def _backend_panel(b: dict[str, Any]) -> Any:
     return Panel(grid, title=f"[bold]{_e(b['name'])}[/]", title_align="left", expand=False)
 
 
+def _provides(p: dict[str, Any]) -> str:
+    parts = [f"backend {b}" for b in p["backends"]]
+    parts += [f"kernels {', '.join(ks)} for {b}" for b, ks in p["kernels"].items()]
+    parts += ["cast policy"] if p["policy"] else []
+    return "; ".join(parts) or ("nothing (broken)" if p["broken"] else "nothing")
+
+
+def _plugin_table(plugins: list[dict[str, Any]]) -> Any:
+    """One row per plugin: where it comes from, and which backends and kernels it provides."""
+    from rich.table import Table
+
+    table = Table(title="plugins", title_justify="left")
+    for column in ("name", "distribution", "entry point", "provides"):
+        table.add_column(column, overflow="fold")
+    for p in plugins:
+        dist = f"{p['distribution']} {p['version']}" if p["distribution"] else "registered from code"
+        table.add_row(_e(p["name"]), _e(dist), _e(p["entry_point"] or "-"), _e(_provides(p)))
+    return table
+
+
 def render(data: dict[str, Any]) -> None:
     """Print the report with rich: one panel per backend, then the broken plugins.
 
@@ -151,6 +201,8 @@ def render(data: dict[str, Any]) -> None:
         console.print("[red]no backends installed[/]: pip install ampcore-cpu")
     for backend in data["backends"]:
         console.print(_backend_panel(backend))
+    if data["plugins"]:
+        console.print(_plugin_table(data["plugins"]))
     if not data["broken_plugins"]:
         console.print("broken plugins: none")
         return

@@ -98,6 +98,11 @@ class Registry:
         # Bumped whenever plugins or backends change, so derived caches (cast policies) rebuild.
         self.generation = 0
 
+    def entry_points(self) -> dict[str, tuple[str | None, str | None, str]]:
+        """Entry-point name -> (distribution, version, module) of every ``ampcore.backends`` entry point loaded."""
+        self.ensure_loaded()
+        return dict(self._ep_info)
+
     # --- loading -------------------------------------------------------
     def ensure_loaded(self) -> None:
         if self._loaded:
@@ -118,8 +123,10 @@ class Registry:
                     raise
             self._loaded = True
 
-    def _record_broken(self, name: str, where: str, exc: BaseException) -> None:
+    def _record_broken(self, name: str, where: str, exc: BaseException, backend: str | None = None) -> None:
         message = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        if backend is not None:
+            message = f"for backend {backend!r}: {message}"
         self.broken.append(BrokenPlugin(name, message, where, exc))
         if _strict():
             raise PluginLoadError(f"plugin {name!r} failed in {where}: {message} (AMPCORE_STRICT_PLUGINS is set)") from exc
@@ -193,8 +200,8 @@ class Registry:
             result = _call_impl(impl, backend=backend)
             if result:
                 backend.kernels.register(result, provider=impl.plugin_name)
-        except Exception as exc:
-            self._record_broken(impl.plugin_name, "ampcore_kernels", exc)
+        except Exception as exc:  # once per backend the hook failed for, the backend named in the message
+            self._record_broken(impl.plugin_name, "ampcore_kernels", exc, backend=backend.name)
 
     def register_backend(self, backend: Backend, plugin_name: str | None = None) -> Backend:
         """Register a backend object from code (tests, notebooks); errors are raised, not recorded."""
@@ -285,7 +292,7 @@ class Registry:
         candidates = self.available()
         if not candidates:
             raise RuntimeError("no available ampcore backend; install one, e.g. pip install ampcore-cpu "
-                               f"(run 'ampcore info' to see why installed ones are unavailable)")
+                               "(run 'ampcore info' to see why installed ones are unavailable)")
         return Device(candidates[0].name, 0)
 
     def set_default(self, device: DeviceLike | None) -> None:
