@@ -1,0 +1,144 @@
+"""The fused Adam/AdamW step on OpenCL: every tensor of a parameter group in a few multi-tensor launches.
+
+Per element, op for op the CPU backend's ``adamw_step`` (and the core's
+``adamw_step_reference``), each operation rounded on its own (no fma
+contraction), so on a device with correctly rounded division and square root
+the results are the CPU backend's bits.  The arithmetic is float32 (float64
+for float64 parameters); a float16/bfloat16 parameter is widened, updated and
+rounded once.  Parameters and moments are updated in place, as the contract
+allows (the optimizer passes arrays it owns).  The step-dependent scalars
+(bias corrections, step size) are kernel arguments: a new step compiles nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+from ampcore import dtypes as dt
+
+from .amp import (NO_CONTRACT, Launch, buffer_args, local_size, max_variant, plan_launches, pointer_params,
+                  select_code)
+from .array import CLArray
+from .codegen import CType, ctype, prelude
+
+__all__ = ["adamw_step"]
+
+_FLOATS = (dt.float32, dt.float64, dt.float16, dt.bfloat16)
+_SCALARS = ("weight_decay", "decay", "one_minus_beta1", "beta2", "one_minus_beta2", "bc2_sqrt", "eps", "step_size")
+# mode: 0 no weight decay, 1 decoupled (AdamW: p *= decay), 2 L2 (Adam: g += weight_decay * p)
+_NO_DECAY, _DECOUPLED, _L2 = 0, 1, 2
+
+
+def _moment_dtype(p: dt.DType) -> dt.DType:
+    return dt.float64 if p == dt.float64 else dt.float32
+
+
+def _validate(params: Sequence[Any], grads: Sequence[Any], exp_avgs: Sequence[Any], exp_avg_sqs: Sequence[Any],
+              step: Any, hyper: dict[str, float]) -> None:
+    """Every check of the CPU backend's ``adamw_step`` (same messages), and one device; before any write."""
+    n = len(params)
+    if not (len(grads) == len(exp_avgs) == len(exp_avg_sqs) == n):
+        raise ValueError(f"adamw_step needs lists of one length, got {n} params, {len(grads)} grads, "
+                         f"{len(exp_avgs)} exp_avgs and {len(exp_avg_sqs)} exp_avg_sqs")
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 1:
+        raise ValueError(f"adamw_step step must be an int >= 1, got {step!r}")
+    for name, value in hyper.items():
+        if not math.isfinite(value):
+            raise ValueError(f"adamw_step {name} must be finite, got {value!r}")
+    state = None
+    for i, arrays in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
+        if not all(isinstance(a, CLArray) for a in arrays):
+            raise TypeError(f"adamw_step tensor {i}: expected opencl device arrays, got "
+                            f"{', '.join(type(a).__name__ for a in arrays)}")
+        p, g, m, v = arrays
+        for a in arrays:
+            if state is None:
+                state = a.state
+            elif a.state is not state:
+                raise ValueError(f"adamw_step tensor {i}: arrays on different devices "
+                                 f"(opencl:{state.index} and opencl:{a.state.index})")
+        if p.dtype not in _FLOATS or g.dtype not in _FLOATS:
+            raise TypeError(f"adamw_step tensor {i}: parameter and gradient must be floating, "
+                            f"got {p.dtype.name} and {g.dtype.name}")
+        if not (p.shape == g.shape == m.shape == v.shape):
+            raise ValueError(f"adamw_step tensor {i}: shapes differ: param {p.shape}, grad {g.shape}, "
+                             f"exp_avg {m.shape}, exp_avg_sq {v.shape}")
+        want = _moment_dtype(p.dtype)
+        if m.dtype != want or v.dtype != want:
+            raise TypeError(f"adamw_step tensor {i}: moments must be {want.name} for a {p.dtype.name} parameter, "
+                            f"got {m.dtype.name} and {v.dtype.name}")
+
+
+def _source(p_type: CType, g_type: CType, k: int, local: int, fp64: bool) -> str:
+    c = "double" if p_type.tag == "f64" else "float"
+    pointers = [("p", f"__global {p_type.storage}"), ("g", f"__global const {g_type.storage}"),
+                ("m", f"__global {c}"), ("v", f"__global {c}")]
+    scalars = ", ".join(f"{c} {name}" for name in _SCALARS)
+    body = f"""            {c} pc = ({c}){p_type.load("p", "i")};
+            {c} gc = ({c}){g_type.load("g", "i")};
+            {c} mc = m[i], vc = v[i];
+            pc = mode == {_DECOUPLED} ? pc * decay : pc;  /* selects, not branches: PoCL vectorises them (2x) */
+            gc = mode == {_L2} ? gc + pc * weight_decay : gc;
+            mc = mc + (gc - mc) * one_minus_beta1;  /* m.lerp_(g, 1 - beta1) */
+            vc = vc * beta2 + (gc * gc) * one_minus_beta2;
+            const {c} denom = sqrt(vc) / bc2_sqrt + eps;
+            pc = pc - (mc / denom) * step_size;
+            m[i] = mc;
+            v[i] = vc;
+            {p_type.store("p", "i", "pc")}
+"""
+    return prelude(fp64) + NO_CONTRACT + f"""
+__kernel __attribute__((reqd_work_group_size({local}, 1, 1)))
+void adamw_step({pointer_params(k, pointers)}, __constant long *meta, int mode, {scalars}) {{
+{select_code(k, local, pointers)}
+    if (i < n) {{
+{body}    }}
+}}
+"""
+
+
+def adamw_step(params: Sequence[CLArray], grads: Sequence[CLArray], exp_avgs: Sequence[CLArray],
+               exp_avg_sqs: Sequence[CLArray], *, step: int, lr: float, beta1: float, beta2: float, eps: float,
+               weight_decay: float, decoupled: bool) -> tuple[list[CLArray], list[CLArray], list[CLArray]]:
+    """Adam (``decoupled=False``: L2 term added to the gradient) or AdamW (``decoupled=True``:
+    ``p *= 1 - lr * weight_decay``) over one parameter group, in place; returns the updated lists.
+
+    ValueError/TypeError (the CPU backend's checks, plus one device for all
+    arrays) before anything is written.  One launch per (parameter dtype,
+    gradient dtype) for up to K tensors (K = 16 on a 1024-byte argument limit).
+    """
+    params, grads, exp_avgs, exp_avg_sqs = list(params), list(grads), list(exp_avgs), list(exp_avg_sqs)
+    hyper = dict(lr=float(lr), beta1=float(beta1), beta2=float(beta2), eps=float(eps),
+                 weight_decay=float(weight_decay))
+    _validate(params, grads, exp_avgs, exp_avg_sqs, step, hyper)
+    if not params:
+        return params, exp_avgs, exp_avg_sqs
+    state = params[0].state
+    wd = hyper["weight_decay"]
+    mode = _NO_DECAY if not wd else _DECOUPLED if decoupled else _L2
+    consts = dict(weight_decay=wd, decay=1.0 - hyper["lr"] * wd, one_minus_beta1=1.0 - hyper["beta1"],
+                  beta2=hyper["beta2"], one_minus_beta2=1.0 - hyper["beta2"],
+                  bc2_sqrt=math.sqrt(1.0 - hyper["beta2"] ** int(step)), eps=hyper["eps"],
+                  step_size=hyper["lr"] / (1.0 - hyper["beta1"] ** int(step)))
+    scalars = [consts[name] for name in _SCALARS]
+    by_dtypes: dict[tuple[dt.DType, dt.DType], list[tuple[CLArray, ...]]] = {}
+    for group in zip(params, grads, exp_avgs, exp_avg_sqs):
+        by_dtypes.setdefault((group[0].dtype, group[1].dtype), []).append(group)
+    local = local_size(state)
+    for (pd, gd), groups in by_dtypes.items():
+        p_type, g_type = ctype(pd), ctype(gd)
+        scalar_type = np.float64 if pd == dt.float64 else np.float32
+        max_k = max_variant(state, 4, 4 + len(_SCALARS) * np.dtype(scalar_type).itemsize)
+        for launch in plan_launches(state, groups, max_k):
+            _run(state, launch, p_type, g_type, local, mode, scalar_type, scalars)
+    return params, exp_avgs, exp_avg_sqs
+
+
+def _run(state: Any, launch: Launch, p_type: CType, g_type: CType, local: int, mode: int, scalar_type: Any,
+         scalars: list[float]) -> None:
+    types = [None] * (4 * launch.k + 1) + [np.int32] + [scalar_type] * len(_SCALARS)
+    kernel = state.kernel(("adamw_step", p_type.tag, g_type.tag, launch.k, local),
+                          lambda: _source(p_type, g_type, launch.k, local, state.fp64), "adamw_step", types)
+    state.launch(kernel, (launch.n_groups * local,), (local,), *buffer_args(launch, 4), launch.meta, mode, *scalars)

@@ -1,0 +1,150 @@
+"""The ``opencl`` backend: every OpenCL device pyopencl finds, as ``opencl:0`` .. ``opencl:N-1``.
+
+Registered under the ``ampcore.backends`` entry point ``opencl``; uses only
+ampcore's public API, like any third-party backend.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+import ampcore
+from ampcore import dtypes as dt
+from ampcore.plugins import hookimpl
+
+from .array import CLArray
+from .codegen import ctype
+
+_POCL_HINT = "pip install 'ampcore-opencl[pocl]' (PoCL: an OpenCL CPU device, no driver needed)"
+
+
+class OpenCLBackend(ampcore.Backend):
+    """OpenCL through pyopencl: float32 everywhere, float16 stored in 2 bytes on every device (computed in
+    half where the device really does half arithmetic), bfloat16 as 16-bit words."""
+
+    name = "opencl"
+    device_type = "opencl"
+
+    @property
+    def priority(self) -> int:  # type: ignore[override]  # the base class's plain attribute, computed here
+        """150 (above cpu's 100) when ``opencl:0`` is a GPU or accelerator; 50 when it is a CPU device
+        (PoCL runs on the cores NumPy already uses, so the cpu backend stays the default there)."""
+        try:
+            from .devices import device_list, is_cpu
+
+            devices = device_list()
+        except Exception:  # no pyopencl or no platform: unavailable anyway, and info must not crash
+            return 50
+        return 150 if devices and not is_cpu(devices[0]) else 50
+
+    def availability(self) -> ampcore.Availability:
+        try:
+            from .devices import device_list
+        except ImportError as exc:  # pragma: no cover - the distribution depends on pyopencl
+            return ampcore.Availability(False, f"pyopencl is not importable ({exc}): pip install ampcore-opencl")
+        try:
+            devices = device_list()
+        except ImportError as exc:
+            return ampcore.Availability(False, f"pyopencl is not importable ({exc}): pip install ampcore-opencl")
+        except Exception as exc:  # the ICD loader reports "no platforms" as an error
+            return ampcore.Availability(False, f"no OpenCL platform ({type(exc).__name__}: {exc}); {_POCL_HINT}")
+        if not devices:
+            return ampcore.Availability(False, f"OpenCL platforms have no devices; {_POCL_HINT}")
+        return ampcore.Availability(True)
+
+    def device_count(self) -> int:
+        from .devices import device_list
+
+        return len(device_list())
+
+    def _state(self, index: int) -> Any:
+        from .devices import device_state
+
+        return device_state(index)
+
+    def capabilities(self, index: int = 0) -> ampcore.Capabilities:
+        state = self._state(index)
+        device = state.device
+        storable = {dt.float32, dt.float16, dt.bfloat16, dt.int32, dt.int64, dt.bool_}
+        native = {dt.float32, dt.int32, dt.int64, dt.bool_}
+        if state.fp64:
+            storable.add(dt.float64)
+            native.add(dt.float64)
+        if state.half.native:
+            native.add(dt.float16)
+        return ampcore.Capabilities(
+            device_name=device.name.strip(),
+            storable=frozenset(storable),
+            native=frozenset(native),
+            emulated=frozenset(storable - native),
+            autocast_dtype=dt.float16,
+            policy="cuda",  # an fp16 accelerator: torch's CUDA lists (matmul/conv in fp16, softmax/losses in fp32)
+            memory_bytes=int(device.global_mem_size),
+            extra={
+                "platform": device.platform.name.strip(),
+                "opencl": device.version.strip(),
+                "driver": device.driver_version.strip(),
+                "compute_units": int(device.max_compute_units),
+                "float16": state.half.tier,
+                "float16_probe": state.half.detail,
+                "cl_khr_fp16": state.half.claimed,
+                "correctly_rounded_div_sqrt": state.correctly_rounded_div_sqrt,
+                "extensions": sorted(state.extensions),
+            },
+        )
+
+    def kernel_functions(self) -> Mapping[str, Callable[..., Any]]:
+        from .kernels import kernel_table
+
+        return kernel_table()
+
+    # --- array I/O -----------------------------------------------------
+    def from_numpy(self, array: np.ndarray, dtype: Any, device_index: int = 0) -> CLArray:
+        import pyopencl as cl
+
+        dtype = dt.as_dtype(dtype)
+        state = self._state(device_index)
+        if dtype == dt.float64 and not state.fp64:
+            raise TypeError(f"device opencl:{device_index} ({state.device.name.strip()!r}) cannot store float64: "
+                            "it lacks cl_khr_fp64; use float32")
+        host = np.asarray(dt.convert(np.asarray(array), dtype), order="C").view(ctype(dtype).host)  # 0-d stays 0-d
+        out = CLArray(state, host.shape, dtype)
+        if out.size:
+            with state.launch_lock:
+                # The copy runs later, in queue order; its event holds the host array until then (and
+                # dropping the event would wait for it, so the array keeps it).
+                out._keepalive = cl.enqueue_copy(state.queue, out.buffer, host, is_blocking=False)
+        return out
+
+    def to_numpy(self, array: CLArray) -> np.ndarray:
+        import pyopencl as cl
+
+        raw = np.empty(array.shape, dtype=ctype(array.dtype).host)
+        if array.size:
+            with array.state.launch_lock:
+                cl.enqueue_copy(array.state.queue, raw, array.buffer, is_blocking=True)
+        return raw.view(array.dtype.numpy) if array.dtype != dt.bool_ else raw.astype(np.bool_)
+
+    def dtype_of(self, array: CLArray) -> dt.DType:
+        return array.dtype
+
+    def shape_of(self, array: CLArray) -> tuple[int, ...]:
+        return array.shape
+
+    def nbytes(self, array: CLArray) -> int:
+        return array.nbytes
+
+    def synchronize(self, device_index: int = 0) -> None:
+        self._state(device_index).synchronize()
+
+    def conformance_known_gaps(self) -> str | None:
+        path = resources.files("ampcore_opencl") / "known_gaps.toml"
+        return str(path) if path.is_file() else None
+
+
+@hookimpl
+def ampcore_backends() -> list[ampcore.Backend]:
+    return [OpenCLBackend()]
