@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -198,3 +199,17 @@ def test_training_steps_compile_nothing_new_and_sync_once_per_step(amp):
     assert syncs.count == 3, syncs.by_reason
     losses += [t.item() for t in kept]
     assert all(np.isfinite(losses)) and losses[-1] < losses[0]
+
+
+@needs_device
+def test_the_mlp_benchmark_runs_and_writes_its_json(tmp_path):
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_opencl_mlp.py"
+    out = tmp_path / "mlp.json"
+    proc = subprocess.run([sys.executable, str(script), "--steps", "1", "--warmup", "1", "--batch", "8",
+                           "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "AMP speedup over float32" in proc.stdout
+    result = json.loads(out.read_text())
+    assert set(result["configs"]) == {"float32", "amp float16"}
+    for config in result["configs"].values():
+        assert config["pool_bytes"] > 0 and config["median_s"] > 0 and np.isfinite(config["final_loss"])
