@@ -82,8 +82,13 @@ adamw_step(params, grads, exp_avgs, exp_avg_sqs, *, step, lr, beta1, beta2,
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .dtypes import FLOAT_DTYPES, DType, float32, float64
 
 __all__ = [
     "UNARY",
@@ -93,6 +98,8 @@ __all__ = [
     "FUSED",
     "KernelTable",
     "MissingKernelsError",
+    "adamw_moment_dtype",
+    "check_adamw_step",
 ]
 
 UNARY = ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sign", "sin", "cos")
@@ -181,3 +188,43 @@ class KernelTable:
         if name.startswith("_"):
             raise AttributeError(name)
         raise AttributeError(f"backend {self._backend_name!r} has no kernel {name!r}")
+
+
+def adamw_moment_dtype(param_dtype: DType) -> DType:
+    """The dtype of Adam's moments for a parameter of ``param_dtype``: float64 for float64, else float32."""
+    return float64 if param_dtype == float64 else float32
+
+
+def check_adamw_step(params: Sequence[Any], grads: Sequence[Any], exp_avgs: Sequence[Any],
+                     exp_avg_sqs: Sequence[Any], step: Any, hyper: Mapping[str, float], *,
+                     shape_of: Callable[[Any], tuple[int, ...]], dtype_of: Callable[[Any], DType]) -> None:
+    """The ``adamw_step`` argument checks every backend makes before it writes anything, so all raise alike.
+
+    Raises ValueError for lists of different lengths, a ``step`` that is not an
+    int >= 1, a non-finite hyper-parameter or tensors of different shapes, and
+    TypeError for a non-floating parameter or gradient or moments not in
+    :func:`adamw_moment_dtype`.  The arrays are the backend's own (checked by
+    the backend before it calls this); ``shape_of``/``dtype_of`` read them.
+    """
+    n = len(params)
+    if not (len(grads) == len(exp_avgs) == len(exp_avg_sqs) == n):
+        raise ValueError(f"adamw_step needs lists of one length, got {n} params, {len(grads)} grads, "
+                         f"{len(exp_avgs)} exp_avgs and {len(exp_avg_sqs)} exp_avg_sqs")
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 1:
+        raise ValueError(f"adamw_step step must be an int >= 1, got {step!r}")
+    for name, value in hyper.items():
+        if not math.isfinite(value):
+            raise ValueError(f"adamw_step {name} must be finite, got {value!r}")
+    for i, (p, g, m, v) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
+        p_dtype, g_dtype = dtype_of(p), dtype_of(g)
+        if p_dtype not in FLOAT_DTYPES or g_dtype not in FLOAT_DTYPES:
+            raise TypeError(f"adamw_step tensor {i}: parameter and gradient must be floating, "
+                            f"got {p_dtype.name} and {g_dtype.name}")
+        shapes = [shape_of(a) for a in (p, g, m, v)]
+        if len(set(shapes)) != 1:
+            raise ValueError(f"adamw_step tensor {i}: shapes differ: param {shapes[0]}, grad {shapes[1]}, "
+                             f"exp_avg {shapes[2]}, exp_avg_sq {shapes[3]}")
+        want, moments = adamw_moment_dtype(p_dtype), (dtype_of(m), dtype_of(v))
+        if moments != (want, want):
+            raise TypeError(f"adamw_step tensor {i}: moments must be {want.name} for a {p_dtype.name} parameter, "
+                            f"got {moments[0].name} and {moments[1].name}")

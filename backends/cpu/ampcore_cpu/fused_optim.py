@@ -20,16 +20,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ampcore import dtypes as dt
+from ampcore.kernels import check_adamw_step
 
 from .kernels import CHUNK
-
-F32 = np.dtype(np.float32)
-F64 = np.dtype(np.float64)
-FLOATS = frozenset(d.numpy for d in dt.FLOAT_DTYPES)  # not dtype.kind: bfloat16's kind is "V"
-
-
-def _compute_dtype(p: np.ndarray) -> np.dtype:
-    return F64 if p.dtype == F64 else F32
 
 
 def _writable(a: np.ndarray) -> np.ndarray:
@@ -39,29 +32,12 @@ def _writable(a: np.ndarray) -> np.ndarray:
 
 def _validate(params: Sequence[Any], grads: Sequence[Any], exp_avgs: Sequence[Any],
               exp_avg_sqs: Sequence[Any], step: int, hyper: dict[str, float]) -> None:
-    """Every check, before anything is written."""
-    n = len(params)
-    if not (len(grads) == len(exp_avgs) == len(exp_avg_sqs) == n):
-        raise ValueError(f"adamw_step needs lists of one length, got {n} params, {len(grads)} grads, "
-                         f"{len(exp_avgs)} exp_avgs and {len(exp_avg_sqs)} exp_avg_sqs")
-    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 1:
-        raise ValueError(f"adamw_step step must be an int >= 1, got {step!r}")
-    for name, value in hyper.items():
-        if not math.isfinite(value):
-            raise ValueError(f"adamw_step {name} must be finite, got {value!r}")
-    for i, (p, g, m, v) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
-        if not all(isinstance(a, np.ndarray) for a in (p, g, m, v)):
+    """Every check, before anything is written: NumPy arrays here, then the checks all backends share."""
+    for i, arrays in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
+        if not all(isinstance(a, np.ndarray) for a in arrays):
             raise TypeError(f"adamw_step tensor {i}: expected NumPy arrays")
-        if p.dtype not in FLOATS or g.dtype not in FLOATS:
-            raise TypeError(f"adamw_step tensor {i}: parameter and gradient must be floating, "
-                            f"got {p.dtype} and {g.dtype}")
-        if not (p.shape == g.shape == m.shape == v.shape):
-            raise ValueError(f"adamw_step tensor {i}: shapes differ: param {p.shape}, grad {g.shape}, "
-                             f"exp_avg {m.shape}, exp_avg_sq {v.shape}")
-        want = _compute_dtype(p)
-        if m.dtype != want or v.dtype != want:
-            raise TypeError(f"adamw_step tensor {i}: moments must be {want} for a {p.dtype} parameter, "
-                            f"got {m.dtype} and {v.dtype}")
+    check_adamw_step(params, grads, exp_avgs, exp_avg_sqs, step, hyper,
+                     shape_of=lambda a: a.shape, dtype_of=lambda a: dt.as_dtype(a.dtype))
 
 
 class _Buffers(threading.local):

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 from ampcore import dtypes as dt
+from ampcore.kernels import check_adamw_step
 
 from .amp import (NO_CONTRACT, Launch, buffer_args, local_size, max_variant, plan_launches, pointer_params,
                   select_code)
@@ -25,50 +26,27 @@ from .codegen import CType, ctype, prelude
 
 __all__ = ["adamw_step"]
 
-_FLOATS = (dt.float32, dt.float64, dt.float16, dt.bfloat16)
 _SCALARS = ("weight_decay", "decay", "one_minus_beta1", "beta2", "one_minus_beta2", "bc2_sqrt", "eps", "step_size")
 # mode: 0 no weight decay, 1 decoupled (AdamW: p *= decay), 2 L2 (Adam: g += weight_decay * p)
 _NO_DECAY, _DECOUPLED, _L2 = 0, 1, 2
 
 
-def _moment_dtype(p: dt.DType) -> dt.DType:
-    return dt.float64 if p == dt.float64 else dt.float32
-
-
 def _validate(params: Sequence[Any], grads: Sequence[Any], exp_avgs: Sequence[Any], exp_avg_sqs: Sequence[Any],
               step: Any, hyper: dict[str, float]) -> None:
-    """Every check of the CPU backend's ``adamw_step`` (same messages), and one device; before any write."""
-    n = len(params)
-    if not (len(grads) == len(exp_avgs) == len(exp_avg_sqs) == n):
-        raise ValueError(f"adamw_step needs lists of one length, got {n} params, {len(grads)} grads, "
-                         f"{len(exp_avgs)} exp_avgs and {len(exp_avg_sqs)} exp_avg_sqs")
-    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 1:
-        raise ValueError(f"adamw_step step must be an int >= 1, got {step!r}")
-    for name, value in hyper.items():
-        if not math.isfinite(value):
-            raise ValueError(f"adamw_step {name} must be finite, got {value!r}")
+    """Every check, before any write: opencl arrays on one device, then the checks all backends share."""
     state = None
     for i, arrays in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
         if not all(isinstance(a, CLArray) for a in arrays):
             raise TypeError(f"adamw_step tensor {i}: expected opencl device arrays, got "
                             f"{', '.join(type(a).__name__ for a in arrays)}")
-        p, g, m, v = arrays
         for a in arrays:
             if state is None:
                 state = a.state
             elif a.state is not state:
                 raise ValueError(f"adamw_step tensor {i}: arrays on different devices "
                                  f"(opencl:{state.index} and opencl:{a.state.index})")
-        if p.dtype not in _FLOATS or g.dtype not in _FLOATS:
-            raise TypeError(f"adamw_step tensor {i}: parameter and gradient must be floating, "
-                            f"got {p.dtype.name} and {g.dtype.name}")
-        if not (p.shape == g.shape == m.shape == v.shape):
-            raise ValueError(f"adamw_step tensor {i}: shapes differ: param {p.shape}, grad {g.shape}, "
-                             f"exp_avg {m.shape}, exp_avg_sq {v.shape}")
-        want = _moment_dtype(p.dtype)
-        if m.dtype != want or v.dtype != want:
-            raise TypeError(f"adamw_step tensor {i}: moments must be {want.name} for a {p.dtype.name} parameter, "
-                            f"got {m.dtype.name} and {v.dtype.name}")
+    check_adamw_step(params, grads, exp_avgs, exp_avg_sqs, step, hyper,
+                     shape_of=lambda a: a.shape, dtype_of=lambda a: a.dtype)
 
 
 def _source(p_type: CType, g_type: CType, k: int, local: int, fp64: bool) -> str:
