@@ -37,6 +37,18 @@ _RAW_NP = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _I64, _I32 = np.int64, np.int32
 
 _COPY = """
+/* Add to *s and *o the input and output offsets of row r, decoded through meta: shape[0..nd), in strides
+   [nd..2nd), out strides [2nd..3nd). */
+inline void row_offsets(long r, int nd, __global const long *meta, long *s, long *o) {
+    for (int d = nd - 1; d >= 0; --d) {
+        long n = meta[d];
+        long c = r % n;
+        r /= n;
+        *s += c * meta[nd + d];
+        *o += c * meta[2 * nd + d];
+    }
+}
+
 /* Strided copy of raw words.  The collapsed layout is rows of n0 elements (strides in_last / out_last) whose
    row index r decodes through meta: shape[0..nd), in strides [nd..2nd), out strides [2nd..3nd).  Work-item w
    copies flat elements [w*chunk, (w+1)*chunk): one div/mod decode per row, then a plain loop. */
@@ -47,14 +59,8 @@ __kernel void copy_strided(__global T *out, long out_off, long out_last,
     long end = min(total, start + chunk);
     long row = start / n0, i = start - row * n0;
     while (start < end) {
-        long o = out_off, s = in_off, r = row;
-        for (int d = nd - 1; d >= 0; --d) {
-            long n = meta[d];
-            long c = r % n;
-            r /= n;
-            s += c * meta[nd + d];
-            o += c * meta[2 * nd + d];
-        }
+        long s = in_off, o = out_off;
+        row_offsets(row, nd, meta, &s, &o);
         long stop = min(n0, i + (end - start));
         if (in_last == 1 && out_last == 1) {
             for (long k = i; k < stop; ++k) out[o + k] = in[s + k];
@@ -78,14 +84,8 @@ __kernel void copy_tiled(__global T *out, long out_off, __global const T *in, lo
     for (long u = get_global_id(0) * per; u < end; ++u) {
         long b = u / (tiles_l * tiles_a), t = u - b * tiles_l * tiles_a;
         long a0 = (t / tiles_l) * TILE, l0 = (t % tiles_l) * TILE;
-        long o = out_off, s = in_off;
-        for (int d = nd - 1; d >= 0; --d) {
-            long n = meta[d];
-            long c = b % n;
-            b /= n;
-            s += c * meta[nd + d];
-            o += c * meta[2 * nd + d];
-        }
+        long s = in_off, o = out_off;
+        row_offsets(b, nd, meta, &s, &o);
         long ea = min(na - a0, (long)TILE), el = min(n0 - l0, (long)TILE);
         for (long ia = 0; ia < ea; ++ia) {
             __global T *dst = out + o + (a0 + ia) * out_a + l0;
