@@ -77,15 +77,23 @@ class Node:
     Each input's ``grad_fn`` is snapshotted when the node is recorded, so an
     in-place op that later rebases a tensor's history (``relu_``-style) does
     not reroute the gradients of ops that consumed the tensor before it.
+
+    ``inputs`` keeps only the leaves that take a gradient: an intermediate
+    tensor is reached through its ``grad_fn``, and holding it would keep every
+    activation alive until backward whether the op saved it or not (torch's
+    graph keeps only what ops save).  Under ``detect_overflow`` every input is
+    kept
+    (``keep_all``), so a backward step can report the forward values it consumed.
     """
 
     __slots__ = ("op", "ctx", "inputs", "input_fns", "freed", "within", "__weakref__")
 
-    def __init__(self, op: "Op", ctx: Context, inputs: Sequence["Tensor | None"]):
+    def __init__(self, op: "Op", ctx: Context, inputs: Sequence["Tensor | None"], keep_all: bool = False):
         self.op = op
         self.ctx = ctx
-        self.inputs = tuple(inputs)
-        self.input_fns = tuple(t.grad_fn if t is not None else None for t in self.inputs)
+        self.input_fns = tuple(t.grad_fn if t is not None else None for t in inputs)
+        self.inputs = tuple(t if t is not None and (keep_all or (t.grad_fn is None and t.requires_grad)) else None
+                            for t in inputs)
         self.freed = False
         self.within: tuple[str, ...] = ()  # enclosing op boundaries, recorded while detecting overflow
 
@@ -144,14 +152,13 @@ def run_backward(root: "Tensor", grad: Any, retain_graph: bool = False) -> None:
                 node.ctx = Context()
                 node.freed = True
             for t, fn, gi in zip(node.inputs, node.input_fns, input_grads):
-                if t is None or gi is None:
+                if gi is None:
                     continue
-                if fn is None:
-                    if t.requires_grad:
-                        _accumulate_leaf(t, gi)
-                else:
+                if fn is not None:
                     key = id(fn)
                     pending[key] = gi if key not in pending else k.add(pending[key], gi)
+                elif t is not None and t.requires_grad:
+                    _accumulate_leaf(t, gi)
 
 
 def _check_backward(root: "Tensor", node: Node, g: Any, input_grads: Sequence[Any]) -> None:
@@ -159,10 +166,11 @@ def _check_backward(root: "Tensor", node: Node, g: Any, input_grads: Sequence[An
     from . import dispatch as _dispatch
     from .tensor import Tensor
 
-    wrap = lambda a, t: Tensor._wrap(a, t.device, t._backend)  # noqa: E731 - local adapter
-    outs = [wrap(gi, t) for t, gi in zip(node.inputs, input_grads) if t is not None and gi is not None]
+    wrap = lambda a: Tensor._wrap(a, root.device, root._backend)  # noqa: E731 - local adapter
+    outs = [wrap(gi) for gi in input_grads if gi is not None]
     # The forward inputs count as inputs too: a backward fed NaN saved values did not start the overflow.
-    ins = [wrap(g, root), *(t for t in node.inputs if t is not None)]
+    # (Only inputs recorded under detect_overflow are kept, see Node.)
+    ins = [wrap(g), *(t for t in node.inputs if t is not None)]
     _dispatch.overflow_hook(node.op.name, "backward", ins, outs, node.within)
 
 

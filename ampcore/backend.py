@@ -129,6 +129,18 @@ class Backend:
     def synchronize(self, device_index: int = 0) -> None:
         """Wait for queued work (for timing); a no-op on synchronous backends."""
 
+    # --- measurement ---------------------------------------------------
+    def peak_memory(self, fn: Callable[[], Any], device_index: int = 0) -> int | None:
+        """Run ``fn()`` once and return the most bytes of device memory it had allocated at once.
+
+        Memory already held when ``fn`` starts is not counted, so a caller
+        that builds a model inside ``fn`` measures everything the model needs.
+        ``None`` (the default) means this backend cannot tell; ``fn`` still
+        runs.  ``ampcore bench`` reports it as peak memory.
+        """
+        fn()
+        return None
+
     # --- conformance ---------------------------------------------------
     def conformance_known_gaps(self) -> str | None:
         """Path of the TOML file listing the conformance checks this backend is known to fail, with reasons.

@@ -271,7 +271,8 @@ def call(op: "Op", *inputs: Any, **params: Any) -> "Tensor":
     except Exception as exc:
         raise KernelError(op.name, backend.name, exc) from exc
     needs_grad = op.differentiable and is_grad_enabled() and any(ctx.needs_input_grad)
-    node = Node(op, ctx, [t if isinstance(t, Tensor) else None for t in inputs]) if needs_grad else None
+    node = Node(op, ctx, [t if isinstance(t, Tensor) else None for t in inputs], keep_all=bool(_watching)) \
+        if needs_grad else None
     result = Tensor._wrap(out, anchor.device, backend, grad_fn=node)
     if _watching and overflow_hook is not None:
         if node is not None:

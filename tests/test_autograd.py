@@ -114,3 +114,34 @@ def test_add_and_mul_in_place_are_differentiable_for_non_leaves():
     np.testing.assert_allclose(x.grad.numpy(), [4.0, 8.0])
     with pytest.raises(RuntimeError, match="leaf tensor"):
         x.add_(1.0)
+
+
+def test_the_graph_keeps_only_what_ops_save_not_every_intermediate_tensor():
+    """An intermediate no op saved is freed once the caller drops it (torch's graph does the same).
+
+    ``sum`` saves only a shape and ``mul`` by a constant nothing of its input,
+    so ``h`` must not be kept alive by the graph: keeping it held every
+    activation of a model until backward.
+    """
+    import gc
+    import weakref
+
+    x = ampcore.tensor(np.ones((8, 8), np.float32), requires_grad=True)
+    h = x * 3.0
+    loss = (h * 2.0).sum()
+    ref = weakref.ref(h)
+    del h
+    gc.collect()
+    assert ref() is None
+    loss.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((8, 8), 6.0, np.float32))
+
+
+def test_detect_overflow_keeps_the_inputs_it_reports():
+    x = ampcore.tensor(np.ones((4,), np.float32), requires_grad=True)
+    with ampcore.amp.detect_overflow():
+        h = x * 3.0
+        y = h * 2.0
+    assert y.grad_fn.inputs[0] is h
+    z = h * 2.0
+    assert z.grad_fn.inputs == (None, None)

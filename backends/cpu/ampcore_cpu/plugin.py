@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import tracemalloc
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -66,6 +67,25 @@ class CPUBackend(ampcore.Backend):
 
     def from_numpy(self, array: np.ndarray, dtype: Any, device_index: int = 0) -> np.ndarray:
         return dt.convert(array, dtype)  # a new array, rounded once (float64 -> bfloat16 too)
+
+    def peak_memory(self, fn: Callable[[], Any], device_index: int = 0) -> int:
+        """Peak bytes allocated while ``fn`` ran, from tracemalloc (NumPy reports its buffers to it).
+
+        Python objects allocated by ``fn`` (graph nodes, tensors) count too; they
+        are small beside the arrays.  Tracing slows Python while it is on, so
+        it is on only for this call (unless the caller had started it).
+        """
+        started = not tracemalloc.is_tracing()
+        if started:
+            tracemalloc.start()
+        try:
+            tracemalloc.reset_peak()
+            base = tracemalloc.get_traced_memory()[0]
+            fn()
+            return max(tracemalloc.get_traced_memory()[1] - base, 0)
+        finally:
+            if started:
+                tracemalloc.stop()
 
     def to_numpy(self, array: np.ndarray) -> np.ndarray:
         return np.array(array, copy=True)

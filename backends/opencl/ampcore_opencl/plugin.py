@@ -6,6 +6,7 @@ ampcore's public API, like any third-party backend.
 
 from __future__ import annotations
 
+import gc
 from importlib import resources
 from typing import Any, Callable, Mapping
 
@@ -139,6 +140,20 @@ class OpenCLBackend(ampcore.Backend):
 
     def synchronize(self, device_index: int = 0) -> None:
         self._state(device_index).synchronize()
+
+    def peak_memory(self, fn: Callable[[], Any], device_index: int = 0) -> int:
+        """The memory pool's growth while ``fn`` ran: its high-water mark, since it keeps freed blocks.
+
+        Blocks are rounded up to the pool's size bins, so this is what the
+        device had to provide, a little above the bytes in use at the peak.
+        """
+        pool = self._state(device_index).pool
+        gc.collect()  # dropped arrays go back to the pool, which then returns them to the device
+        pool.free_held()
+        base = int(pool.managed_bytes)
+        fn()
+        self.synchronize(device_index)
+        return max(int(pool.managed_bytes) - base, 0)
 
     def conformance_known_gaps(self) -> str | None:
         path = resources.files("ampcore_opencl") / "known_gaps.toml"
