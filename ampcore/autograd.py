@@ -9,14 +9,14 @@ against the backend's kernels) and accumulating into leaf ``.grad``.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 if TYPE_CHECKING:
     from .ops.base import Op
     from .tensor import Tensor
 
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "Node", "Context", "run_backward",
-           "zero_grads", "Function", "FunctionCtx"]
+           "zero_grads", "Function", "FunctionCtx", "saved_bytes"]
 
 _state = threading.local()
 
@@ -284,3 +284,43 @@ class Function:
         ctx.inputs = inputs
         node = Node(_FunctionOp(cls, positions, len(args)), ctx, inputs)  # type: ignore[arg-type]
         return Tensor._wrap(out._data, out.device, out._backend, grad_fn=node)
+
+
+def saved_bytes(root: "Tensor", exclude: Iterable["Tensor"] = ()) -> int:
+    """Bytes of the distinct device buffers the graph behind ``root`` keeps for its backward.
+
+    What autocast's smaller activations save: every array an op stored in
+    its context, each buffer counted once (a view counts as the array it
+    views), leaving out the buffers of ``exclude`` (pass the parameters: they
+    exist whether or not a graph does).  Leaf inputs a node keeps only to
+    route gradients are not counted.  0 when ``root`` has no graph.
+    """
+    backend = root._backend
+    array_type = type(root._data)
+    excluded = {id(_owner(t._data)) for t in exclude}
+    owners: dict[int, Any] = {}
+    seen: set[int] = set()
+    stack = [root.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for value in vars(node.ctx).values():
+            if isinstance(value, FunctionCtx):  # a custom Function's save_for_backward
+                value = [getattr(t, "_data", None) for t in value.saved_tensors]
+            for item in value if isinstance(value, (list, tuple)) else (value,):
+                if isinstance(item, array_type):
+                    owner = _owner(item)
+                    if id(owner) not in excluded:
+                        owners[id(owner)] = owner
+        stack.extend(node.input_fns)
+    return sum(backend.nbytes(a) for a in owners.values())
+
+
+def _owner(array: Any) -> Any:
+    """The array whose memory ``array`` views (NumPy-style ``.base``), or ``array`` itself."""
+    base = getattr(array, "base", None)
+    while base is not None and type(base) is type(array):
+        array, base = base, getattr(base, "base", None)
+    return array

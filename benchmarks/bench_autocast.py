@@ -38,6 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ampcore  # noqa: E402
 from ampcore import nn, optim  # noqa: E402
 from ampcore.amp.state import thread_state  # noqa: E402
+from ampcore.bench.models import get_model  # noqa: E402
 from bench_overhead import (BETAS, EPS, LR, SIZES, WEIGHT_DECAY, add_common_arguments, make_data,  # noqa: E402
                             parse_checked, time_interleaved, torch_mlp, write_json)
 
@@ -58,12 +59,7 @@ class AmpcoreRun:
     """One model + optimizer; ``step(amp)`` trains one step, ``saved_bytes(amp)`` measures one forward."""
 
     def __init__(self, weights: list[np.ndarray], x: np.ndarray, y: np.ndarray, dtype: str):
-        layers: list[nn.Module] = []
-        for i, (n_in, n_out) in enumerate(zip(SIZES, SIZES[1:])):
-            layers.append(nn.Linear(n_in, n_out))
-            if i < len(SIZES) - 2:
-                layers.append(nn.ReLU())
-        self.model = nn.Sequential(*layers)
+        self.model = get_model("mlp").build("cpu")
         for p, w in zip(self.model.parameters(), weights):
             with ampcore.no_grad():
                 p.copy_(ampcore.from_numpy(w))

@@ -7,12 +7,11 @@ sync per step: the skip decision).  Both run interleaved after warm-up in one
 process, each step ending with ``synchronize`` so the clock sees the device
 work, and the medians are compared.
 
-Device memory is the memory pool's high-water mark for the first step of
-each configuration, with only that configuration alive: the pool is emptied
-(``free_held``) before the step and its ``managed_bytes`` read after it, so it
-counts every buffer the step had alive at once (parameters, gradients,
-optimizer state, activations saved for backward, the float16 weight copies),
-rounded up to the pool's size bins.
+Device memory is ``Backend.peak_memory`` of building each configuration and
+running its first step, with only that configuration alive: the growth of
+the memory pool, which keeps freed blocks, so it counts every buffer alive
+at once (parameters, gradients, optimizer state, activations saved for
+backward, the float16 weight copies), rounded up to the pool's size bins.
 
     python benchmarks/bench_opencl_mlp.py [--device opencl:0] [--steps 20] [--warmup 3] [--batch 256] [--json out.json]
 """
@@ -20,7 +19,6 @@ rounded up to the pool's size bins.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import statistics
 import sys
@@ -31,11 +29,12 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import ampcore  # noqa: E402
-from ampcore import nn, optim  # noqa: E402
+from ampcore import optim  # noqa: E402
+from ampcore.bench.models import MLP_SIZES, get_model  # noqa: E402
 from ampcore.nn import functional as F  # noqa: E402
 from bench_overhead import add_common_arguments, parse_checked, time_interleaved, write_json  # noqa: E402
 
-SIZES = (784, 1024, 1024, 10)
+SIZES = MLP_SIZES  # the reference MLP: ampcore.bench.models, shared by every benchmark
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -48,12 +47,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def make_step(device: str, batch: int, seed: int, amp: bool) -> tuple[Callable[[], float], list[float]]:
     """A closure running one training step; it appends each step's loss to the returned list."""
     ampcore.manual_seed(seed)
-    layers: list[Any] = []
-    for i, (fan_in, fan_out) in enumerate(zip(SIZES, SIZES[1:])):
-        layers.append(nn.Linear(fan_in, fan_out, device=device))
-        if i < len(SIZES) - 2:
-            layers.append(nn.ReLU())
-    model = nn.Sequential(*layers)
+    model = get_model("mlp").build(device)
     opt = optim.AdamW(model.parameters(), lr=1e-3)
     rng = np.random.default_rng(seed)
     x = ampcore.tensor(rng.standard_normal((batch, SIZES[0]), dtype=np.float32), device=device)
@@ -81,22 +75,12 @@ def make_step(device: str, batch: int, seed: int, amp: bool) -> tuple[Callable[[
     return step, losses
 
 
-def pool_high_water(device: str, step: Callable[[], Any]) -> int:
-    """Bytes the device's memory pool held at most during one call of ``step``."""
-    from ampcore_opencl.devices import device_state  # the benchmark, not the core, may look inside a backend
-
-    pool = device_state(ampcore.device(device).index).pool
-    gc.collect()  # buffers of earlier configurations go back to the pool before it is emptied
-    pool.free_held()
-    step()
-    return int(pool.managed_bytes)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     configs = {"float32": False, "amp float16": True}
     # Memory first, one configuration alive at a time: the other's weights and optimizer state would count too.
-    memory = {name: pool_high_water(args.device, make_step(args.device, args.batch, args.seed, amp)[0])
+    backend, index = ampcore.get_backend("opencl"), ampcore.device(args.device).index
+    memory = {name: backend.peak_memory(lambda amp=amp: make_step(args.device, args.batch, args.seed, amp)[0](), index)
               for name, amp in configs.items()}
     steps, losses = {}, {}
     for name, amp in configs.items():

@@ -34,8 +34,10 @@ import numpy as np
 
 import ampcore
 from ampcore import nn, optim
+from ampcore.bench import torch_reference
+from ampcore.bench.models import MLP_SIZES, get_model
 
-SIZES = (784, 1024, 1024, 10)
+SIZES = MLP_SIZES  # the reference MLP: ampcore.bench.models, shared by every benchmark
 LR, BETAS, EPS, WEIGHT_DECAY = 1e-3, (0.9, 0.999), 1e-8, 1e-2
 TARGET_RATIO = 1.25
 
@@ -79,12 +81,7 @@ def make_data(batch: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 def build_ampcore(x: np.ndarray, y: np.ndarray, seed: int) -> tuple[Callable[[], None], list[np.ndarray]]:
     """The ampcore step and the initial weights (as NumPy copies) for the other implementations."""
     ampcore.manual_seed(seed)
-    layers: list[nn.Module] = []
-    for i, (n_in, n_out) in enumerate(zip(SIZES, SIZES[1:])):
-        layers.append(nn.Linear(n_in, n_out, device="cpu"))
-        if i < len(SIZES) - 2:
-            layers.append(nn.ReLU())
-    model = nn.Sequential(*layers)
+    model = get_model("mlp").build("cpu")
     opt = optim.AdamW(model.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WEIGHT_DECAY)
     loss_fn = nn.CrossEntropyLoss()
     xt, yt = ampcore.from_numpy(x, device="cpu"), ampcore.from_numpy(y, device="cpu")
@@ -181,12 +178,7 @@ def torch_mlp(weights: list[np.ndarray]) -> Any:
     """The reference MLP in torch, holding ``weights`` (raises ImportError without torch)."""
     import torch
 
-    layers: list[Any] = []
-    for i, (n_in, n_out) in enumerate(zip(SIZES, SIZES[1:])):
-        layers.append(torch.nn.Linear(n_in, n_out))
-        if i < len(SIZES) - 2:
-            layers.append(torch.nn.ReLU())
-    model = torch.nn.Sequential(*layers)
+    model = torch_reference.mlp(SIZES)
     with torch.no_grad():
         for p, w in zip(model.parameters(), weights):
             p.copy_(torch.from_numpy(w))

@@ -1,4 +1,4 @@
-"""The ``ampcore`` command: ``ampcore info``, ``policy``, ``train`` and ``conformance``.
+"""The ``ampcore`` command: ``ampcore info``, ``policy``, ``train``, ``bench`` and ``conformance``.
 
 Each subcommand lives in its own module with ``add_parser(subparsers)`` and
 ``run(args) -> int``.  A :class:`CommandError` (bad device, unsupported
@@ -20,12 +20,12 @@ __all__ = ["main", "CommandError"]
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
-    from . import conformance, info, policy, train
+    from . import bench, conformance, info, policy, train
 
     parser = argparse.ArgumentParser(prog="ampcore", description="Mixed-precision training on any backend.")
     parser.add_argument("--version", action="version", version=f"ampcore {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (info, policy, train, conformance):
+    for module in (info, policy, train, bench, conformance):
         module.add_parser(subparsers)
     return parser
 

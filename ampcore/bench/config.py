@@ -1,0 +1,52 @@
+"""What a benchmark configuration is, what its run records, and the training settings every run shares."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Config", "History", "LR", "INIT_SCALE"]
+
+LR = 1e-3
+INIT_SCALE = 2.0 ** 16  # both GradScalers' default initial scale
+
+
+@dataclass(frozen=True)
+class Config:
+    """What one configuration trains with: ``framework`` ampcore or torch, a device, and a precision.
+
+    ``precision`` float32 is the baseline; float16 and bfloat16 train under
+    autocast, float16 with a GradScaler (bfloat16 has float32's range).
+    """
+
+    framework: str
+    device: str
+    precision: str
+
+    @property
+    def amp(self) -> bool:
+        return self.precision != "float32"
+
+    @property
+    def loss_scaling(self) -> bool:
+        return self.precision == "float16"
+
+    @property
+    def label(self) -> str:
+        return f"{self.framework} {self.device} {self.precision}{' AMP' if self.amp else ''}"
+
+    @property
+    def baseline(self) -> "Config":
+        """The float32 configuration of the same framework and device."""
+        return Config(self.framework, self.device, "float32")
+
+
+@dataclass
+class History:
+    """What a run recorded: every step's loss, and the loss scale after each step (None without scaling)."""
+
+    losses: list[float]
+    scales: list[float] | None
+    skipped_steps: int
+    host_syncs: int
+
+

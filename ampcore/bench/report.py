@@ -1,0 +1,127 @@
+"""Showing a ``run_benchmark`` result: a rich table for the terminal and a matplotlib figure.
+
+Both read only the result dict, so a saved JSON file can be shown again
+(``ampcore bench --from result.json --plot out.png``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["table", "summary_lines", "plot"]
+
+MIB = 2 ** 20
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f}"
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _mib(value: int | None) -> str:
+    return "-" if value is None else f"{value / MIB:.1f}"
+
+
+def _scales(row: dict[str, Any]) -> str:
+    scales = row["loss_scales"]
+    if not scales:
+        return "-"
+    return f"{scales[0]:g}" if min(scales) == max(scales) else f"{scales[0]:g}..{scales[-1]:g} (min {min(scales):g})"
+
+
+SHORT = {"float32": "fp32", "float16": "fp16 AMP", "bfloat16": "bf16 AMP"}
+WIDTH = 160  # the table's width when output is not a terminal (a file or a pipe)
+
+
+def table(result: dict[str, Any]) -> Any:
+    """The result as one rich Table, one row per configuration."""
+    from rich import box
+    from rich.table import Table
+
+    model, settings = result["model"], result["settings"]
+    title = (f"{model['description'].split(', batch')[0]}, batch {model['batch']}: median of {settings['steps']} "
+             f"steps after {settings['warmup']} warm-up; each device's configurations interleaved")
+    t = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), caption_justify="left")
+    columns = ("", "device", "precision", "ms/step", "IQR", "samples/s", "vs fp32", "vs torch", "peak MiB",
+               "saved MiB", "final loss", "Δ vs fp32", "loss scale", "skipped")
+    for i, name in enumerate(columns):
+        t.add_column(name, justify="left" if i < 3 else "right", no_wrap=i < 3)
+    for row in result["configs"]:
+        diff = row["final_loss_diff_vs_float32"]
+        t.add_row(
+            row["framework"], row["device"], SHORT.get(row["precision"], row["precision"]),
+            _ms(row["step_seconds"]["median"]), _ms(row["step_seconds"]["iqr"]), f"{row['samples_per_second']:.0f}",
+            _ratio(row["speedup_vs_float32"]) if row["amp"] else "", _ratio(row["step_time_vs_torch"]),
+            _mib(row["peak_memory_bytes"]), _mib(row["saved_for_backward_bytes"]),
+            "-" if row["final_loss"] is None else f"{row['final_loss']:.4f}",
+            "" if diff is None or not row["amp"] else f"{diff:+.1e}", _scales(row), str(row["skipped_steps"]))
+    t.caption = ("vs fp32: speedup over float32 on the same framework and device (>1: faster).  vs torch: ampcore "
+                 "step time / torch's in the same precision (<1: faster).\npeak: device memory of building the "
+                 "configuration and training two steps ('-': not measurable).  saved: bytes kept for backward, "
+                 "parameters excluded.")
+    return t
+
+
+def summary_lines(result: dict[str, Any]) -> list[str]:
+    """One line per AMP configuration: what AMP bought over float32 on its device."""
+    lines = []
+    for row in result["configs"]:
+        if not row["amp"] or row["speedup_vs_float32"] is None:
+            continue
+        memory = row["peak_memory_vs_float32"]
+        memory_text = f"peak memory {memory:.2f}x" if memory is not None else "peak memory not measurable"
+        diff = row["final_loss_diff_vs_float32"]
+        lines.append(f"{row['id']}: {row['speedup_vs_float32']:.2f}x the float32 speed, {memory_text}, "
+                     f"saved-for-backward {_ratio(row['saved_bytes_vs_float32'])}, final loss "
+                     f"{'-' if diff is None else f'{diff:+.1e}'} vs float32, {row['skipped_steps']} skipped steps")
+    return lines
+
+
+def plot(result: dict[str, Any], path: str) -> None:
+    """Save a figure to ``path``: step time and memory per configuration, and the loss curves.
+
+    Needs matplotlib (``pip install 'ampcore[plot]'``); ImportError otherwise.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display needed
+    import matplotlib.pyplot as plt
+
+    rows = result["configs"]
+    labels = [row["id"] for row in rows]
+    colors = ["tab:blue" if not row["amp"] else ("tab:orange" if row["precision"] == "float16" else "tab:green")
+              for row in rows]
+    fig, (ax_time, ax_mem, ax_loss) = plt.subplots(1, 3, figsize=(18, 0.45 * len(rows) + 3.5))
+    y = range(len(rows))
+    medians = [row["step_seconds"]["median"] * 1e3 for row in rows]
+    errors = [[(row["step_seconds"]["median"] - row["step_seconds"]["q1"]) * 1e3 for row in rows],
+              [(row["step_seconds"]["q3"] - row["step_seconds"]["median"]) * 1e3 for row in rows]]
+    ax_time.barh(y, medians, xerr=errors, color=colors)
+    ax_time.set_yticks(list(y), labels)
+    ax_time.invert_yaxis()
+    ax_time.set_xlabel("median step time, ms (bars: interquartile range)")
+
+    peak = [(row["peak_memory_bytes"] or 0) / MIB for row in rows]
+    saved = [row["saved_for_backward_bytes"] / MIB for row in rows]
+    ax_mem.barh([i - 0.2 for i in y], peak, height=0.4, color=colors, label="peak device memory")
+    ax_mem.barh([i + 0.2 for i in y], saved, height=0.4, color="tab:gray", label="saved for backward")
+    ax_mem.set_yticks(list(y), labels)
+    ax_mem.invert_yaxis()
+    ax_mem.set_xlabel("MiB (no peak bar: not measurable)")
+    ax_mem.legend(loc="lower right")
+
+    for row in rows:  # colours from the default cycle: one per configuration; torch dotted
+        style = "-" if row["framework"] == "ampcore" else ":"
+        ax_loss.plot(range(1, len(row["losses"]) + 1), row["losses"], style, label=row["id"], alpha=0.8)
+    ax_loss.set_xlabel("step (warm-up included)")
+    ax_loss.set_ylabel("training loss")
+    ax_loss.legend(fontsize="small")
+
+    model = result["model"]
+    fig.suptitle(f"ampcore bench: {model['name']} (batch {model['batch']}), float32 vs AMP, {result['created']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
