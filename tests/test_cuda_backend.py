@@ -29,16 +29,23 @@ def _props(major: int, minor: int, name: bytes = b"Fake GPU") -> dict:
     return {"name": name, "major": major, "minor": minor, "totalGlobalMem": 80 << 30, "multiProcessorCount": 108}
 
 
-def _fake_cupy(monkeypatch, *, count=1, error=None, driver=12040, rt=13000, cc=(9, 0)) -> ModuleType:
+def _fake_cupy(monkeypatch, *, count=1, error=None, driver=12040, rt=13000, cc=(9, 0), nvrtc_error=None
+               ) -> ModuleType:
     def get_device_count() -> int:
         if error is not None:
             raise error
         return count
 
+    def nvrtc_version() -> tuple[int, int]:
+        if nvrtc_error is not None:
+            raise nvrtc_error
+        return divmod(rt // 10, 100)
+
     fake = ModuleType("cupy")
     fake.cuda = SimpleNamespace(runtime=SimpleNamespace(
         getDeviceCount=get_device_count, driverGetVersion=lambda: driver, runtimeGetVersion=lambda: rt,
-        getDeviceProperties=lambda i: _props(*cc), CUDARuntimeError=CUDARuntimeError))
+        getDeviceProperties=lambda i: _props(*cc), CUDARuntimeError=CUDARuntimeError),
+        nvrtc=SimpleNamespace(getVersion=nvrtc_version), cublas=SimpleNamespace())
     monkeypatch.setitem(sys.modules, "cupy", fake)
     return fake
 
@@ -120,6 +127,18 @@ def test_a_volta_gpu_under_cuda12_is_available(monkeypatch):
     _fake_cupy(monkeypatch, rt=12080, cc=(7, 0))
     assert CUDABackend().availability().ok
     assert CUDABackend().device_count() == 1
+
+
+class DynamicLibNotFoundError(RuntimeError):
+    """What CuPy 14 (cuda-pathfinder) raises when a CUDA library is on neither the PyPI packages nor the system."""
+
+
+def test_a_gpu_without_nvrtc_is_unavailable_and_pointed_at_the_ctk_extra(monkeypatch):
+    missing = DynamicLibNotFoundError('Failure finding "libnvrtc.so.13 or libnvrtc.so.12"')
+    _fake_cupy(monkeypatch, rt=13000, cc=(9, 0), nvrtc_error=missing)
+    reason = CUDABackend().availability().reason
+    assert reason.startswith("CuPy cannot load NVRTC (DynamicLibNotFoundError: Failure finding \"libnvrtc.so.13")
+    assert "pip install 'cupy-cuda13x[ctk]'" in reason and "CUDA Toolkit 13" in reason
 
 
 def test_availability_on_this_machine_never_raises():
@@ -245,3 +264,43 @@ def test_row_blocks_shrink_to_the_row_but_stay_a_whole_warp():
     assert row_block(3) == 32
     assert row_geometry((2, 3, 4), 1) == (8, 3, 4)
     assert row_geometry((2, 0, 4), 1) == (0, 0, 4)
+
+
+# --------------------------------------------------------------------------- peak memory
+class _FakePool:
+    """CuPy's MemoryPool as peak_memory sees it: total_bytes() counts held blocks, freed or not."""
+
+    def __init__(self, held: int):
+        self.held, self.calls = held, []
+
+    def free_all_blocks(self) -> None:
+        self.calls.append("free_all_blocks")
+        self.held = 0
+
+    def total_bytes(self) -> int:
+        self.calls.append("total_bytes")
+        return self.held
+
+
+def test_peak_memory_is_the_pools_growth_measured_on_the_requested_device(monkeypatch):
+    fake = _fake_cupy(monkeypatch)
+    pool, entered, synced = _FakePool(held=4096), [], []
+
+    class Device(_NullDevice):
+        def __enter__(self):
+            entered.append(self.index)
+            return self
+
+        def synchronize(self):
+            synced.append(self.index)
+
+    fake.cuda.Device = Device
+    fake.get_default_memory_pool = lambda: pool
+
+    def fn():
+        pool.held += 3 << 20  # the pool keeps what fn freed, so this is its high-water mark
+        return "ignored"
+
+    assert CUDABackend().peak_memory(fn, 1) == 3 << 20
+    assert entered == [1] and synced == [1]
+    assert pool.calls[:2] == ["free_all_blocks", "total_bytes"]  # cached blocks from before are not counted

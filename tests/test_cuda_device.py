@@ -128,7 +128,10 @@ def _fp32_core_peak_flops() -> float:
     props = runtime.properties(0)
     cc = (int(props["major"]), int(props["minor"]))
     lanes = 64 if cc in ((6, 0), (7, 0), (7, 2), (7, 5), (8, 0)) else 128
-    return int(props["multiProcessorCount"]) * lanes * 2 * int(props["clockRate"]) * 1e3
+    # CUDA 13 dropped cudaDeviceProp::clockRate (so CuPy's cuda13 properties lack it); the attribute remains.
+    cuda_rt = runtime.import_cupy().cuda.runtime
+    clock_khz = cuda_rt.deviceGetAttribute(cuda_rt.cudaDevAttrClockRate, 0)
+    return int(props["multiProcessorCount"]) * lanes * 2 * int(clock_khz) * 1e3
 
 
 @pytest.mark.parametrize("dtype", [dt.float16, dt.bfloat16], ids=lambda d: d.name)

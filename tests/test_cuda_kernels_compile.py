@@ -8,6 +8,9 @@ sources go into one file per architecture, each in its own namespace (extern
 "C" names are unchanged) behind a ``#line`` directive, so an error still names
 the source and its line; one source per family is also compiled on its own,
 exactly as CuPy would.  Skips, with the reason, where nvcc is not on PATH.
+Where CuPy and its NVRTC are installed (no GPU needed), every source is also
+compiled by NVRTC itself, the compiler ``cupy.RawKernel`` really uses, which
+has no implicit headers.
 """
 
 from __future__ import annotations
@@ -77,3 +80,33 @@ def test_a_source_of_each_family_compiles_alone_as_cupy_would_compile_it(family,
     proc, ptx = _nvcc_ptx(arch, path, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert _entries(ptx) == {name.split("/", 1)[1]}
+
+
+def _nvrtc() -> tuple[object | None, str]:
+    try:
+        from cupy.cuda import nvrtc
+
+        return nvrtc, "NVRTC %d.%d" % nvrtc.getVersion()
+    except Exception as exc:  # no CuPy, or CuPy without NVRTC: the reason is the skip message
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+NVRTC, NVRTC_STATUS = _nvrtc()
+
+
+@pytest.mark.skipif(NVRTC is None, reason=f"CuPy's NVRTC is not loadable ({NVRTC_STATUS})")
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_kernel_source_compiles_with_nvrtc_as_rawkernel_compiles_it(arch):
+    failures = []
+    for name, source in SOURCES.items():
+        prog = NVRTC.createProgram(source, name.replace("/", "__") + ".cu", [], [])
+        try:
+            NVRTC.compileProgram(prog, (*OPTIONS, f"-arch={arch}"))
+            log = NVRTC.getProgramLog(prog).strip()
+            if log:
+                failures.append(f"{name}: {log}")
+        except Exception as exc:  # NVRTCError: the log says why
+            failures.append(f"{name}: {exc}\n{NVRTC.getProgramLog(prog)}")
+        finally:
+            NVRTC.destroyProgram(prog)
+    assert not failures, "\n".join(failures)

@@ -79,7 +79,8 @@ def _acc_np(c: CType) -> Any:
 
 def cross_entropy(logits: CuArray, target: CuArray, ignore_index: int = -100) -> tuple[Any, Any, Any]:
     """Per-row loss, log-sum-exp (CuPy float32, float64 for float64 logits) and a CuPy int32 flag set to 1 if a
-    target was out of range, for ``(rows, C)`` logits and ``(rows,)`` int64 targets."""
+    target was out of range, for ``(rows, C)`` logits and ``(rows,)`` integer targets (read as int64: the kernel
+    takes ``const long long *``)."""
     cupy, c = import_cupy(), ctype(logits.dtype)
     rows, n = logits.shape
     with cupy.cuda.Device(logits.device_index):
@@ -87,8 +88,9 @@ def cross_entropy(logits: CuArray, target: CuArray, ignore_index: int = -100) ->
         bad = cupy.zeros(1, np.int32)
         if rows:
             kernel = raw_kernel(("cross_entropy", c.tag), lambda: _forward(c), f"cross_entropy_{c.tag}")
-            launch_rows(kernel, rows, n, (cupy.ascontiguousarray(logits.data), cupy.ascontiguousarray(target.data),
-                                          loss, lse, bad, np.int64(n), np.int64(ignore_index)))
+            targets = cupy.ascontiguousarray(target.data, dtype=np.int64)
+            launch_rows(kernel, rows, n, (cupy.ascontiguousarray(logits.data), targets, loss, lse, bad, np.int64(n),
+                                          np.int64(ignore_index)))
     return loss, lse, bad
 
 
@@ -102,7 +104,7 @@ def cross_entropy_backward(logits: CuArray, target: CuArray, lse: Any, gy: Any, 
         if rows:
             kernel = raw_kernel(("cross_entropy_backward", c.tag), lambda: _backward(c),
                                 f"cross_entropy_backward_{c.tag}")
-            launch_rows(kernel, rows, n, (xs, cupy.ascontiguousarray(target.data), lse,
+            launch_rows(kernel, rows, n, (xs, cupy.ascontiguousarray(target.data, dtype=np.int64), lse,
                                           cupy.ascontiguousarray(gy, dtype=_acc_np(c)), gx, np.int64(n),
                                           np.int64(ignore_index)))
     return CuArray(gx, logits.dtype)

@@ -128,7 +128,8 @@ def layer_norm(x: CuArray, weight: CuArray | None, bias: CuArray | None, n: int,
         src = cupy.ascontiguousarray(x.data)
         y, mean, rstd = cupy.empty_like(src), cupy.empty(rows, _acc_np(c)), cupy.empty(rows, _acc_np(c))
         if rows:
-            w, b = (src, src) if weight is None else (weight.data, bias.data)  # type: ignore[union-attr]
+            w, b = (src, src) if weight is None else (cupy.ascontiguousarray(weight.data),  # the kernel indexes w[r]
+                                                      cupy.ascontiguousarray(bias.data))  # type: ignore[union-attr]
             kernel = raw_kernel(("layer_norm", c.tag), lambda: _forward(c), f"layer_norm_{c.tag}")
             launch_rows(kernel, rows, n, (src, w, b, np.int32(weight is not None), y, mean, rstd, np.int64(n),
                                           _acc_np(c)(eps)))
@@ -143,7 +144,7 @@ def layer_norm_backward(x: CuArray, gy: CuArray, weight: CuArray | None, mean: A
     with cupy.cuda.Device(x.device_index):
         xs, gys = cupy.ascontiguousarray(x.data), cupy.ascontiguousarray(gy.data)
         gx = cupy.empty_like(xs)
-        w = xs if weight is None else weight.data
+        w = xs if weight is None else cupy.ascontiguousarray(weight.data)
         if rows:
             kernel = raw_kernel(("layer_norm_backward", c.tag), lambda: _backward(c), f"layer_norm_backward_{c.tag}")
             launch_rows(kernel, rows, n, (xs, gys, w, np.int32(weight is not None), mean, rstd, gx, np.int64(n)))

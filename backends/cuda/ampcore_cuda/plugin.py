@@ -6,6 +6,7 @@ ampcore's public API.  Nothing here imports CuPy at import time.
 
 from __future__ import annotations
 
+import gc
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -65,6 +66,26 @@ class CUDABackend(ampcore.Backend):
 
     def synchronize(self, device_index: int = 0) -> None:
         runtime.import_cupy().cuda.Device(device_index).synchronize()
+
+    # --- measurement ---------------------------------------------------
+    def peak_memory(self, fn: Callable[[], Any], device_index: int = 0) -> int:
+        """The growth of CuPy's default memory pool while ``fn`` ran: its high-water mark, since the pool keeps
+        freed blocks instead of returning them to the device.
+
+        Blocks are rounded up to the pool's 512-byte bins, so this is what the
+        device had to provide, a little above the bytes in use at the peak.
+        Memory CuPy allocates outside the pool (cuBLAS workspaces, compiled
+        kernels) is not counted.
+        """
+        cupy = runtime.import_cupy()
+        with cupy.cuda.Device(device_index):
+            pool = cupy.get_default_memory_pool()
+            gc.collect()  # dropped arrays go back to the pool, which then returns them to the device
+            pool.free_all_blocks()
+            base = int(pool.total_bytes())
+            fn()
+            cupy.cuda.Device(device_index).synchronize()
+            return max(int(pool.total_bytes()) - base, 0)
 
 
 @hookimpl

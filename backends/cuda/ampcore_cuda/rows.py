@@ -63,7 +63,8 @@ __device__ ACC block_reduce(ACC v, bool is_max) {{
 
 
 def row_geometry(shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
-    """``(rows, n, inner)`` of reducing ``shape`` along ``axis``."""
+    """``(rows, n, inner)`` of reducing ``shape`` along ``axis`` (negative counts from the end)."""
+    axis = axis % len(shape)  # shape[axis + 1:] of a negative axis would be the wrong dimensions
     n = shape[axis]
     inner = math.prod(shape[axis + 1:])
     rows = math.prod(shape) // n if n else 0

@@ -95,7 +95,8 @@ def probe() -> ampcore.Availability:
                                            "check that `nvidia-smi` works")
     if count == 0:
         return ampcore.Availability(False, "the CUDA runtime reports 0 devices: check that `nvidia-smi` lists a GPU")
-    return _check_supported(runtime, count)
+    supported = _check_supported(runtime, count)
+    return _check_libraries(cupy) if supported else supported
 
 
 def _broken_cupy(exc: BaseException) -> ampcore.Availability:
@@ -116,6 +117,24 @@ def _check_supported(runtime: Any, count: int) -> ampcore.Availability:
                 f"{_cuda_version(rt_version)} ({_wheel(rt_version)}) no longer supports (it needs {need[0]}.{need[1]}"
                 f"+): pip uninstall -y {_wheel(rt_version)} && pip install 'ampcore-cuda[cuda12]', or hide the "
                 "device with CUDA_VISIBLE_DEVICES"))
+    return ampcore.Availability(True)
+
+
+def _check_libraries(cupy: Any) -> ampcore.Availability:
+    """Whether CuPy finds NVRTC (every RawKernel compiles through it) and cuBLAS (the 16-bit GEMMs).
+
+    CuPy loads both on first use, from a CUDA Toolkit or from the PyPI packages its ``[ctk]`` extra installs;
+    CuPy 14 wheels ship neither, so a driver-only machine imports CuPy, sees the GPU, and fails at the first
+    kernel unless this says so first.
+    """
+    rt_version = _safe(cupy.cuda.runtime.runtimeGetVersion, 0)
+    for library, load in (("NVRTC", lambda: cupy.cuda.nvrtc.getVersion()), ("cuBLAS", lambda: cupy.cuda.cublas)):
+        try:
+            load()
+        except Exception as exc:  # DynamicLibNotFoundError (CuPy 14), ImportError, OSError, ...
+            return ampcore.Availability(False, (
+                f"CuPy cannot load {library} ({type(exc).__name__}: {exc}): pip install '{_wheel(rt_version)}[ctk]' "
+                f"(the CUDA libraries from PyPI), or install the CUDA Toolkit {rt_version // 1000}"))
     return ampcore.Availability(True)
 
 
