@@ -1,0 +1,97 @@
+"""Conversions to and from the 16-bit dtypes, and the widen-compute-round pattern the primitives use.
+
+A float16/bfloat16 primitive widens its inputs to float32 (exact), lets CuPy
+compute in float32, and rounds the result once to nearest-even with a kernel of
+this module: CuPy's own float16 arithmetic rounds after every operation of a
+composite function, and CuPy has no bfloat16 at all.  float64 -> 16 bits goes
+through round-to-odd float, so it is rounded once too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from ampcore import dtypes as dt
+
+from .array import CuArray
+from .codegen import PRELUDE, ctype
+from .launch import BLOCK, raw_kernel
+from .runtime import import_cupy
+
+__all__ = ["sources", "LOW", "convert", "up", "down", "scalar_storage"]
+
+LOW = frozenset({dt.float16, dt.bfloat16})
+_PAIRS = (("f16", "f32"), ("bf16", "f32"), ("f32", "f16"), ("f32", "bf16"), ("f64", "f16"), ("f64", "bf16"),
+          ("f16", "bf16"), ("bf16", "f16"))
+_TAGS = {"f16": dt.float16, "bf16": dt.bfloat16, "f32": dt.float32, "f64": dt.float64}
+
+
+def _source(src: str, dst: str) -> str:
+    s, d = ctype(_TAGS[src]), ctype(_TAGS[dst])
+    value = s.load("x", "i")
+    if src == "f64":
+        value = f"double_to_float_odd({value})"
+    return PRELUDE + f"""
+extern "C" __global__ void __launch_bounds__({BLOCK})
+convert_{src}_{dst}(const {s.storage} *__restrict__ x, {d.storage} *__restrict__ out, long long size) {{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < size;
+         i += (long long)gridDim.x * blockDim.x) {{
+        {d.store("out", "i", value)}
+    }}
+}}
+"""
+
+
+def sources() -> dict[str, str]:
+    """Every kernel source of this family, by kernel name."""
+    return {f"convert_{s}_{d}": _source(s, d) for s, d in _PAIRS}
+
+
+def _run(data: Any, src: dt.DType, dst: dt.DType) -> Any:
+    cupy = import_cupy()
+    s, d = ctype(src).tag, ctype(dst).tag
+    x = cupy.ascontiguousarray(data)
+    out = cupy.empty(x.shape, dtype=ctype(dst).cupy_dtype)
+    if x.size:
+        kernel = raw_kernel(("convert", s, d), lambda: _source(s, d), f"convert_{s}_{d}")
+        kernel((min(-(-x.size // BLOCK), 65535 * 8),), (BLOCK,), (x, out, np.int64(x.size)))
+    return out
+
+
+def convert(data: Any, src: dt.DType, dst: dt.DType) -> Any:
+    """A new CuPy array (``dst``'s storage dtype) holding ``data`` (``src`` storage) converted, rounded once."""
+    if src == dst:
+        return data.copy()
+    if src in LOW or dst in LOW:
+        if src in LOW and dst in LOW or src in (dt.float32, dt.float64) or dst == dt.float32:
+            return _run(data, src, dst)
+        if src in LOW:  # to float64/int/bool: float32 holds the value exactly
+            return convert(_run(data, src, dt.float32), dt.float32, dst)
+        # int/bool -> 16 bits: float64 holds int32 exactly (and int64 up to 2^53), then one rounding
+        return _run(data.astype(np.float64), dt.float64, dst)
+    if dst == dt.bool_:
+        return data != 0
+    return data.astype(ctype(dst).cupy_dtype, copy=True)
+
+
+def up(x: CuArray) -> Any:
+    """``x``'s values as a CuPy array to compute with: float16/bfloat16 widened to float32, others as stored."""
+    return _run(x.data, x.dtype, dt.float32) if x.dtype in LOW else x.data
+
+
+def down(data: Any, dtype: dt.DType) -> CuArray:
+    """A CuPy result as a CuArray of ``dtype``: rounded once to a 16-bit dtype, cast for the others."""
+    if dtype in LOW:
+        src = dt.float64 if data.dtype == np.float64 else dt.float32
+        return CuArray(_run(data.astype(np.float32, copy=False) if src == dt.float32 else data, src, dtype), dtype)
+    want = ctype(dtype).cupy_dtype
+    return CuArray(data if data.dtype == want else data.astype(want), dtype)
+
+
+def scalar_storage(value: Any, dtype: dt.DType) -> np.generic:
+    """``value`` as a NumPy scalar of ``dtype``'s storage (bfloat16 as its uint16 bits), rounded once on the host.
+
+    A scalar, not a 0-d array: CuPy's ufuncs refuse NumPy arrays but take NumPy scalars.
+    """
+    return np.asarray(dt.convert(np.asarray(value), dtype)).view(ctype(dtype).cupy_dtype)[()]

@@ -1,0 +1,93 @@
+"""The ``cuda`` backend: every device CuPy sees, as ``cuda:0`` .. ``cuda:N-1``.
+
+Registered under the ``ampcore.backends`` entry point ``cuda``; uses only
+ampcore's public API.  Nothing here imports CuPy at import time.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+import ampcore
+from ampcore import dtypes as dt
+from ampcore.plugins import hookimpl
+
+from . import runtime
+from .array import CuArray
+from .codegen import ctype
+
+
+class CUDABackend(ampcore.Backend):
+    """NVIDIA GPUs through CuPy: cuBLAS GEMMs with float32 accumulation, fused AMP kernels as CUDA C."""
+
+    name = "cuda"
+    device_type = "cuda"
+    priority = 200  # above opencl's 150: on an NVIDIA GPU this is the faster path
+
+    def availability(self) -> ampcore.Availability:
+        return runtime.probe()
+
+    def device_count(self) -> int:
+        return runtime.device_count()
+
+    def capabilities(self, index: int = 0) -> ampcore.Capabilities:
+        cupy = runtime.import_cupy()
+        return runtime.capabilities_from_properties(runtime.properties(index), cupy.cuda.runtime.runtimeGetVersion())
+
+    def kernel_functions(self) -> Mapping[str, Callable[..., Any]]:
+        from .kernels import kernel_table
+
+        return kernel_table()
+
+    # --- array I/O -----------------------------------------------------
+    def from_numpy(self, array: np.ndarray, dtype: Any, device_index: int = 0) -> CuArray:
+        cupy = runtime.import_cupy()
+        dtype = dt.as_dtype(dtype)
+        c = ctype(dtype)
+        host = np.ascontiguousarray(dt.convert(np.asarray(array), dtype)).view(c.cupy_dtype)  # rounded once, here
+        with cupy.cuda.Device(device_index):
+            return CuArray(cupy.asarray(host), dtype)
+
+    def to_numpy(self, array: CuArray) -> np.ndarray:
+        raw = array.data.get()
+        return raw.view(array.dtype.numpy) if array.dtype == dt.bfloat16 else raw
+
+    def dtype_of(self, array: CuArray) -> dt.DType:
+        return array.dtype
+
+    def shape_of(self, array: CuArray) -> tuple[int, ...]:
+        return array.shape
+
+    def nbytes(self, array: CuArray) -> int:
+        return array.nbytes
+
+    def synchronize(self, device_index: int = 0) -> None:
+        runtime.import_cupy().cuda.Device(device_index).synchronize()
+
+    # --- measurement ---------------------------------------------------
+    def peak_memory(self, fn: Callable[[], Any], device_index: int = 0) -> int:
+        """The growth of CuPy's default memory pool while ``fn`` ran: its high-water mark, since the pool keeps
+        freed blocks instead of returning them to the device.
+
+        Blocks are rounded up to the pool's 512-byte bins, so this is what the
+        device had to provide, a little above the bytes in use at the peak.
+        Memory CuPy allocates outside the pool (cuBLAS workspaces, compiled
+        kernels) is not counted.
+        """
+        cupy = runtime.import_cupy()
+        with cupy.cuda.Device(device_index):
+            pool = cupy.get_default_memory_pool()
+            gc.collect()  # dropped arrays go back to the pool, which then returns them to the device
+            pool.free_all_blocks()
+            base = int(pool.total_bytes())
+            fn()
+            cupy.cuda.Device(device_index).synchronize()
+            return max(int(pool.total_bytes()) - base, 0)
+
+
+@hookimpl
+def ampcore_backends() -> list[ampcore.Backend]:
+    return [CUDABackend()]

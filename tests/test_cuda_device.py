@@ -1,0 +1,196 @@
+"""The cuda backend on a real GPU: fused kernels against float64 references, the AMP kernels' exact
+contracts, tensor cores really used by 16-bit GEMMs, and one host sync per training step.
+
+Everything here needs CuPy and a CUDA device and skips, with the reason, without them (CI has no GPU).
+The primitives are also checked by the conformance suite, which runs on every available backend.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import ampcore
+from ampcore import dtypes as dt
+from ampcore import nn, optim
+from ampcore.nn import functional as F
+from ampcore_cuda.plugin import CUDABackend
+
+_status = CUDABackend().availability()
+pytestmark = pytest.mark.skipif(not _status.ok, reason=f"no usable CUDA device: {_status.reason}")
+
+BACKEND = CUDABackend()
+LOW_EPS = {dt.float16: 2.0 ** -10, dt.bfloat16: 2.0 ** -7, dt.float32: 2.0 ** -23, dt.float64: 2.0 ** -52}
+FLOATS = [dt.float32, dt.float16, dt.bfloat16, dt.float64]
+
+
+def _kernels():
+    from ampcore_cuda.kernels import kernel_table
+
+    return kernel_table()
+
+
+def _dev(x: np.ndarray, dtype: dt.DType):
+    return BACKEND.from_numpy(x, dtype)
+
+
+def _host(a) -> np.ndarray:
+    return BACKEND.to_numpy(a).astype(np.float64)
+
+
+def _rtol(dtype: dt.DType, n: int) -> float:
+    """One rounding of the output, plus float32 accumulation error over ``n`` terms."""
+    return LOW_EPS[dtype] + n * (LOW_EPS[dt.float64] if dtype == dt.float64 else 2.0 ** -24)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)
+@pytest.mark.parametrize("axis", [0, 1])
+def test_softmax_and_log_softmax_match_float64(dtype, axis):
+    k = _kernels()
+    x = np.random.default_rng(0).standard_normal((37, 300)) * 4
+    xq = dt.convert(x, dtype).astype(np.float64)  # the values the device really holds
+    m = xq.max(axis=axis, keepdims=True)
+    e = np.exp(xq - m)
+    want_sm, want_lsm = e / e.sum(axis=axis, keepdims=True), (xq - m) - np.log(e.sum(axis=axis, keepdims=True))
+    n = x.shape[axis]
+    got_sm = _host(k["softmax"](_dev(x, dtype), axis))
+    got_lsm = _host(k["log_softmax"](_dev(x, dtype), axis))
+    np.testing.assert_allclose(got_sm, want_sm, rtol=_rtol(dtype, n), atol=LOW_EPS[dtype] * 1e-3)
+    np.testing.assert_allclose(got_lsm, want_lsm, rtol=_rtol(dtype, n), atol=_rtol(dtype, n) * 8)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_is_correctly_rounded_from_float64_up_to_one_ulp(dtype, approximate):
+    from math import erfc, tanh
+
+    x = np.linspace(-8, 8, 4001)
+    xq = dt.convert(x, dtype).astype(np.float64)
+    if approximate == "none":
+        want = np.array([0.5 * v * erfc(-v / 2 ** 0.5) for v in xq])
+    else:
+        want = np.array([0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v ** 3))) for v in xq])
+    got = _host(_kernels()["gelu"](_dev(x, dtype), approximate))
+    np.testing.assert_allclose(got, want, rtol=LOW_EPS[dtype], atol=np.finfo(np.float32).tiny)
+
+
+def test_unscale_and_check_scales_every_dtype_in_place_and_flags_an_overflow():
+    k = _kernels()
+    rng = np.random.default_rng(1)
+    grads = [_dev(rng.standard_normal(n) * 1024, d) for n, d in
+             [(5, dt.float32), (3000, dt.float16), (1, dt.bfloat16), (70_000, dt.float32)]]
+    before = [_host(g) for g in grads]
+    inv, found = _dev(np.array([0.125]), dt.float32), _dev(np.zeros(1), dt.float32)
+    out, found = k["unscale_and_check"](grads, inv, found)
+    for g, b in zip(out, before):
+        np.testing.assert_array_equal(_host(g), b * 0.125)  # a power of two: exact
+    assert _host(found)[0] == 0.0
+    big = _dev(np.array([60000.0]), dt.float16)
+    k["unscale_and_check"]([big], _dev(np.array([2.0]), dt.float32), found)  # 120000 overflows float16
+    assert _host(found)[0] == 1.0
+    k["unscale_and_check"]([_dev(np.ones(4), dt.float32)], inv, found)
+    assert _host(found)[0] == 1.0  # never cleared
+
+
+@pytest.mark.parametrize("found_inf, tracker, want", [(1.0, 5, (32768.0, 0)), (0.0, 1, (131072.0, 0)),
+                                                      (0.0, 0, (65536.0, 1))])
+def test_update_scale_follows_torchs_rule(found_inf, tracker, want):
+    scale, tr = _kernels()["update_scale"](_dev(np.array([65536.0]), dt.float32),
+                                           _dev(np.array([tracker]), dt.int32),
+                                           _dev(np.array([found_inf]), dt.float32), 2.0, 0.5, 2)
+    assert (_host(scale)[0], int(_host(tr)[0])) == want
+
+
+def test_adamw_step_gives_the_cpu_backends_bits():
+    from ampcore_cpu.plugin import CPUBackend
+
+    cpu_k = CPUBackend().kernel_functions()
+    rng = np.random.default_rng(2)
+    shapes = [(7,), (3000,), (33, 65)]
+    host = {name: [rng.standard_normal(s).astype(np.float32) for s in shapes] for name in "pgmv"}
+    host["v"] = [np.abs(v) for v in host["v"]]
+    hyper = dict(step=3, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01, decoupled=True)
+    dev = {name: [_dev(a, dt.float32) for a in arrays] for name, arrays in host.items()}
+    _kernels()["adamw_step"](dev["p"], dev["g"], dev["m"], dev["v"], **hyper)
+    cpu = {name: [a.copy() for a in arrays] for name, arrays in host.items()}
+    cpu_k["adamw_step"](cpu["p"], cpu["g"], cpu["m"], cpu["v"], **hyper)
+    for name in "pmv":
+        for got, want in zip(dev[name], cpu[name]):
+            np.testing.assert_array_equal(BACKEND.to_numpy(got), want)
+
+
+def _fp32_core_peak_flops() -> float:
+    """FP32 (non-tensor) peak: SMs x FP32 lanes per SM x 2 (fma) x clock."""
+    from ampcore_cuda import runtime
+
+    props = runtime.properties(0)
+    cc = (int(props["major"]), int(props["minor"]))
+    lanes = 64 if cc in ((6, 0), (7, 0), (7, 2), (7, 5), (8, 0)) else 128
+    # CUDA 13 dropped cudaDeviceProp::clockRate (so CuPy's cuda13 properties lack it); the attribute remains.
+    cuda_rt = runtime.import_cupy().cuda.runtime
+    clock_khz = cuda_rt.deviceGetAttribute(cuda_rt.cudaDevAttrClockRate, 0)
+    return int(props["multiProcessorCount"]) * lanes * 2 * int(clock_khz) * 1e3
+
+
+@pytest.mark.parametrize("dtype", [dt.float16, dt.bfloat16], ids=lambda d: d.name)
+def test_16_bit_gemms_run_on_tensor_cores_far_above_the_fp32_peak(dtype):
+    caps = BACKEND.capabilities(0)
+    if dtype.name not in caps.extra["tensor_cores"]:
+        pytest.skip(f"{caps.device_name} has no {dtype.name} tensor cores (compute capability "
+                    f"{caps.extra['compute_capability']})")
+    n = 8192
+    rng = np.random.default_rng(3)
+    a, b = _dev(rng.standard_normal((n, n)), dtype), _dev(rng.standard_normal((n, n)), dtype)
+    matmul = _kernels()["matmul"]
+    matmul(a, b)
+    BACKEND.synchronize()
+    reps = 10
+    start = time.perf_counter()
+    for _ in range(reps):
+        out = matmul(a, b)
+    BACKEND.synchronize()
+    tflops = 2 * n ** 3 * reps / (time.perf_counter() - start)
+    peak = _fp32_core_peak_flops()
+    assert tflops > 2 * peak, f"{tflops / 1e12:.1f} TFLOP/s is not above twice the FP32 peak {peak / 1e12:.1f}"
+    # float32 accumulation: a row of ones times a column of ones sums n exactly (float16 would stop at 2048)
+    ones = _dev(np.ones((1, n)), dtype), _dev(np.ones((n, 1)), dtype)
+    assert _host(matmul(*ones))[0, 0] == n
+    assert out is not None
+
+
+def _mlp_step(device: str, amp: bool):
+    kind = ampcore.device(device).type
+    ampcore.manual_seed(0)
+    model = nn.Sequential(nn.Linear(20, 32, device=device), nn.GELU(), nn.Linear(32, 5, device=device))
+    opt = optim.AdamW(model.parameters(), lr=1e-2)
+    scaler = ampcore.GradScaler(kind, enabled=amp)
+    rng = np.random.default_rng(0)
+    x = ampcore.tensor(rng.standard_normal((16, 20), dtype=np.float32), device=device)
+    y = ampcore.tensor(rng.integers(0, 5, 16), device=device)
+
+    def step(lr: float) -> ampcore.Tensor:
+        for group in opt.param_groups:
+            group["lr"] = lr
+        opt.zero_grad()
+        with ampcore.autocast(kind, enabled=amp):
+            loss = F.cross_entropy(F.log_softmax(model(x), dim=-1), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        return loss
+
+    return step
+
+
+@pytest.mark.parametrize("amp", [False, True], ids=["float32", "amp"])
+def test_training_steps_sync_once_per_step(amp):
+    step = _mlp_step("cuda:0", amp)
+    losses = [step(1e-2).item()]
+    with ampcore.count_host_syncs() as syncs:
+        kept = [step(lr) for lr in (9e-3, 8e-3, 7e-3)]
+    # One read per step: the GradScaler's skip decision, or cross_entropy's deferred class-index check.
+    assert syncs.count == 3, syncs.by_reason
+    losses += [t.item() for t in kept]
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0]
