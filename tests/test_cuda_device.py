@@ -14,9 +14,8 @@ import pytest
 
 import ampcore
 from ampcore import dtypes as dt
-from ampcore import nn, optim
-from ampcore.nn import functional as F
 from ampcore_cuda.plugin import CUDABackend
+from training_steps import mlp_step
 
 _status = CUDABackend().availability()
 pytestmark = pytest.mark.skipif(not _status.ok, reason=f"no usable CUDA device: {_status.reason}")
@@ -160,33 +159,9 @@ def test_16_bit_gemms_run_on_tensor_cores_far_above_the_fp32_peak(dtype):
     assert out is not None
 
 
-def _mlp_step(device: str, amp: bool):
-    kind = ampcore.device(device).type
-    ampcore.manual_seed(0)
-    model = nn.Sequential(nn.Linear(20, 32, device=device), nn.GELU(), nn.Linear(32, 5, device=device))
-    opt = optim.AdamW(model.parameters(), lr=1e-2)
-    scaler = ampcore.GradScaler(kind, enabled=amp)
-    rng = np.random.default_rng(0)
-    x = ampcore.tensor(rng.standard_normal((16, 20), dtype=np.float32), device=device)
-    y = ampcore.tensor(rng.integers(0, 5, 16), device=device)
-
-    def step(lr: float) -> ampcore.Tensor:
-        for group in opt.param_groups:
-            group["lr"] = lr
-        opt.zero_grad()
-        with ampcore.autocast(kind, enabled=amp):
-            loss = F.cross_entropy(F.log_softmax(model(x), dim=-1), y)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-        return loss
-
-    return step
-
-
 @pytest.mark.parametrize("amp", [False, True], ids=["float32", "amp"])
 def test_training_steps_sync_once_per_step(amp):
-    step = _mlp_step("cuda:0", amp)
+    step = mlp_step("cuda:0", amp)
     losses = [step(1e-2).item()]
     with ampcore.count_host_syncs() as syncs:
         kept = [step(lr) for lr in (9e-3, 8e-3, 7e-3)]

@@ -19,10 +19,9 @@ import pytest
 pytest.importorskip("pyopencl", reason="pyopencl is not installed (pip install 'ampcore-opencl[pocl]')")
 
 import ampcore  # noqa: E402
-from ampcore import nn, optim  # noqa: E402
-from ampcore.nn import functional as F  # noqa: E402
 from ampcore_opencl import devices, probe  # noqa: E402
 from ampcore_opencl.plugin import OpenCLBackend  # noqa: E402
+from training_steps import mlp_step  # noqa: E402
 
 _status = OpenCLBackend().availability()
 needs_device = pytest.mark.skipif(not _status.ok, reason=f"no OpenCL device: {_status.reason}")
@@ -160,35 +159,13 @@ def test_a_bad_device_index_names_the_devices():
 
 
 # --------------------------------------------------------------------------- a training step
-def _mlp_step(device: str, amp: bool):
-    kind = ampcore.device(device).type
-    ampcore.manual_seed(0)
-    model = nn.Sequential(nn.Linear(20, 32, device=device), nn.GELU(), nn.Linear(32, 5, device=device))
-    opt = optim.AdamW(model.parameters(), lr=1e-2)
-    scaler = ampcore.GradScaler(kind, enabled=amp)
-    rng = np.random.default_rng(0)
-    x = ampcore.tensor(rng.standard_normal((16, 20), dtype=np.float32), device=device)
-    y = ampcore.tensor(rng.integers(0, 5, 16), device=device)
-
-    def step(lr: float) -> ampcore.Tensor:
-        for group in opt.param_groups:
-            group["lr"] = lr  # a new scalar every step: passed as a kernel argument, never compiled in
-        opt.zero_grad()
-        with ampcore.autocast(kind, dtype="float16", enabled=amp):
-            loss = F.cross_entropy(F.log_softmax(model(x), dim=-1), y)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-        return loss
-
-    return step
 
 
 @needs_device
 @pytest.mark.parametrize("amp", [False, True], ids=["float32", "amp-float16"])
 def test_training_steps_compile_nothing_new_and_sync_once_per_step(amp):
     state = devices.device_state(0)
-    step = _mlp_step("opencl:0", amp)
+    step = mlp_step("opencl:0", amp, dtype="float16")
     losses = [step(1e-2).item()]  # the first step compiles what it needs
     compiled = len(state._kernels)
     with ampcore.count_host_syncs() as syncs:
