@@ -194,3 +194,16 @@ def test_the_torch_copy_of_each_model_computes_the_same_logits():
         theirs = twin(spec, weights)(torch.from_numpy(x)).detach().numpy()
         # float32 on both sides, summing over the widest fan-in: a few ulp of the logits' scale.
         assert abs(ours - theirs).max() <= 64 * 2.0 ** -23 * max(1.0, abs(theirs).max()), name
+
+
+def test_torch_runs_beside_the_device_types_named_only():
+    from ampcore.bench import BenchSettings, configurations
+
+    pytest.importorskip("torch", reason="torch is an optional dependency of the benchmark")
+    spec = get_model("mlp")
+    with_cpu = configurations(BenchSettings(spec, devices=("cpu",), dtypes=("bfloat16",)))
+    assert [c.label for c in with_cpu] == ["ampcore cpu:0 float32", "ampcore cpu:0 bfloat16 AMP",
+                                           "torch cpu float32", "torch cpu bfloat16 AMP"]
+    if "opencl" in {b.name for b in __import__("ampcore").available_backends()}:
+        only_opencl = configurations(BenchSettings(spec, devices=("opencl:0",)))
+        assert {c.framework for c in only_opencl} == {"ampcore"}

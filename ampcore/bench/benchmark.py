@@ -95,7 +95,8 @@ def _amp_dtypes(device: str, wanted: tuple[str, ...] | None) -> list[str]:
 
 def configurations(settings: BenchSettings) -> list[Config]:
     """Every configuration to run: per ampcore device float32 and the AMP dtypes it computes in, then torch's
-    on cpu (and cuda when torch sees a GPU) in float32 and the AMP dtypes asked for."""
+    on cpu and on cuda when torch sees a GPU (only the device types named, when devices are named), in float32
+    and the AMP dtypes asked for."""
     devices = list(settings.devices) if settings.devices else [f"{b.name}:0" for b in available_backends()]
     configs: list[Config] = []
     for device in devices:
@@ -103,8 +104,10 @@ def configurations(settings: BenchSettings) -> list[Config]:
         name = f"{d.type}:{d.index}"  # always with its index: "cpu" and "cpu:0" are one device, one name
         configs += [Config("ampcore", name, p) for p in ["float32", *_amp_dtypes(name, settings.dtypes)]]
     if settings.torch:
+        named = {d.split(":")[0] for d in devices} if settings.devices else None
         for device in torch_reference.devices():
-            configs += [Config("torch", device, p) for p in ["float32", *(settings.dtypes or AMP_DTYPES)]]
+            if named is None or device in named:  # torch beside the device types asked for, by default cpu and cuda
+                configs += [Config("torch", device, p) for p in ["float32", *(settings.dtypes or AMP_DTYPES)]]
     return configs
 
 
