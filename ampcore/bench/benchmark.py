@@ -99,9 +99,8 @@ def configurations(settings: BenchSettings) -> list[Config]:
     and the AMP dtypes asked for."""
     devices = list(settings.devices) if settings.devices else [f"{b.name}:0" for b in available_backends()]
     configs: list[Config] = []
-    for device in devices:
-        d = resolve_device(device)
-        name = f"{d.type}:{d.index}"  # always with its index: "cpu" and "cpu:0" are one device, one name
+    # Always with the index: "cpu" and "cpu:0" are one device, one name (and measured once).
+    for name in dict.fromkeys(f"{d.type}:{d.index}" for d in map(resolve_device, devices)):
         configs += [Config("ampcore", name, p) for p in ["float32", *_amp_dtypes(name, settings.dtypes)]]
     if settings.torch:
         named = {d.split(":")[0] for d in devices} if settings.devices else None
@@ -111,9 +110,10 @@ def configurations(settings: BenchSettings) -> list[Config]:
     return configs
 
 
-def _initial_weights(spec: ModelSpec, seed: int) -> tuple[dict[str, np.ndarray], int]:
+def _initial_weights(spec: ModelSpec, seed: int, device: str) -> tuple[dict[str, np.ndarray], int]:
+    """The seeded initial parameters as host arrays, and their count: every configuration loads these."""
     manual_seed(seed)
-    model = spec.build("cpu")
+    model = spec.build(device)
     return {k: v.numpy() for k, v in model.state_dict().items()}, parameter_count(model)
 
 
@@ -123,7 +123,7 @@ def run_benchmark(settings: BenchSettings, on_step: Callable[[str], None] | None
     tick = on_step or (lambda label: None)
     spec = settings.model
     configs = configurations(settings)
-    weights, n_params = _initial_weights(spec, settings.seed)
+    weights, n_params = _initial_weights(spec, settings.seed, configs[0].device)
     batches = make_batches(spec, settings.seed + 1, BATCH_COUNT, settings.batch_size)
 
     memory: dict[Config, tuple[int | None, int]] = {}

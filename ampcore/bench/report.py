@@ -81,7 +81,8 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
 
 
 def plot(result: dict[str, Any], path: str) -> None:
-    """Save a figure to ``path``: step time and memory per configuration, and the loss curves.
+    """Save a figure to ``path``: step time and memory per configuration, the float32 loss curves, and each
+    AMP run's loss minus its float32 baseline's.
 
     Needs matplotlib (``pip install 'ampcore[plot]'``); ImportError otherwise.
     """
@@ -94,7 +95,7 @@ def plot(result: dict[str, Any], path: str) -> None:
     labels = [row["id"] for row in rows]
     colors = ["tab:blue" if not row["amp"] else ("tab:orange" if row["precision"] == "float16" else "tab:green")
               for row in rows]
-    fig, (ax_time, ax_mem, ax_loss) = plt.subplots(1, 3, figsize=(18, 0.45 * len(rows) + 3.5))
+    fig, (ax_time, ax_mem, ax_loss, ax_diff) = plt.subplots(1, 4, figsize=(24, 0.45 * len(rows) + 3.5))
     y = range(len(rows))
     medians = [row["step_seconds"]["median"] * 1e3 for row in rows]
     errors = [[(row["step_seconds"]["median"] - row["step_seconds"]["q1"]) * 1e3 for row in rows],
@@ -113,12 +114,24 @@ def plot(result: dict[str, Any], path: str) -> None:
     ax_mem.set_xlabel("MiB (no peak bar: not measurable)")
     ax_mem.legend(loc="lower right")
 
+    by_id = {(row["framework"], row["device"], row["precision"]): row for row in rows}
     for row in rows:  # colours from the default cycle: one per configuration; torch dotted
         style = "-" if row["framework"] == "ampcore" else ":"
-        ax_loss.plot(range(1, len(row["losses"]) + 1), row["losses"], style, label=row["id"], alpha=0.8)
+        steps = range(1, len(row["losses"]) + 1)
+        if not row["amp"]:
+            ax_loss.plot(steps, row["losses"], style, label=row["id"], alpha=0.8)
+            continue
+        base = by_id.get((row["framework"], row["device"], "float32"))
+        if base is not None:
+            diff = [a - b for a, b in zip(row["losses"], base["losses"])]
+            ax_diff.plot(steps, diff, style, label=row["id"], alpha=0.8)
     ax_loss.set_xlabel("step (warm-up included)")
-    ax_loss.set_ylabel("training loss")
+    ax_loss.set_ylabel("float32 training loss")
     ax_loss.legend(fontsize="small")
+    ax_diff.axhline(0.0, color="black", linewidth=0.5)
+    ax_diff.set_xlabel("step (warm-up included)")
+    ax_diff.set_ylabel("AMP loss minus float32 loss (same framework and device)")
+    ax_diff.legend(fontsize="small")
 
     model = result["model"]
     fig.suptitle(f"ampcore bench: {model['name']} (batch {model['batch']}), float32 vs AMP, {result['created']}")

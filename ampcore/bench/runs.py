@@ -29,6 +29,7 @@ from .models import ModelSpec
 
 __all__ = ["AmpcoreRun", "make_run", "footprint"]
 
+
 class AmpcoreRun:
     """``config`` trained in ampcore on its device."""
 

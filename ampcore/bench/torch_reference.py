@@ -110,7 +110,6 @@ class TorchRun:
         self.batches = [(torch.from_numpy(x).to(config.device), torch.from_numpy(y).to(config.device))
                         for x, y in batches]
         self.steps = 0
-        self.skipped = 0
         self._losses: list[Any] = []
         self._scales: list[Any] = []
 
