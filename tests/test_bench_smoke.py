@@ -64,3 +64,18 @@ def test_bench_unscale_reports_the_ratio_to_the_copy_floor(tmp_path):
 def test_bench_unscale_rejects_bad_sizes():
     proc = run(UNSCALE_SCRIPT, "--elements", "0")
     assert proc.returncode == 2 and "--elements must be at least 1" in proc.stderr
+
+
+def test_bench_unscale_runs_on_another_device_against_its_copy_kernel(tmp_path):
+    import ampcore
+
+    if "opencl" not in {b.name for b in ampcore.available_backends()}:
+        pytest.skip("the opencl backend is not available here (pip install -e 'backends/opencl[pocl]')")
+    out = tmp_path / "unscale.json"
+    proc = run(UNSCALE_SCRIPT, "--device", "opencl:0", "--elements", "20000", "--steps", "3", "--warmup", "1",
+               "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "cast to float32, a device copy (floor)" in proc.stdout and "kernel bandwidth / copy bandwidth" in proc.stdout
+    result = json.loads(out.read_text())
+    assert result["device"] == "opencl:0" and "torch" not in result["median_s"]  # torch has no opencl device
+    assert result["bandwidth_vs_copy"] == pytest.approx(1 / result["ratio_kernel_floor"])

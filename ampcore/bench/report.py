@@ -66,8 +66,16 @@ def table(result: dict[str, Any]) -> Any:
 
 
 def summary_lines(result: dict[str, Any]) -> list[str]:
-    """One line per AMP configuration: what AMP bought over float32 on its device."""
+    """One line per AMP configuration: what AMP bought over float32 on its device; and for each ampcore one
+    with a torch twin, the two AMP speedups and step times side by side (the CUDA issue's targets)."""
     lines = []
+    rows = {(r["framework"], r["device"].split(":")[0], r["precision"]): r for r in result["configs"]}
+    for row in result["configs"]:
+        twin = rows.get(("torch", row["device"].split(":")[0], row["precision"]))
+        if row["framework"] != "ampcore" or not row["amp"] or twin is None or row["speedup_vs_float32"] is None:
+            continue
+        lines.append(f"{row['id']} vs torch: AMP speedup over float32 {row['speedup_vs_float32']:.2f}x (torch "
+                     f"{twin['speedup_vs_float32']:.2f}x); AMP step time {row['step_time_vs_torch']:.2f}x torch's")
     for row in result["configs"]:
         if not row["amp"] or row["speedup_vs_float32"] is None:
             continue
