@@ -62,6 +62,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parse_checked(parser, argv)
     if args.elements < 1:
         parser.error(f"--elements must be at least 1, got {args.elements}")
+    if not args.torch_worker:
+        try:
+            ampcore.get_backend(ampcore.device(args.device).type)
+        except (ValueError, RuntimeError) as exc:  # unknown, unavailable or broken: one line, exit status 2
+            parser.error(f"--device {args.device}: {exc}")
     return args
 
 

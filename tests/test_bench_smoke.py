@@ -79,3 +79,8 @@ def test_bench_unscale_runs_on_another_device_against_its_copy_kernel(tmp_path):
     result = json.loads(out.read_text())
     assert result["device"] == "opencl:0" and "torch" not in result["median_s"]  # torch has no opencl device
     assert result["bandwidth_vs_copy"] == pytest.approx(1 / result["ratio_kernel_floor"])
+
+
+def test_bench_unscale_rejects_an_unknown_device_in_one_line():
+    proc = run(UNSCALE_SCRIPT, "--device", "nosuch:0")
+    assert proc.returncode == 2 and "--device nosuch:0" in proc.stderr and "Traceback" not in proc.stderr

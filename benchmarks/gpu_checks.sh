@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Everything the CUDA backend still has to prove on a real GPU, in one run (a few minutes on an H100).
+#
+#   bash benchmarks/gpu_checks.sh [OUTDIR]        # default OUTDIR: ./gpu-checks
+#
+# Needs CuPy (pip install -e "backends/cuda[cuda13]"), and torch for the comparison.  Offline machines with
+# those already installed can register the distributions without the network:
+#   pip install --no-deps --no-build-isolation -e . -e backends/cpu -e backends/cuda
+# Each step's output goes to OUTDIR; a failing step is reported and the next one still runs.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-gpu-checks}"
+mkdir -p "$out"
+status=0
+step() {  # step NAME COMMAND...: run it, keep its output, remember a failure
+    local name="$1"; shift
+    echo "== $name: $*"
+    if "$@" >"$out/$name.txt" 2>&1; then echo "   ok"; else echo "   FAILED (exit $?), see $out/$name.txt"; status=1; fi
+}
+python=${PYTHON:-python3}
+step info             "$python" -m ampcore info
+step cuda-tests       "$python" -m pytest -q -p no:cacheprovider tests/test_cuda_backend.py tests/test_cuda_device.py \
+                                tests/test_cuda_launch.py tests/test_cuda_codegen.py tests/test_cuda_kernels_compile.py
+step conformance      "$python" -m ampcore conformance --backend cuda --json "$out/conformance.json"
+step bench-mlp-large  "$python" -m ampcore bench --device cuda:0 --model mlp-large --steps 20 \
+                                --json "$out/bench-mlp-large.json"
+step bench-transformer-large "$python" -m ampcore bench --device cuda:0 --model transformer-large --steps 20 \
+                                --json "$out/bench-transformer-large.json"
+step bench-unscale    "$python" benchmarks/bench_unscale.py --device cuda:0 --elements 100000000 --steps 20 \
+                                --json "$out/bench-unscale.json"
+exit $status
