@@ -145,3 +145,34 @@ def test_detect_overflow_keeps_the_inputs_it_reports():
     assert y.grad_fn.inputs[0] is h
     z = h * 2.0
     assert z.grad_fn.inputs == (None, None)
+
+
+def test_saved_bytes_counts_each_saved_buffer_once_and_leaves_out_the_excluded():
+    from ampcore.autograd import saved_bytes
+
+    w = ampcore.tensor(np.ones((8, 8), np.float32), requires_grad=True)
+    x = ampcore.tensor(np.ones((4, 8), np.float32), requires_grad=True)
+    h = (x @ w).relu()            # matmul saves x and w; relu saves its output h
+    loss = (h * h).sum()          # mul saves h twice: one buffer, counted once
+    assert saved_bytes(loss) == 4 * (4 * 8 + 8 * 8 + 4 * 8)
+    assert saved_bytes(loss, exclude=[w]) == 4 * (4 * 8 + 4 * 8)
+    assert saved_bytes(ampcore.tensor(np.ones(3, np.float32))) == 0  # no graph
+
+
+def test_saved_bytes_sees_what_a_custom_function_saves():
+    from ampcore.autograd import saved_bytes
+
+    class Square(ampcore.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 2 * x * g
+
+    x = ampcore.tensor(np.ones(10, np.float32), requires_grad=True)
+    assert saved_bytes(Square.apply(x).sum(), exclude=[]) == 40
+    assert saved_bytes(Square.apply(x).sum(), exclude=[x]) == 0

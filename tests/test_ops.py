@@ -151,3 +151,45 @@ def test_every_op_ignores_inputs_that_do_not_require_grad():
     x = ampcore.tensor(np.ones((2, 3)))
     (x @ w).sum().backward()
     assert x.grad is None and w.grad is not None
+
+
+@pytest.mark.parametrize("shape", [(8,), (5, 8), (2, 3, 8)], ids=["1-D", "2-D", "3-D"])
+@pytest.mark.parametrize("grads", ["both", "input", "weight"])
+def test_linear_product_matches_matmul_with_the_transposed_weight_bit_for_bit(shape, grads):
+    """F.linear records matmul_nt (a @ w.T keeping w): the same values and gradients as matmul(a, w.mT)
+    (the weight's gradient of a 3-D input to float32 rounding: its batch rows are summed in one product)."""
+    from ampcore.ops.linalg import matmul_nt
+
+    rng = np.random.default_rng(0)
+    a_np, w_np, g_np = (rng.standard_normal(s).astype(np.float32) for s in (shape, (6, 8), shape[:-1] + (6,)))
+    results = []
+    for product in (lambda a, w: matmul_nt(a, w), lambda a, w: ampcore.matmul(a, w.mT)):
+        a = ampcore.tensor(a_np, requires_grad=grads in ("both", "input"))
+        w = ampcore.tensor(w_np, requires_grad=grads in ("both", "weight"))
+        out = product(a, w)
+        out.backward(ampcore.tensor(g_np))
+        results.append([out.numpy()] + [t.grad.numpy() for t in (a, w) if t.requires_grad])
+    (new_out, *new_grads), (old_out, *old_grads) = results
+    np.testing.assert_array_equal(new_out, old_out)
+    if grads in ("both", "input"):
+        np.testing.assert_array_equal(new_grads[0], old_grads[0])
+    if grads in ("both", "weight"):
+        a64, g64 = a_np.reshape(-1, 8).astype(np.float64), g_np.reshape(-1, 6).astype(np.float64)
+        exact = g64.T @ a64
+        if len(shape) < 3:
+            np.testing.assert_array_equal(new_grads[-1], old_grads[-1])
+        # A 3-D input's rows are summed in one product here (per batch, then summed, before): float32
+        # rounding of a length-L sum of |g||a| products, against the float64 reference.
+        bound = a64.shape[0] * 2.0 ** -23 * (np.abs(g64).T @ np.abs(a64))
+        assert np.all(np.abs(new_grads[-1] - exact) <= bound)
+    np.testing.assert_allclose(new_out, a_np.astype(np.float64) @ w_np.T.astype(np.float64), rtol=1e-5, atol=1e-5)
+
+
+def test_linear_keeps_no_transposed_copy_of_its_weight_for_backward():
+    from ampcore.autograd import saved_bytes
+
+    layer = ampcore.nn.Linear(64, 32)
+    x = ampcore.tensor(np.ones((4, 64), np.float32), requires_grad=True)
+    loss = layer(x).sum()
+    # x (for the weight's gradient) is all it needs beyond the parameters themselves.
+    assert saved_bytes(loss, exclude=layer.parameters()) == x.numel() * 4

@@ -36,12 +36,39 @@ class MatMul(Op):
         return ga, gb
 
 
+class MatMulNT(Op):
+    """``a @ w.T`` for a 2-D ``w``, linear's product, keeping ``w`` itself for backward.
+
+    On a backend whose transpose copies (OpenCL), recording ``matmul(a, w.mT)``
+    kept a transposed copy of every weight alive until backward and
+    transposed it back there; here the copy lives only for the forward
+    product, and backward multiplies by ``w`` directly.
+    """
+
+    name = "matmul"
+
+    def forward(self, ctx, k, a, w):
+        a_needs, w_needs = ctx.needs_input_grad
+        ctx.a, ctx.w = (a if w_needs else None), (w if a_needs else None)
+        return k.matmul(a, k.transpose(w, (1, 0)))
+
+    def backward(self, ctx, k, g):
+        ga = k.matmul(g, ctx.w) if ctx.needs_input_grad[0] else None
+        gw = None
+        if ctx.needs_input_grad[1]:
+            # Every leading dimension of a is a batch dimension summed into w's gradient, computed in w's layout.
+            n, f = k.shape_of(g)[-1], k.shape_of(ctx.a)[-1]
+            gw = k.matmul(k.transpose(k.reshape(g, (-1, n)), (1, 0)), k.reshape(ctx.a, (-1, f)))
+        return ga, gw
+
+
 def _swap_last(k: Any, m: Any) -> Any:
     nd = len(k.shape_of(m))
     return k.transpose(m, tuple(range(nd - 2)) + (nd - 1, nd - 2))
 
 
 MATMUL = MatMul()
+MATMUL_NT = MatMulNT()
 
 
 @primitive("matmul")
@@ -66,3 +93,20 @@ def matmul(a: Any, b: Any) -> Any:
     out = call(MATMUL, a2, b2, b_transposed=b_transposed)
     shape = batch + ((a2.shape[-2],) if a.ndim > 1 else ()) + ((b2.shape[-1],) if b.ndim > 1 else ())
     return out.reshape(shape)
+
+
+@primitive("matmul")
+def matmul_nt(a: Any, w: Any) -> Any:
+    """``a @ w.T`` for ``a`` of shape (..., in) and a 2-D ``w`` of shape (out, in): linear's product.
+
+    The same values as ``matmul(a, w.mT)``, recorded without keeping ``w.mT``
+    (see :class:`MatMulNT`).
+    """
+    if a.ndim == 0 or w.ndim != 2 or a.shape[-1] != w.shape[1]:
+        raise ValueError(f"matmul_nt needs a (..., k) and a 2-D (n, k) operand, got shapes {a.shape} and {w.shape}")
+    target = dt.promote_types(a.dtype, w.dtype)
+    if not target.is_floating_point:
+        raise TypeError(f"matmul needs floating tensors, got {a.dtype.name} and {w.dtype.name}")
+    a2 = cast(a.reshape(1, a.shape[0]) if a.ndim == 1 else a, target)
+    out = call(MATMUL_NT, a2, cast(w, target))
+    return out.reshape(a.shape[:-1] + (w.shape[0],))

@@ -6,6 +6,7 @@ from typing import Any
 
 from ...dispatch import composite
 from ...ops import broadcast_shapes, matmul
+from ...ops.linalg import matmul_nt
 from ...tensor import Tensor
 from ._utils import check_tensor
 
@@ -39,7 +40,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if weight.ndim not in (1, 2) or input.ndim == 0 or input.shape[-1] != weight.shape[-1]:
         raise ValueError(f"linear(): input of shape {input.shape} does not fit weight of shape {weight.shape}; "
                          "expected input (..., in_features) and weight (out_features, in_features)")
-    out = matmul(input, weight.mT if weight.ndim == 2 else weight)
+    out = matmul_nt(input, weight) if weight.ndim == 2 else matmul(input, weight)
     return out if bias is None else out + bias
 
 
