@@ -82,8 +82,8 @@ class Node:
     tensor is reached through its ``grad_fn``, and holding it would keep every
     activation alive until backward whether the op saved it or not (torch's
     graph keeps only what ops save).  Under ``detect_overflow`` every input is
-    kept
-    (``keep_all``), so a backward step can report the forward values it consumed.
+    kept (``keep_all``), so a backward step can report the forward values it
+    consumed.
     """
 
     __slots__ = ("op", "ctx", "inputs", "input_fns", "freed", "within", "__weakref__")
