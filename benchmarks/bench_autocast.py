@@ -38,6 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ampcore  # noqa: E402
 from ampcore import nn, optim  # noqa: E402
 from ampcore.amp.state import thread_state  # noqa: E402
+from ampcore.autograd import saved_bytes  # noqa: E402
 from ampcore.bench.models import get_model  # noqa: E402
 from bench_overhead import (BETAS, EPS, LR, SIZES, WEIGHT_DECAY, add_common_arguments, make_data,  # noqa: E402
                             parse_checked, time_interleaved, torch_mlp, write_json)
@@ -68,13 +69,13 @@ class AmpcoreRun:
         self.x, self.y = ampcore.from_numpy(x), ampcore.from_numpy(y)
         self.dtype = dtype
 
-    def forward(self, amp: bool) -> tuple[Any, set[int]]:
-        """The loss, and the ids of the weight casts autocast made (read before the region clears them)."""
+    def forward(self, amp: bool) -> tuple[Any, list[Any]]:
+        """The loss, and the weight casts autocast made (read before the region clears them)."""
         if not amp:
-            return self.loss_fn(self.model(self.x), self.y), set()
+            return self.loss_fn(self.model(self.x), self.y), []
         with ampcore.autocast("cpu", dtype=self.dtype):
             loss = self.loss_fn(self.model(self.x), self.y)
-            weight_casts = {id(_owner(entry[2]._data)) for entry in thread_state.cast_cache.values()}
+            weight_casts = [entry[2] for entry in thread_state.cast_cache.values()]
         return loss, weight_casts
 
     def step(self, amp: bool) -> float:
@@ -85,38 +86,12 @@ class AmpcoreRun:
         return loss.item()
 
     def saved_bytes(self, amp: bool) -> dict[str, int]:
+        """Bytes the graph saved for backward, parameters excluded, split into activations and weight casts."""
         loss, weight_casts = self.forward(amp)
-        params = {id(_owner(p._data)) for p in self.model.parameters()}
-        counts = {"activations": 0, "weight_copies": 0}
-        for array in _saved_arrays(loss.grad_fn):
-            if id(array) in params:
-                continue
-            counts["weight_copies" if id(array) in weight_casts else "activations"] += array.nbytes
-        return counts
-
-
-def _owner(array: Any) -> Any:
-    """The array that owns ``array``'s memory (a transpose or slice is a view of it)."""
-    while isinstance(getattr(array, "base", None), np.ndarray):
-        array = array.base
-    return array
-
-
-def _saved_arrays(root: Any) -> list[np.ndarray]:
-    """Every distinct buffer the graph under ``root`` keeps for backward."""
-    seen_nodes, owners, stack = set(), {}, [root]
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen_nodes:
-            continue
-        seen_nodes.add(id(node))
-        for value in vars(node.ctx).values():
-            for item in value if isinstance(value, (list, tuple)) else (value,):
-                if isinstance(item, np.ndarray):
-                    owner = _owner(item)
-                    owners[id(owner)] = owner
-        stack.extend(node.input_fns)
-    return list(owners.values())
+        params = list(self.model.parameters())
+        total = saved_bytes(loss, exclude=params)
+        activations = saved_bytes(loss, exclude=params + weight_casts)
+        return {"activations": activations, "weight_copies": total - activations}
 
 
 # ---------------------------------------------------------------------------- torch (reference)
