@@ -70,12 +70,16 @@ class Capabilities:
 
 
 class BackendUnavailableError(RuntimeError):
-    """The named backend is installed but cannot run here."""
+    """The named backend is installed but cannot run here, or (``device`` given) that one device of it cannot."""
 
-    def __init__(self, name: str, reason: str):
+    def __init__(self, name: str, reason: str, device: str | None = None):
         self.name = name
         self.reason = reason
-        super().__init__(f"backend {name!r} is installed but unavailable: {reason}")
+        self.device = device
+        if device is None:
+            super().__init__(f"backend {name!r} is installed but unavailable: {reason}")
+        else:
+            super().__init__(f"device {device!r} of backend {name!r} is unusable: {reason}")
 
 
 class Backend:
@@ -97,8 +101,19 @@ class Backend:
         return Availability(True)
 
     def device_count(self) -> int:
-        """How many devices ``name:0`` .. ``name:N-1`` exist (when available)."""
+        """How many devices ``name:0`` .. ``name:N-1`` exist (when available), usable or not."""
         return 1
+
+    def device_status(self, index: int = 0) -> Availability:
+        """Whether device ``index`` can run kernels here, and if not, why and the fix; never raises.
+
+        A backend whose devices can fail one by one (an OpenCL device whose
+        compiler cannot build for this CPU, say) overrides this.  Selecting an
+        unusable device raises :class:`BackendUnavailableError` with the reason,
+        and the default device is the first usable one.  The backend is available
+        only if at least one device is usable.  The default: every device is.
+        """
+        return Availability(True)
 
     def capabilities(self, index: int = 0) -> Capabilities:
         raise NotImplementedError

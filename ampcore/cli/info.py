@@ -11,7 +11,7 @@ from typing import Any
 from .. import __version__
 from ..kernels import FUSED, PRIMITIVES
 from ..plugins import broken_plugins, get_default_device, list_backends, registry
-from ..plugins.registry import BackendRecord
+from ..plugins.registry import BackendRecord, device_status
 
 __all__ = ["add_parser", "collect", "run"]
 
@@ -72,10 +72,24 @@ def _backend_info(record: BackendRecord) -> dict[str, Any]:
     }
     if status.ok:
         try:
-            info["devices"] = [{"index": i, **backend.capabilities(i).as_dict()} for i in range(backend.device_count())]
+            info["devices"] = [_device_info(backend, i) for i in range(backend.device_count())]
         except Exception as exc:  # a backend bug must not hide the rest of the report
             info["capabilities_error"] = f"{type(exc).__name__}: {exc}"
+    else:  # devices it found but cannot use, each with its own reason (no library or no device: none)
+        try:
+            statuses = [(i, device_status(backend, i)) for i in range(backend.device_count())]
+        except Exception:  # an unavailable backend may not even know its devices; its reason says why
+            statuses = []
+        info["devices"] = [{"index": i, "usable": False, "reason": st.reason} for i, st in statuses if not st.ok]
     return info
+
+
+def _device_info(backend: Any, index: int) -> dict[str, Any]:
+    """One device: usable with its capabilities, or unusable with the reason (which names the fix)."""
+    status = device_status(backend, index)
+    if not status.ok:
+        return {"index": index, "usable": False, "reason": status.reason}
+    return {"index": index, "usable": True, "reason": "", **backend.capabilities(index).as_dict()}
 
 
 def _kernels(backend: Any) -> dict[str, Any]:
@@ -119,8 +133,8 @@ def _e(value: Any) -> str:
     return escape(str(value))
 
 
-_STANDARD_FIELDS = {"index", "device_name", "memory_bytes", "storable", "native", "emulated", "autocast_dtype",
-                    "policy", "fallback_ops"}
+_STANDARD_FIELDS = {"index", "usable", "reason", "device_name", "memory_bytes", "storable", "native", "emulated",
+                    "autocast_dtype", "policy", "fallback_ops"}
 
 
 def _backend_panel(b: dict[str, Any]) -> Any:
@@ -130,11 +144,17 @@ def _backend_panel(b: dict[str, Any]) -> Any:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
-    status = "[green]available[/]" if b["available"] else f"[red]unavailable[/]: {_e(b['reason'])}"
+    if b["available"]:  # an available backend's reason is a note (a runtime that could not be set up, say)
+        status = "[green]available[/]" + (f" [yellow](note: {_e(b['reason'])})[/]" if b["reason"] else "")
+    else:
+        status = f"[red]unavailable[/]: {_e(b['reason'])}"
     grid.add_row("status", status)
     grid.add_row("priority", _e(b["priority"]))
     for dev in b["devices"]:
         where = f"{b['name']}:{dev['index']}"
+        if not dev["usable"]:
+            grid.add_row("device", f"{_e(where)}  [red]unusable[/]: {_e(dev['reason'])}")
+            continue
         grid.add_row("device", _e(f"{where}  {dev['device_name']}  memory {_size(dev['memory_bytes'])}"))
         grid.add_row("  storable", _e(", ".join(dev["storable"])))
         grid.add_row("  native", _e(", ".join(dev["native"])))

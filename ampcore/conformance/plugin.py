@@ -63,8 +63,8 @@ class _Run:
             from ..plugins import broken_plugins, list_backends
 
             named = self.config.getoption("ampcore_backend")
-            self._targets = list(dict.fromkeys(named)) if named else (
-                [r.backend.name for r in list_backends()] + [b.name for b in broken_plugins()])
+            wanted = named or [r.backend.name for r in list_backends()] + [b.name for b in broken_plugins()]
+            self._targets = list(dict.fromkeys(t for name in wanted for t in _devices_of(name)))
         return self._targets
 
     def report(self, target: str) -> BackendReport:
@@ -74,6 +74,21 @@ class _Run:
         if target not in self.gaps:
             self.gaps[target] = _load_gaps(self.config.getoption("ampcore_known_gaps"), _backend_name(target))
         return self.gaps[target]
+
+
+def _devices_of(target: str) -> list[str]:
+    """``NAME`` of an available backend with several devices means each of them (``NAME:0`` .. ``NAME:N-1``, an
+    unusable one then skipped with its reason); anything else stays as it is, to be checked or refused."""
+    from ..plugins.registry import registry
+
+    if ":" in target:
+        return [target]
+    try:
+        backend = registry.get_backend(target)
+        count = backend.device_count()
+    except Exception:  # unknown, broken or unavailable: _resolve reports it
+        return [target]
+    return [f"{target}:{i}" for i in range(count)] if count > 1 else [target]
 
 
 def _backend_name(target: str) -> str:
@@ -127,6 +142,7 @@ def _resolve(target: str) -> BackendUnderTest:
     from ..backend import BackendUnavailableError
     from ..device import parse_device
     from ..plugins import PluginLoadError, UnknownBackendError, get_backend
+    from ..plugins.registry import device_status, registry
 
     try:
         device = parse_device(target)
@@ -138,6 +154,11 @@ def _resolve(target: str) -> BackendUnderTest:
     count = backend.device_count()
     if not 0 <= device.index < count:
         pytest.fail(f"cannot check {target!r}: backend {device.type!r} has {count} device(s)", pytrace=False)
+    if not device.explicit_index:
+        device = registry.resolve(target)  # the backend's first usable device
+    status = device_status(backend, device.index)
+    if not status.ok:
+        pytest.skip(f"device {target!r} is unusable here: {status.reason}")
     return BackendUnderTest(backend, device.index)
 
 

@@ -72,6 +72,16 @@ class BackendRecord:
         return self._availability
 
 
+def device_status(backend: Backend, index: int) -> Any:
+    """``backend.device_status(index)``, with a raising implementation reported as an unusable device."""
+    from ..backend import Availability
+
+    try:
+        return backend.device_status(index)
+    except Exception as exc:  # device_status() must not raise; report it instead
+        return Availability(False, f"device_status() raised {type(exc).__name__}: {exc}")
+
+
 def _strict() -> bool:
     return os.environ.get("AMPCORE_STRICT_PLUGINS", "").strip().lower() in {"1", "true", "yes", "on"}
 
@@ -266,11 +276,24 @@ class Registry:
             return self.default_device()
         dev = parse_device(device)
         backend = self.get_backend(dev.type)
+        if not dev.explicit_index:  # "opencl" means the backend's first usable device
+            return Device(dev.type, self.first_usable_index(backend))
         count = backend.device_count()
         if not 0 <= dev.index < count:
             raise ValueError(f"device {str(dev)!r} does not exist; backend {dev.type!r} has {count} device(s) "
                              f"({', '.join(f'{dev.type}:{i}' for i in range(count))})")
+        status = device_status(backend, dev.index)
+        if not status.ok:
+            raise BackendUnavailableError(dev.type, status.reason, device=str(dev))
         return dev
+
+    @staticmethod
+    def first_usable_index(backend: Backend) -> int:
+        """The lowest index whose device is usable (an available backend has one); 0 if none says so."""
+        for index in range(backend.device_count()):
+            if device_status(backend, index).ok:
+                return index
+        return 0
 
     def default_device(self) -> Device:
         """``set_default_device`` if called, else ``AMPCORE_DEVICE``, else the best available backend."""
@@ -293,7 +316,7 @@ class Registry:
         if not candidates:
             raise RuntimeError("no available ampcore backend; install one, e.g. pip install ampcore-cpu "
                                "(run 'ampcore info' to see why installed ones are unavailable)")
-        return Device(candidates[0].name, 0)
+        return Device(candidates[0].name, self.first_usable_index(candidates[0]))
 
     def set_default(self, device: DeviceLike | None) -> None:
         self._default = None if device is None else self.resolve(device)

@@ -3,25 +3,41 @@
 ``opencl:N`` is the N-th device of :func:`device_list`: GPUs and accelerators
 first, then CPUs, each group by platform name and the platform's own order, so
 an index names the same device from run to run (the ICD loader's platform
-order is not stable).  Everything about a device is created on first use.
+order is not stable).  Every device found is numbered, usable or not, so an
+index does not move when a runtime breaks.  Everything about a device is
+created on first use.
+
+A device is *usable* only once it has built and run a kernel
+(:func:`device_status`): an OpenCL stack can list a device whose compiler
+cannot build for this CPU (pip's PoCL 3.0, on LLVM 14, on AMD Zen 5: "unknown
+target CPU 'generic'").  Selecting an unusable device raises
+``BackendUnavailableError`` with the compiler's message and the fix.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 import threading
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .probe import HalfSupport, probe_native_half
+import ampcore
+
+from . import runtimes
+from .probe import HalfSupport, compiler_message, probe_native_half, quiet_compiler, run_smoke_kernel
 
 _lock = threading.Lock()
 _devices: list[Any] | None = None
 _states: dict[int, "DeviceState"] = {}
+_unusable: dict[int, str] = {}
 
 
 def cl() -> Any:
-    """The pyopencl module (imported here, on first use, so ampcore_opencl imports without it)."""
+    """The pyopencl module (imported here, on first use, so ampcore_opencl imports without it), with the
+    runtimes installed from PyPI registered with its ICD loader first."""
+    runtimes.prepare()
     import pyopencl
 
     return pyopencl
@@ -52,16 +68,60 @@ def device_list() -> list[Any]:
         return _devices
 
 
+def describe(device: Any) -> str:
+    """``'name' (platform)``, for messages."""
+    return f"{device.name.strip()!r} ({device.platform.name.strip()})"
+
+
+def device_status(index: int) -> ampcore.Availability:
+    """Whether ``opencl:index`` has built and run a kernel here (tried once per process; never raises)."""
+    try:
+        device_state(index)
+    except ampcore.BackendUnavailableError as exc:
+        return ampcore.Availability(False, exc.reason)
+    return ampcore.Availability(True)
+
+
 def device_state(index: int) -> "DeviceState":
-    """The (lazily created) state of device ``opencl:index``."""
+    """The (lazily created) state of device ``opencl:index``; BackendUnavailableError if it is unusable."""
     state = _states.get(index)
-    if state is None:
-        device = device_list()[index]
-        with _lock:
-            state = _states.get(index)
-            if state is None:
+    if state is not None:
+        return state
+    device = device_list()[index]
+    with _lock:
+        state = _states.get(index)
+        if state is None and index not in _unusable:
+            try:
                 state = _states[index] = DeviceState(index, device)
+            except Exception as exc:  # its compiler or runtime failed: unusable, with the reason and the fix
+                _unusable[index] = _unusable_reason(device, exc)
+    if state is None:
+        raise ampcore.BackendUnavailableError("opencl", _unusable[index], device=f"opencl:{index}")
     return state
+
+
+def _unusable_reason(device: Any, error: BaseException) -> str:
+    fix = runtimes.INTEL_HINT
+    if "Intel" in device.platform.name:
+        fix = "reinstall it: pip install --force-reinstall 'ampcore-opencl[intel]'"
+    return f"{describe(device)} cannot build and run a kernel: {compiler_message(error)}; use another device, or {fix}"
+
+
+class BuildError(RuntimeError):
+    """A kernel did not compile: the compiler's first error, and where its whole log and the source are."""
+
+
+def _write_build_log(device: Any, source: str, error: BaseException) -> str:
+    folder = os.environ.get("AMPCORE_OPENCL_BUILD_LOG") or tempfile.gettempdir()
+    numbered = "\n".join(f"{i + 1:4d} {line}" for i, line in enumerate(source.splitlines()))
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, path = tempfile.mkstemp(prefix="ampcore-opencl-build-", suffix=".log", dir=folder)
+        with os.fdopen(fd, "w") as out:
+            out.write(f"device: {describe(device)}\n\n--- compiler ---\n{error}\n\n--- source ---\n{numbered}\n")
+    except OSError as exc:
+        return f"not written: {exc}"
+    return path
 
 
 class DeviceState:
@@ -81,6 +141,7 @@ class DeviceState:
         self.device = device
         self.context = pyopencl.Context([device])
         self.queue = pyopencl.CommandQueue(self.context)
+        run_smoke_kernel(self.context, self.queue)  # raises where this device cannot build or run kernels
         self.pool = MemoryPool(ImmediateAllocator(self.queue))
         self.extensions = frozenset(device.extensions.split())
         self.fp64 = "cl_khr_fp64" in self.extensions or bool(getattr(device, "double_fp_config", 0))
@@ -123,13 +184,21 @@ class DeviceState:
         return found
 
     def build(self, source: str) -> Any:
-        """Compile ``source`` for this device; a build error carries the compiler log and the source."""
+        """Compile ``source`` for this device.
+
+        A failure raises a short error: the compiler's first error line, and the
+        file holding its whole log and the numbered source
+        (``AMPCORE_OPENCL_BUILD_LOG=DIR`` chooses the folder; default: a
+        temporary one).
+        """
         pyopencl = cl()
         try:
-            return pyopencl.Program(self.context, source).build(options=list(self.build_options))
+            with quiet_compiler():
+                return pyopencl.Program(self.context, source).build(options=list(self.build_options))
         except pyopencl.Error as exc:
-            numbered = "\n".join(f"{i + 1:4d} {line}" for i, line in enumerate(source.splitlines()))
-            raise RuntimeError(f"OpenCL build failed on {self.device.name!r}: {exc}\n--- source ---\n{numbered}") from exc
+            log = _write_build_log(self.device, source, exc)
+            raise BuildError(f"OpenCL build failed on {describe(self.device)}: {compiler_message(exc)} "
+                             f"(compiler log and source: {log})") from exc
 
     def launch(self, kernel: Any, global_size: Sequence[int], local_size: Sequence[int] | None, *args: Any) -> Any:
         """Enqueue ``kernel`` (no wait).  Kernel objects hold their arguments, so setting and enqueueing is

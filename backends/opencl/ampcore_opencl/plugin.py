@@ -19,7 +19,8 @@ from ampcore.plugins import hookimpl
 from .array import CLArray
 from .codegen import ctype
 
-_POCL_HINT = "pip install 'ampcore-opencl[pocl]' (PoCL: an OpenCL CPU device, no driver needed)"
+_RUNTIME_HINT = ("pip install 'ampcore-opencl[intel]' (Intel's OpenCL CPU runtime, any x86-64 CPU) or "
+                 "'ampcore-opencl[pocl]' (PoCL); no driver needed")
 
 
 class OpenCLBackend(ampcore.Backend):
@@ -31,35 +32,52 @@ class OpenCLBackend(ampcore.Backend):
 
     @property
     def priority(self) -> int:  # type: ignore[override]  # the base class's plain attribute, computed here
-        """150 (above cpu's 100) when ``opencl:0`` is a GPU or accelerator; 50 when it is a CPU device
-        (PoCL runs on the cores NumPy already uses, so the cpu backend stays the default there)."""
+        """150 (above cpu's 100) when the first usable device is a GPU or accelerator; 50 when it is a CPU
+        device (PoCL or Intel's CPU runtime run on the cores NumPy already uses, so the cpu backend stays the
+        default there)."""
         try:
             from .devices import device_list, is_cpu
 
             devices = device_list()
+            usable = [d for i, d in enumerate(devices) if self.device_status(i).ok]
         except Exception:  # no pyopencl or no platform: unavailable anyway, and info must not crash
             return 50
-        return 150 if devices and not is_cpu(devices[0]) else 50
+        return 150 if usable and not is_cpu(usable[0]) else 50
 
     def availability(self) -> ampcore.Availability:
+        """Available when at least one device has built and run a kernel.  The reason of an unavailable
+        backend says why each device failed; an available one notes runtimes that could not be set up."""
         try:
+            from . import runtimes
             from .devices import device_list
-        except ImportError as exc:  # pragma: no cover - the distribution depends on pyopencl
-            return ampcore.Availability(False, f"pyopencl is not importable ({exc}): pip install ampcore-opencl")
-        try:
+
             devices = device_list()
         except ImportError as exc:
             return ampcore.Availability(False, f"pyopencl is not importable ({exc}): pip install ampcore-opencl")
         except Exception as exc:  # the ICD loader reports "no platforms" as an error
-            return ampcore.Availability(False, f"no OpenCL platform ({type(exc).__name__}: {exc}); {_POCL_HINT}")
+            problems = "".join(f"; {p}" for p in runtimes.problems())
+            return ampcore.Availability(False, f"no OpenCL platform ({type(exc).__name__}: {exc}){problems}; "
+                                               f"{_RUNTIME_HINT}")
+        notes = runtimes.problems()
         if not devices:
-            return ampcore.Availability(False, f"OpenCL platforms have no devices; {_POCL_HINT}")
-        return ampcore.Availability(True)
+            return ampcore.Availability(False, "; ".join(["OpenCL platforms have no devices", *notes, _RUNTIME_HINT]))
+        statuses = [self.device_status(i) for i in range(len(devices))]
+        if not any(statuses):
+            return ampcore.Availability(False, "no OpenCL device can build kernels here: "
+                                               + "; ".join([*(f"opencl:{i} {s.reason}" for i, s in enumerate(statuses)),
+                                                            *notes]))
+        return ampcore.Availability(True, "; ".join(notes))
 
     def device_count(self) -> int:
         from .devices import device_list
 
         return len(device_list())
+
+    def device_status(self, index: int = 0) -> ampcore.Availability:
+        """Usable once the device has built and run a kernel (tried once per process)."""
+        from .devices import device_status
+
+        return device_status(index)
 
     def _state(self, index: int) -> Any:
         from .devices import device_state

@@ -1,4 +1,9 @@
-"""Does a device really do half arithmetic?  Ask it, don't trust the extension string.
+"""Can a device build and run a kernel at all, and does it really do half arithmetic?  Ask it.
+
+:func:`run_smoke_kernel` builds and runs the smallest kernel there is: a device
+that fails it is unusable (its compiler may not know this CPU).
+
+Half arithmetic: don't trust the extension string.
 
 Some drivers omit ``cl_khr_fp16`` though they support it, some claim it and
 miscompile.  The probe compiles a kernel that uses ``half`` arithmetic and
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -32,6 +38,35 @@ __kernel void probe(__global const half *a, __global const half *b, __global hal
     out[4 * i + 3] = x - y;
 }
 """
+
+
+_SMOKE = "__kernel void smoke(__global int *a) { a[get_global_id(0)] += (int)get_global_id(0) + 1; }"
+
+
+def run_smoke_kernel(context: Any, queue: Any) -> None:
+    """Build and run a 4-item kernel on ``queue``'s device and check its result; raises whatever fails."""
+    import pyopencl as cl
+
+    with _stderr_silenced(), quiet_compiler():  # PoCL's clang prints a failed build's diagnostics itself
+        program = cl.Program(context, _SMOKE).build()
+    host = np.zeros(4, dtype=np.int32)
+    buffer = cl.Buffer(context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
+    cl.Kernel(program, "smoke")(queue, (4,), None, buffer)
+    cl.enqueue_copy(queue, host, buffer, is_blocking=True)
+    if host.tolist() != [1, 2, 3, 4]:
+        raise RuntimeError(f"a kernel adding 1..4 to zeros gave {host.tolist()}")
+
+
+def compiler_message(error: BaseException) -> str:
+    """The telling line of an OpenCL error: the compiler's first ``error:`` line if there is one, else the
+    first line (pyopencl's messages repeat the whole build log and its options)."""
+    text = str(error).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in lines:
+        if "error:" in line.lower():
+            return line[line.lower().index("error:"):][:300]
+    first = lines[0].split(" - ")[0] if lines else type(error).__name__
+    return first[:300]
 
 
 @dataclass(frozen=True)
@@ -63,6 +98,17 @@ def _expected(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 @contextlib.contextmanager
+def quiet_compiler() -> Iterator[None]:
+    """No ``CompilerWarning`` for a build that succeeded: Intel's compiler always has something to say
+    ("Compilation started"), and a failed build raises with its log anyway."""
+    import pyopencl
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pyopencl.CompilerWarning)
+        yield
+
+
+@contextlib.contextmanager
 def _stderr_silenced() -> Iterator[None]:
     """Mute file descriptor 2: some OpenCL compilers (PoCL's clang) print a failed probe's diagnostics there
     themselves, and a failed probe is an expected answer, not an error to show the user."""
@@ -88,7 +134,7 @@ def probe_native_half(state: Any) -> HalfSupport:
     try:
         import pyopencl as cl
 
-        with _stderr_silenced():
+        with _stderr_silenced(), quiet_compiler():
             program = cl.Program(state.context, _SOURCE).build()
         a, b = _operands()
         flags = cl.mem_flags
@@ -99,9 +145,7 @@ def probe_native_half(state: Any) -> HalfSupport:
         out = np.empty(4 * a.size, dtype=np.float16)
         cl.enqueue_copy(state.queue, out, buf_out)
     except Exception as exc:  # a device without half arithmetic fails to build: that is the answer
-        text = str(exc).strip()
-        first = text.splitlines()[0].split(" - ")[0] if text else type(exc).__name__  # pyopencl repeats itself
-        return HalfSupport(False, claimed, f"probe kernel did not build or run ({first[:120]})")
+        return HalfSupport(False, claimed, f"probe kernel did not build or run ({compiler_message(exc)[:120]})")
     expected = _expected(a, b)
     same = (out.view(np.uint16) == expected.view(np.uint16)) | (np.isnan(out) & np.isnan(expected))
     if not same.all():
