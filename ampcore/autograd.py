@@ -130,6 +130,7 @@ def run_backward(root: "Tensor", grad: Any, retain_graph: bool = False) -> None:
     from . import dispatch as _dispatch  # dispatch imports this module
 
     k, backend = root._backend.kernels, root._backend.name
+    accumulate = _dispatch.GuardedKernels(k, backend, "backward", "gradient accumulation")
     if root.grad_fn is None:
         _accumulate_leaf(root, grad)
         return
@@ -156,7 +157,7 @@ def run_backward(root: "Tensor", grad: Any, retain_graph: bool = False) -> None:
                     continue
                 if fn is not None:
                     key = id(fn)
-                    pending[key] = gi if key not in pending else k.add(pending[key], gi)
+                    pending[key] = gi if key not in pending else accumulate.add(pending[key], gi)
                 elif t is not None and t.requires_grad:
                     _accumulate_leaf(t, gi)
 
@@ -175,9 +176,10 @@ def _check_backward(root: "Tensor", node: Node, g: Any, input_grads: Sequence[An
 
 
 def _accumulate_leaf(leaf: "Tensor", g: Any) -> None:
+    from .dispatch import guarded_kernels  # dispatch imports this module
     from .tensor import Tensor
 
-    k = leaf._backend.kernels
+    k = guarded_kernels(leaf._backend, "backward", "gradient accumulation")
     if leaf.grad is None:
         # cast always copies: each leaf owns its .grad, since the scaler and
         # fused optimizers may update gradients in place.
@@ -190,6 +192,8 @@ def _accumulate_leaf(leaf: "Tensor", g: Any) -> None:
 
 def zero_grads(params: Any, set_to_none: bool = True) -> None:
     """Reset each tensor's ``.grad``: to None, or to zeros in the same grad tensor object."""
+    from .dispatch import guarded_kernels  # dispatch imports this module
+
     for p in params:
         g = p.grad
         if g is None:
@@ -199,7 +203,7 @@ def zero_grads(params: Any, set_to_none: bool = True) -> None:
         else:
             g.grad_fn = None
             g.requires_grad = False
-            g._data = g._backend.kernels.full(g.shape, 0.0, g.dtype, g.device.index)
+            g._data = guarded_kernels(g._backend, "zero_grad").full(g.shape, 0.0, g.dtype, g.device.index)
 
 
 class FunctionCtx:

@@ -14,6 +14,7 @@ import numpy as np
 
 from . import dtypes as dt
 from .device import DeviceLike
+from .dispatch import guarded_kernels
 from .dtypes import DType
 from .plugins import registry
 from .tensor import Tensor, check_storable
@@ -136,7 +137,8 @@ def full(size: Sequence[int], fill_value: float, *, dtype: Any = None, device: D
     target = dt.as_dtype(dtype) if dtype is not None else (
         dt.bool_ if isinstance(fill_value, bool) else dt.int64 if isinstance(fill_value, int) else dt.float32)
     dev, backend = _place(device, target)
-    out = Tensor._wrap(backend.kernels.full(_shape([size]), fill_value, target, dev.index), dev, backend)
+    out = Tensor._wrap(guarded_kernels(backend, "full").full(_shape([size]), fill_value, target, dev.index), dev,
+                       backend)
     return out.requires_grad_(requires_grad)
 
 
@@ -169,16 +171,16 @@ def empty_like(t: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> 
     return zeros_like(t, dtype=dtype, requires_grad=requires_grad)
 
 
-def _random(kernel: str, size: Sequence[Any], dtype: Any, device: DeviceLike | None, generator: Generator | None,
+def _random(op: str, kernel: str, size: Sequence[Any], dtype: Any, device: DeviceLike | None, generator: Generator | None,
             requires_grad: bool) -> Tensor:
     target = dt.as_dtype(dtype) if dtype is not None else dt.float32
     if not target.is_floating_point:
-        raise TypeError(f"{kernel} numbers need a floating dtype, got {target.name}")
+        raise TypeError(f"{op}() needs a floating dtype, got {target.name}")
     if generator is not None and not isinstance(generator, Generator):
         raise TypeError(f"generator must be an ampcore.Generator, got {generator!r}")
     dev, backend = _place(device, target)
     seed = (generator or default_generator).next_seed()
-    data = getattr(backend.kernels, kernel)(_shape(size), target, seed, dev.index)
+    data = getattr(guarded_kernels(backend, op), kernel)(_shape(size), target, seed, dev.index)
     out = Tensor._wrap(data, dev, backend)
     return out.requires_grad_(requires_grad)
 
@@ -186,13 +188,13 @@ def _random(kernel: str, size: Sequence[Any], dtype: Any, device: DeviceLike | N
 def rand(*size: Any, dtype: Any = None, device: DeviceLike | None = None, generator: Generator | None = None,
          requires_grad: bool = False) -> Tensor:
     """Uniform samples in [0, 1)."""
-    return _random("uniform", size, dtype, device, generator, requires_grad)
+    return _random("rand", "uniform", size, dtype, device, generator, requires_grad)
 
 
 def randn(*size: Any, dtype: Any = None, device: DeviceLike | None = None, generator: Generator | None = None,
           requires_grad: bool = False) -> Tensor:
     """Standard normal samples."""
-    return _random("normal", size, dtype, device, generator, requires_grad)
+    return _random("randn", "normal", size, dtype, device, generator, requires_grad)
 
 
 def arange(start: float, end: float | None = None, step: float = 1, *, dtype: Any = None,
@@ -205,4 +207,4 @@ def arange(start: float, end: float | None = None, step: float = 1, *, dtype: An
     is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
     target = dt.as_dtype(dtype) if dtype is not None else (dt.int64 if is_int else dt.float32)
     dev, backend = _place(device, target)
-    return Tensor._wrap(backend.kernels.arange(start, end, step, target, dev.index), dev, backend)
+    return Tensor._wrap(guarded_kernels(backend, "arange").arange(start, end, step, target, dev.index), dev, backend)

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
+from .dispatch import guarded_kernels
+
 if TYPE_CHECKING:
     from .tensor import Tensor
 
@@ -117,7 +119,7 @@ def read_with_checks(values: "Tensor | None", device: Any = None) -> np.ndarray 
     if values is None and not checks:
         return None
     backend = values._backend if values is not None else checks[0].flag._backend
-    k = backend.kernels
+    k = guarded_kernels(backend, "deferred checks")
     arrays = ([values._data] if values is not None else []) + [
         k.reshape(k.cast(c.flag._data, float32), (1,)) for c in checks]
     host = _read(backend, arrays[0] if len(arrays) == 1 else k.concat(arrays, 0),

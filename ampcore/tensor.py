@@ -15,7 +15,7 @@ import numpy as np
 from . import dtypes as dt
 from .autograd import is_grad_enabled, run_backward
 from .device import Device, DeviceLike
-from .dispatch import primitive, register_op, route
+from .dispatch import guarded_kernels, primitive, register_op, route
 from .dtypes import DType
 from .ops import elementwise as ew
 from .ops import linalg, reduction, shape
@@ -178,7 +178,7 @@ class Tensor:
 
     def __deepcopy__(self, memo: dict) -> "Tensor":
         """A copy with its own storage on the same device and backend (``copy.deepcopy(model.state_dict())``)."""
-        out = type(self)._wrap(self._backend.kernels.cast(self._data, self.dtype), self.device, self._backend,
+        out = type(self)._wrap(self._kernels("deepcopy").cast(self._data, self.dtype), self.device, self._backend,
                                requires_grad=self.requires_grad and self.grad_fn is None)
         if hasattr(self, "__dict__"):  # subclasses such as Parameter
             out.__dict__.update(copy.deepcopy(self.__dict__, memo))
@@ -266,7 +266,7 @@ class Tensor:
             if self.numel() != 1:
                 raise RuntimeError(f"backward() without a gradient needs a scalar output, got shape {self.shape}; "
                                    "pass gradient=ones_like(output) or reduce (e.g. .sum()) first")
-            grad = self._backend.kernels.full(self.shape, 1.0, self.dtype, self.device.index)
+            grad = self._kernels("backward").full(self.shape, 1.0, self.dtype, self.device.index)
         else:
             if not isinstance(gradient, Tensor) or gradient.shape != self.shape:
                 got = gradient.shape if isinstance(gradient, Tensor) else type(gradient).__name__
@@ -332,9 +332,13 @@ class Tensor:
     def zero_(self) -> "Tensor":
         return self.fill_(0)
 
+    def _kernels(self, op: str) -> Any:
+        """This tensor's backend kernels, raising KernelError naming ``op`` when one fails."""
+        return guarded_kernels(self._backend, op)
+
     def fill_(self, value: float) -> "Tensor":
         self._check_inplace()
-        self._data = self._backend.kernels.full(self.shape, value, self.dtype, self.device.index)
+        self._data = self._kernels("fill_").full(self.shape, value, self.dtype, self.device.index)
         return self
 
     def add_(self, other: Any, alpha: float = 1.0) -> "Tensor":
@@ -353,7 +357,7 @@ class Tensor:
         kernel_index, selected = shape._normalize_basic_index(index, self.shape)
         value = value if isinstance(value, Tensor) else self._new_tensor(value, self.dtype)
         value = ew.cast(value.detach().to(device=self.device), self.dtype).expand(selected)
-        self._data = self._backend.kernels.slice_assign(self._data, kernel_index, value._data)
+        self._data = self._kernels("__setitem__").slice_assign(self._data, kernel_index, value._data)
 
     # ------------------------------------------------------------------ shape
     reshape = shape.reshape

@@ -513,3 +513,23 @@ def test_a_checkpoint_survives_a_pickle_round_trip():
     fresh = Net()
     fresh.load_state_dict(loaded["model"])
     assert_bit_identical(params_of(fresh), params_of(model), "parameters")
+
+
+# --------------------------------------------------------------------------- kernels called outside an op
+@pytest.mark.parametrize("op, kernel, call", [
+    ("rand", "uniform", lambda dev: ampcore.rand(3, device=dev)),
+    ("randn", "normal", lambda dev: ampcore.randn(3, device=dev)),
+    ("rand", "uniform", lambda dev: nn.Linear(4, 2, device=dev)),  # what `ampcore train` does first
+    ("full", "full", lambda dev: ampcore.zeros(3, device=dev)),
+    ("arange", "arange", lambda dev: ampcore.arange(3, device=dev)),
+    ("fill_", "full", lambda dev: ampcore.tensor([1.0, 2.0], device=dev).fill_(0)),
+    ("deepcopy", "cast", lambda dev: copy.deepcopy(ampcore.tensor([1.0], device=dev))),
+    ("__setitem__", "slice_assign", lambda dev: ampcore.tensor([1.0, 2.0], device=dev).__setitem__(0, 5.0)),
+])
+def test_a_kernel_failing_outside_an_op_raises_kernel_error_naming_it(register_fake, op, kernel, call):
+    """Creation, in-place fills and copies call kernels directly; a backend failure there (an OpenCL build
+    error, say) must still be a KernelError naming the op and the kernel, not the backend's own exception."""
+    backend = register_fake(fail_on=(kernel, 1))
+    with pytest.raises(KernelError, match=rf"op '{op}' failed .*kernel '{kernel}'.*{backend.name}") as info:
+        call(backend.name)
+    assert isinstance(info.value.__cause__, RuntimeError)

@@ -109,7 +109,7 @@ def _finite(t: Any) -> bool:
 
     if not isinstance(t, Tensor) or not t.dtype.is_floating_point or t.numel() == 0:
         return True
-    k = t._backend.kernels
+    k = dispatch.guarded_kernels(t._backend, "detect_overflow")
     bad = k.sum(k.ne(k.sub(t._data, t._data), 0.0), tuple(range(t.ndim)), False)
     return int(to_host(Tensor._wrap(bad, t.device, t._backend), _REASON)) == 0
 

@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterable, Mapping
 from .. import dtypes as dt
 from ..autograd import enable_grad, no_grad, zero_grads
 from ..creation import zeros
+from ..dispatch import guarded_kernels
 from ..syncs import run_deferred_checks
 from ..tensor import Tensor
 
@@ -192,7 +193,7 @@ class Optimizer:
         never writes through an array another tensor shares).  ``p`` itself is not rebound."""
         ref = self._owned.get(p)
         if ref is None or ref() is not p._data:
-            return p._backend.kernels.cast(p._data, p.dtype)  # the contract's cast returns a new array
+            return guarded_kernels(p._backend, type(self).__name__ + ".step").cast(p._data, p.dtype)  # a new array
         return p._data
 
     def _mark_owned(self, p: Tensor) -> None:
