@@ -22,7 +22,7 @@ from typing import Any, Callable, Collection, Mapping
 import numpy as np
 
 from .. import dtypes as dt
-from ..backend import Backend, Capabilities
+from ..backend import Availability, Backend, Capabilities
 from ..kernels import BINARY, COMPARISON, UNARY
 from .defects import Disguised, apply_defects, check_defects, disguise
 
@@ -177,7 +177,8 @@ class FakeBackend(Backend):
     ``storable``/``native``/``emulated`` are dtype collections (default: every
     dtype storable, float16/bfloat16 emulated); ``missing`` names kernels to
     leave out; ``fail_on=(kernel, k)`` makes the k-th call (1-based) of that
-    kernel raise RuntimeError; ``devices`` is the device count;
+    kernel raise RuntimeError; ``devices`` is the device count, and
+    ``unusable`` maps a device index to the reason it cannot run kernels;
     ``fallback_ops`` maps a dtype to ops the device claims it cannot run in it,
     and ``policy`` names the built-in cast-policy table it starts from.
     ``defects`` names deliberate bugs from :data:`ampcore.testing.defects.DEFECTS`.
@@ -188,7 +189,7 @@ class FakeBackend(Backend):
                  missing: Collection[str] = (), fail_on: tuple[str, int] | None = None, priority: int = 0,
                  devices: int = 1, autocast_dtype: Any = None,
                  fallback_ops: Mapping[Any, Collection[str]] | None = None, policy: str = "cpu",
-                 defects: Collection[str] = ()):
+                 defects: Collection[str] = (), unusable: Mapping[int, str] | None = None):
         as_set = lambda ds: frozenset(dt.as_dtype(d) for d in ds)  # noqa: E731 - local conversion
         self.name = name
         self.priority = priority
@@ -205,9 +206,18 @@ class FakeBackend(Backend):
         self.policy = policy
         self.defects = check_defects(defects)
         self.calls: dict[str, int] = {}
+        self.unusable = dict(unusable or {})
+
+    def availability(self) -> Availability:
+        if all(i in self.unusable for i in range(self.devices)):
+            return Availability(False, "no usable device: " + "; ".join(self.unusable.values()))
+        return Availability(True)
 
     def device_count(self) -> int:
         return self.devices
+
+    def device_status(self, index: int = 0) -> Availability:
+        return Availability(index not in self.unusable, self.unusable.get(index, ""))
 
     def capabilities(self, index: int = 0) -> Capabilities:
         return Capabilities(device_name=f"fake device {index}", storable=self.storable, native=self.native,
