@@ -168,6 +168,61 @@ def test_bench_from_rejects_a_file_that_is_not_a_result(tmp_path, capsys):
     assert "is not an ampcore bench result" in capsys.readouterr().err
 
 
+def test_bench_from_refuses_options_that_choose_what_to_measure(tmp_path, capsys):
+    assert main(["bench", "--from", str(tmp_path / "saved.json"), "--device", "cpu", "--steps", "5"]) == 2
+    assert "--device, --steps cannot apply to --from, which shows a saved result" in capsys.readouterr().err
+
+
+def _available(monkeypatch, *backends) -> None:
+    """Plain ``ampcore bench`` (no --device) sees the cpu backend and ``backends``, nothing else installed."""
+    from ampcore.bench import benchmark
+    from ampcore.plugins import get_backend
+
+    monkeypatch.setattr(benchmark, "available_backends", lambda: [get_backend("cpu"), *backends])
+
+
+def _quick_bench(tmp_path, *args: str) -> tuple[int, dict | None]:
+    out = tmp_path / "bench.json"
+    code = main(["bench", "--no-torch", "--steps", "1", "--warmup", "0", "--batch", "16", "--dtype", "bfloat16",
+                 "--json", str(out), *args])
+    return code, json.loads(out.read_text()) if out.exists() else None
+
+
+def test_plain_bench_measures_the_devices_that_work_and_lists_one_that_raised_as_refused(tmp_path, capsys,
+                                                                                         register_fake, monkeypatch):
+    broken = register_fake(fail_on=("matmul", 1))
+    _available(monkeypatch, broken)
+    code, result = _quick_bench(tmp_path)
+    assert code == 0
+    assert {row["device"] for row in result["configs"]} == {"cpu:0"}
+    [refused] = result["refused"]
+    assert set(refused) == _documented_fields()["refused[]"]
+    assert (refused["framework"], refused["device"]) == ("ampcore", f"{broken.name}:0")
+    assert refused["reason"].startswith("KernelError: ")
+    assert "injected failure in call 1 of kernel 'matmul'" in refused["reason"]
+    printed = capsys.readouterr().out
+    assert printed.index(f"ampcore {broken.name}:0 refused: {refused['reason']}\n") > printed.index("cpu:0    fp32")
+
+
+def test_bench_measures_every_usable_device_and_refuses_an_unusable_one(tmp_path, capsys, register_fake,
+                                                                        monkeypatch):
+    flaky = register_fake(devices=2, unusable={0: "device 0 has no [fp16] compiler: update the driver"})
+    _available(monkeypatch, flaky)
+    code, result = _quick_bench(tmp_path)
+    assert code == 0 and {row["device"] for row in result["configs"]} == {"cpu:0", f"{flaky.name}:1"}
+    assert result["refused"] == [{"framework": "ampcore", "device": f"{flaky.name}:0",
+                                  "reason": "device 0 has no [fp16] compiler: update the driver"}]
+    assert f"ampcore {flaky.name}:0 refused: device 0 has no [fp16] compiler" in capsys.readouterr().out
+
+
+def test_bench_exits_1_with_the_reasons_when_no_device_could_be_measured(tmp_path, capsys, register_fake):
+    broken = register_fake(fail_on=("matmul", 1))
+    code, result = _quick_bench(tmp_path, "--device", broken.name)
+    assert code == 1 and result is None
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"ampcore bench: error: no device could be measured (ampcore {broken.name}:0: KernelError")
+
+
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_every_benchmark_model_builds_and_its_teacher_labels_use_every_class(name):
     spec = get_model(name)

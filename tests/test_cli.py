@@ -182,6 +182,7 @@ def test_train_json_reports_the_result(capsys):
     (["train", "--dtype", "float8"], "dtype 'float8' is not supported; choose one of 'float16', 'bfloat16'"),
     (["train", "--compare", "--no-amp"], "--compare trains the float32 baseline beside the AMP run; drop --no-amp"),
     (["train", "--compare", "--dtype", "float32"], "--compare trains the float32 baseline beside the AMP run"),
+    (["train", "--no-amp", "--dtype", "float16"], "--no-amp trains in float32 but --dtype asks for 'float16'; drop"),
     (["train", "--epochs", "0"], "epochs must be a positive integer, got 0"),
 ])
 def test_bad_train_options_exit_2_with_one_line_and_no_traceback(capsys, argv, message):
@@ -201,3 +202,57 @@ def test_bad_device_from_the_real_command_line(run_python):
 def test_no_subcommand_prints_usage_and_fails(capsys):
     assert main([]) == 2
     assert "usage: ampcore" in capsys.readouterr().err
+
+
+def test_no_amp_with_dtype_float32_is_not_a_conflict(capsys):
+    assert main(["train", "--epochs", "1", "--no-amp", "--dtype", "float32", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["dtype"] == "float32"
+
+
+@pytest.mark.parametrize("argv", [["train", "--bogus"], ["bench", "--no-torch", "--bogus"], ["policy", "extra"]])
+def test_an_unknown_argument_prints_the_subcommands_usage_and_exits_2(capsys, argv):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: ampcore {argv[0]} ")
+    assert f"ampcore {argv[0]}: error: unrecognized arguments: {argv[-1]}" in err
+
+
+def _help_entries(command: str, capsys: pytest.CaptureFixture) -> dict[str, str]:
+    """``ampcore COMMAND --help``'s options: the option's first word -> its entry, wrapped lines joined."""
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    entries: list[str] = []
+    for line in capsys.readouterr().out.splitlines():
+        if line.startswith("  -"):
+            entries.append(line.strip())
+        elif entries and line.startswith("   "):
+            entries[-1] += " " + line.strip()
+    return {entry.split()[0].rstrip(","): entry for entry in entries}
+
+
+@pytest.mark.parametrize("command", ["info", "policy", "train", "bench", "conformance"])
+def test_help_shows_each_default_at_most_once_and_none_for_flags(capsys, command):
+    for option, entry in _help_entries(command, capsys).items():
+        assert entry.count("(default:") <= 1, entry
+        assert not re.search(r"\(default: (True|False|None)\)", entry), entry
+
+
+def test_help_shows_the_defaults_argparse_knows_and_the_ones_the_help_states(capsys):
+    bench = _help_entries("bench", capsys)
+    assert bench["--steps"].endswith("timed steps per configuration (default: 20)")
+    assert bench["--no-torch"].endswith("do not measure torch even if it is installed")
+    assert bench["--batch"].endswith("batch size (default: the model's)")
+    train = _help_entries("train", capsys)
+    assert train["--no-amp"].endswith("train the float32 baseline only")
+    assert train["--device"].endswith("(default: the best available backend)")
+
+
+def test_train_into_a_pipe_prints_each_line_whole(run_python):
+    proc = run_python("", args=("-m", "ampcore", "train", "--epochs", "1", "--device", "cpu"), env={"COLUMNS": "80"})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("training on cpu in bfloat16: ") and line.endswith(", seed 0") for line in lines)
+    summary = next(line for line in lines if line.startswith("train accuracy "))
+    assert re.search(r" final loss .* on cpu \(bfloat16\) .* host syncs/step", summary)

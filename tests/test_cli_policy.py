@@ -45,3 +45,11 @@ def test_info_names_the_policy_table_and_fallbacks(capsys, wide, register_fake):
     panel = out.split(f"─ {fake.name} ─", 1)[1].split("╰", 1)[0]
     assert re.search(r"cast policy +cuda table", panel)
     assert re.search(r"float32 fallback \(bfloat16\) +conv2d", panel)
+
+
+def test_policy_into_a_pipe_keeps_every_op_name_whole(run_python):
+    proc = run_python("", args=("-m", "ampcore", "policy", "--device", "cpu"), env={"COLUMNS": "80"})
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"│ binary_cross_entropy_with_logits +│ fp32 +│ torch cpu list +│", proc.stdout)
+    assert re.search(r"│ binary_cross_entropy +│ banned +│ ampcore: unsafe to autocast on any device", proc.stdout)
+    assert "…" not in proc.stdout

@@ -232,6 +232,19 @@ def test_cli_runs_the_suite_and_writes_json(tmp_path, capsys, monkeypatch):
     assert {c["check"] for c in report["cells"]} == {"contract"}
 
 
+def test_cli_summary_names_each_failing_check_in_one_line_without_tracebacks(tmp_path, capsys, monkeypatch,
+                                                                             register_fake):
+    monkeypatch.chdir(tmp_path)
+    backend = register_fake(defects=("truncating_casts",))
+    assert main(["conformance", "--backend", backend.name, "--report", "summary", "--", "-k", "rounding"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    failed = [line for line in lines if line.startswith("FAILED ")]
+    assert len(failed) >= 4 and all("test_rounding.py::test_narrowing_cast_rounds_to_nearest_even[" in line
+                                    for line in failed)
+    assert f"ampcore conformance: {backend.name} FAILS ({len(failed)} fail, " in "\n".join(lines)
+    assert len(lines) <= len(failed) + 8, "\n".join(lines)  # progress, the verdict, pytest's header and count
+
+
 def test_cli_refuses_an_unknown_or_unavailable_backend_in_one_line(capsys, register_fake):
     assert main(["conformance", "--backend", "nosuch"]) == 2
     assert "unknown backend 'nosuch'" in capsys.readouterr().err

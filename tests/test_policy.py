@@ -15,13 +15,14 @@ from ampcore.dispatch import registered_ops
 from ampcore.plugins import hookimpl, registry
 from ampcore.policy import torch_lists
 
-DOCS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "torch-amp-docs.txt"
+DOCS = Path(__file__).resolve().parent / "data" / "torch-amp-docs.txt"  # torch's page, its source in its header
+AUTOCAST_DOC = Path(__file__).resolve().parents[1] / "docs" / "autocast.md"
 
 
 # --------------------------------------------------------------------------- the transcription
 def _doc_lists() -> list[list[str]]:
     """The op lists of the reference page, read independently of ampcore's transcription."""
-    lines = [line.strip() for line in DOCS.read_text().splitlines()]
+    lines = [line.strip() for line in DOCS.read_text().splitlines() if not line.startswith("#")]
     blocks, current = [], []
     for i, line in enumerate(lines):
         is_name = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", line) is not None
@@ -34,7 +35,11 @@ def _doc_lists() -> list[list[str]]:
     return blocks
 
 
-@pytest.mark.skipif(not DOCS.exists(), reason=f"reference page not found at {DOCS}")
+def test_the_reference_page_ships_inside_the_project():
+    assert DOCS.is_file() and DOCS.resolve().is_relative_to(Path(__file__).resolve().parents[1])
+    assert "torch.amp" in DOCS.read_text().splitlines()[0]
+
+
 def test_tables_are_the_reference_page_verbatim_and_in_order():
     transcribed = [torch_lists.CUDA_LOWER, torch_lists.CUDA_FP32, torch_lists.CUDA_PROMOTE,
                    torch_lists.XPU_LOWER, torch_lists.XPU_FP32, torch_lists.XPU_PROMOTE,
@@ -55,6 +60,26 @@ def test_tables_are_the_reference_page_verbatim_and_in_order():
 ])
 def test_builtin_tables_give_torchs_categories(table, op, category):
     assert P.builtin(table).category(op) is category
+
+
+def _autocast_doc_table() -> tuple[list[str], list[tuple[list[str], list[str]]]]:
+    """docs/autocast.md's categories by device type: the builtin tables its columns name, and per row the ops
+    and one category per table."""
+    lines = AUTOCAST_DOC.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| op |"))
+    header, _, *rows = itertools.takewhile(lambda line: line.startswith("|"), lines[start:])
+    cells = [[cell.strip() for cell in row.strip("|").split("|")] for row in rows]
+    return (re.findall(r'builtin\("(\w+)"\)', header),
+            [(re.findall(r"`(\w+)`", ops), [c.strip("`") for c in categories]) for ops, *categories in cells])
+
+
+def test_docs_autocast_md_gives_each_device_types_categories_as_the_builtin_tables_do():
+    tables, rows = _autocast_doc_table()
+    assert tables == ["cuda", "cpu"]
+    assert "softmax" in {op for ops, _ in rows for op in ops}  # fp32 on cuda, unlisted on cpu
+    for ops, categories in rows:
+        for op in ops:
+            assert [P.builtin(t).category(op).value for t in tables] == categories, op
 
 
 def test_torch_aliases_map_onto_ampcore_op_names_with_the_source_recorded():

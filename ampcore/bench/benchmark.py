@@ -19,6 +19,11 @@ Order of work, one model per run:
    AMP on one device are interleaved; ampcore against torch is not.
 4. Losses and loss scales are read once, after the timing.
 
+A device its backend reports unusable (``device_status``) is not measured,
+and a device whose work raises at any stage is dropped from then on: both
+are listed in the result's ``refused`` with a one-line reason, and the
+other devices are measured as usual.
+
 The result's layout is the JSON schema in ``docs/bench.md`` (``SCHEMA``).
 """
 
@@ -33,11 +38,12 @@ import statistics
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
 from .. import __version__
+from ..backend import BackendUnavailableError
 from ..creation import manual_seed
 from ..plugins import available_backends, get_backend, resolve_device
 from ..plugins.registry import registry
@@ -46,18 +52,21 @@ from .models import ModelSpec, make_batches, parameter_count
 from .config import LR, Config, History
 from .runs import footprint, make_run
 
-__all__ = ["SCHEMA", "BenchSettings", "configurations", "run_benchmark"]
+__all__ = ["SCHEMA", "BenchSettings", "NothingMeasured", "Refusals", "configurations", "run_benchmark"]
 
 SCHEMA = "ampcore-bench/1"
 AMP_DTYPES = ("float16", "bfloat16")
 BATCH_COUNT = 4  # distinct batches a run cycles through
 PHASE_PAUSE = 0.5  # seconds between two devices' (or frameworks') timing phases
+Phase = tuple[str, str]  # (framework, device): Config.phase
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class BenchSettings:
-    """What to measure: a model, the devices (None: device 0 of every available backend), the AMP dtypes
-    (None: each one a device can compute in), step counts, and whether to measure torch too."""
+    """What to measure: a model, the devices (None: every device of every available backend; an unusable one
+    is refused), the AMP dtypes (None: each one a device can compute in), step counts, and whether to measure
+    torch too."""
 
     model: ModelSpec
     devices: tuple[str, ...] | None = None
@@ -85,6 +94,55 @@ class BenchSettings:
         return self.model.batch if self.batch is None else self.batch
 
 
+class NothingMeasured(RuntimeError):
+    """No device could be measured; ``refused`` lists each one with the reason, as the result would."""
+
+    def __init__(self, refused: list[dict[str, str]]):
+        self.refused = refused
+        reasons = "; ".join(f"{r['framework']} {r['device']}: {r['reason']}" for r in refused)
+        super().__init__(f"no device could be measured ({reasons})" if refused else "there is no device to measure")
+
+
+class Refusals:
+    """The phases (framework, device) that cannot be measured, each with a one-line reason."""
+
+    def __init__(self) -> None:
+        self.reasons: dict[Phase, str] = {}
+
+    def attempt(self, phase: Phase, fn: Callable[..., T], *args: Any) -> T | None:
+        """``fn(*args)``; None if ``phase`` is already refused (``fn`` not called) or if ``fn`` raises, which
+        refuses it with the exception's reason."""
+        if phase in self.reasons:
+            return None
+        try:
+            return fn(*args)
+        except Exception as exc:  # a driver error or a kernel bug on one device must not cost the others' results
+            self.reasons[phase] = _reason(exc)
+            return None
+
+    def live(self, configs: list[Config]) -> list[Config]:
+        """``configs`` without those of refused phases."""
+        return [c for c in configs if c.phase not in self.reasons]
+
+    def as_list(self) -> list[dict[str, str]]:
+        """The refusals as the result's ``refused`` list, in the order they happened."""
+        return [{"framework": f, "device": d, "reason": r} for (f, d), r in self.reasons.items()]
+
+
+def _reason(exc: Exception) -> str:
+    """An unusable device's or backend's own reason, else the exception's type and first line of its message."""
+    if isinstance(exc, BackendUnavailableError):
+        return exc.reason
+    first = str(exc).partition("\n")[0]
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def _usable_device(name: str) -> str:
+    """``name`` as ``type:index``; BackendUnavailableError with the reason when the device cannot run here."""
+    d = resolve_device(name)
+    return f"{d.type}:{d.index}"
+
+
 def _amp_dtypes(device: str, wanted: tuple[str, ...] | None) -> list[str]:
     """The AMP dtypes ``device`` computes in (natively or emulated), in AMP_DTYPES order, filtered by ``wanted``."""
     d = resolve_device(device)
@@ -93,62 +151,91 @@ def _amp_dtypes(device: str, wanted: tuple[str, ...] | None) -> list[str]:
     return [name for name in AMP_DTYPES if name in computable and (wanted is None or name in wanted)]
 
 
-def configurations(settings: BenchSettings) -> list[Config]:
+def configurations(settings: BenchSettings, refusals: Refusals | None = None) -> list[Config]:
     """Every configuration to run: per ampcore device float32 and the AMP dtypes it computes in, then torch's
     on cpu and on cuda when torch sees a GPU (only the device types named, when devices are named), in float32
-    and the AMP dtypes asked for."""
-    devices = list(settings.devices) if settings.devices else [f"{b.name}:0" for b in available_backends()]
-    configs: list[Config] = []
+    and the AMP dtypes asked for.  An ampcore device that is unusable or whose capabilities cannot be read is
+    left out, with the reason recorded in ``refusals``."""
+    refusals = Refusals() if refusals is None else refusals
+    names = settings.devices or tuple(f"{b.name}:{i}" for b in available_backends() for i in range(b.device_count()))
     # Always with the index: "cpu" and "cpu:0" are one device, one name (and measured once).
-    for name in dict.fromkeys(f"{d.type}:{d.index}" for d in map(resolve_device, devices)):
-        configs += [Config("ampcore", name, p) for p in ["float32", *_amp_dtypes(name, settings.dtypes)]]
+    devices = [refusals.attempt(("ampcore", name), _usable_device, name) for name in names]
+    configs: list[Config] = []
+    for name in dict.fromkeys(d for d in devices if d is not None):
+        dtypes = refusals.attempt(("ampcore", name), _amp_dtypes, name, settings.dtypes)
+        if dtypes is not None:
+            configs += [Config("ampcore", name, p) for p in ["float32", *dtypes]]
     if settings.torch:
-        named = {d.split(":")[0] for d in devices} if settings.devices else None
+        named = {d.split(":")[0] for d in settings.devices} if settings.devices else None
         for device in torch_reference.devices():
             if named is None or device in named:  # torch beside the device types asked for, by default cpu and cuda
                 configs += [Config("torch", device, p) for p in ["float32", *(settings.dtypes or AMP_DTYPES)]]
     return configs
 
 
-def _initial_weights(spec: ModelSpec, seed: int, device: str) -> tuple[dict[str, np.ndarray], int]:
-    """The seeded initial parameters as host arrays, and their count: every configuration loads these."""
+def _build_weights(spec: ModelSpec, seed: int, device: str) -> tuple[dict[str, np.ndarray], int]:
+    """The model built from ``seed`` on ``device``: its parameters as host arrays, and their count."""
     manual_seed(seed)
     model = spec.build(device)
     return {k: v.numpy() for k, v in model.state_dict().items()}, parameter_count(model)
 
 
+def _initial_weights(spec: ModelSpec, seed: int, configs: list[Config],
+                     refusals: Refusals) -> tuple[dict[str, np.ndarray], int]:
+    """The seeded initial parameters as host arrays, and their count: every configuration loads these.  Built
+    on the first ampcore device that can; NothingMeasured if none can."""
+    for config in configs:
+        if config.framework == "ampcore":
+            built = refusals.attempt(config.phase, _build_weights, spec, seed, config.device)
+            if built is not None:
+                return built
+    raise NothingMeasured(refusals.as_list())
+
+
+def _time_phase(group: dict[Config, Any], settings: BenchSettings, times: dict[Config, list[float]],
+                tick: Callable[[str], None]) -> None:
+    """Step ``group``'s runs round-robin, ``settings.warmup`` rounds untimed, then ``settings.steps`` timed."""
+    for round_ in range(settings.warmup + settings.steps):
+        for config, run in group.items():
+            start = time.perf_counter()
+            run.step()
+            elapsed = time.perf_counter() - start
+            if round_ >= settings.warmup:
+                times[config].append(elapsed)
+            tick(config.label)
+
+
 def run_benchmark(settings: BenchSettings, on_step: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Measure every configuration of ``settings``; ``on_step(label)`` is called after each unit of work
-    (a memory measurement or a step), for a progress bar.  Returns the result as the documented JSON dict."""
+    (a memory measurement or a step), for a progress bar.  Returns the result as the documented JSON dict, with
+    the devices that could not be measured in its ``refused`` list; NothingMeasured if none could."""
     tick = on_step or (lambda label: None)
     spec = settings.model
-    configs = configurations(settings)
-    weights, n_params = _initial_weights(spec, settings.seed, configs[0].device)
+    refusals = Refusals()
+    configs = configurations(settings, refusals)
+    weights, n_params = _initial_weights(spec, settings.seed, configs, refusals)
     batches = make_batches(spec, settings.seed + 1, BATCH_COUNT, settings.batch_size)
 
-    memory: dict[Config, tuple[int | None, int]] = {}
-    for config in configs:
+    memory: dict[Config, Any] = {}  # None where the phase was refused, as in runs and histories
+    for config in refusals.live(configs):
         gc.collect()
-        memory[config] = footprint(spec, config, weights, batches)
+        memory[config] = refusals.attempt(config.phase, footprint, spec, config, weights, batches)
         tick(config.label)
     gc.collect()
 
-    runs = {config: make_run(spec, config, weights, batches) for config in configs}
+    runs = {config: refusals.attempt(config.phase, make_run, spec, config, weights, batches)
+            for config in refusals.live(configs)}
     times: dict[Config, list[float]] = {config: [] for config in configs}
-    for phase in dict.fromkeys((c.framework, c.device) for c in configs):
+    for phase in dict.fromkeys(c.phase for c in refusals.live(configs)):
         time.sleep(PHASE_PAUSE)  # let the previous phase's idle worker threads stop spinning
-        group = {config: run for config, run in runs.items() if (config.framework, config.device) == phase}
-        for round_ in range(settings.warmup + settings.steps):
-            for config, run in group.items():
-                start = time.perf_counter()
-                run.step()
-                elapsed = time.perf_counter() - start
-                if round_ >= settings.warmup:
-                    times[config].append(elapsed)
-                tick(config.label)
-    histories = {config: run.history() for config, run in runs.items()}
+        group = {config: runs[config] for config in refusals.live(configs) if config.phase == phase}
+        refusals.attempt(phase, _time_phase, group, settings, times, tick)
+    histories = {config: refusals.attempt(config.phase, runs[config].history) for config in refusals.live(configs)}
     del runs
-    return _result(settings, configs, n_params, times, memory, histories)
+    measured = refusals.live(configs)
+    if not measured:
+        raise NothingMeasured(refusals.as_list())
+    return _result(settings, measured, n_params, times, memory, histories, refusals.as_list())
 
 
 # ----------------------------------------------------------------------------- the result
@@ -221,7 +308,8 @@ def _backends(configs: list[Config]) -> list[dict[str, Any]]:
 
 
 def _result(settings: BenchSettings, configs: list[Config], n_params: int, times: dict[Config, list[float]],
-            memory: dict[Config, tuple[int | None, int]], histories: dict[Config, History]) -> dict[str, Any]:
+            memory: dict[Config, tuple[int | None, int]], histories: dict[Config, History],
+            refused: list[dict[str, str]]) -> dict[str, Any]:
     rows = {c: _config_result(c, settings, times[c], *memory[c], histories[c]) for c in configs}
     _add_ratios(rows)
     spec = settings.model
@@ -238,5 +326,6 @@ def _result(settings: BenchSettings, configs: list[Config], n_params: int, times
                      "timing": "round-robin within each (framework, device) phase; phases in turn"},
         "backends": _backends(configs),
         "configs": list(rows.values()),
+        "refused": refused,
     }
 

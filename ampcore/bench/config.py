@@ -35,6 +35,11 @@ class Config:
         return f"{self.framework} {self.device} {self.precision}{' AMP' if self.amp else ''}"
 
     @property
+    def phase(self) -> tuple[str, str]:
+        """(framework, device): the configurations timed together, and refused together when one fails."""
+        return (self.framework, self.device)
+
+    @property
     def baseline(self) -> "Config":
         """The float32 configuration of the same framework and device."""
         return Config(self.framework, self.device, "float32")

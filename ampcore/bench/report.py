@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["table", "summary_lines", "plot"]
+__all__ = ["table", "refused_lines", "summary_lines", "plot"]
 
 MIB = 2 ** 20
 
@@ -33,7 +33,6 @@ def _scales(row: dict[str, Any]) -> str:
 
 
 SHORT = {"float32": "fp32", "float16": "fp16 AMP", "bfloat16": "bf16 AMP"}
-WIDTH = 160  # the table's width when output is not a terminal (a file or a pipe)
 
 
 def table(result: dict[str, Any]) -> Any:
@@ -63,6 +62,12 @@ def table(result: dict[str, Any]) -> Any:
                  "configuration and training two steps ('-': not measurable).  saved: bytes kept for backward, "
                  "parameters excluded.")
     return t
+
+
+def refused_lines(result: dict[str, Any]) -> list[str]:
+    """One line per device that could not be measured, with the reason (none in results saved before the
+    ``refused`` list existed)."""
+    return [f"{r['framework']} {r['device']} refused: {r['reason']}" for r in result.get("refused", [])]
 
 
 def summary_lines(result: dict[str, Any]) -> list[str]:

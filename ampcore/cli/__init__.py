@@ -2,8 +2,8 @@
 
 Each subcommand lives in its own module with ``add_parser(subparsers)`` and
 ``run(args) -> int``.  A :class:`CommandError` (bad device, unsupported
-option) is printed as one line on stderr with exit status 2, no traceback;
-anything else is a bug and keeps its traceback.
+option) is printed as one line on stderr with its exit status (2 unless it
+says otherwise), no traceback; anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 from typing import Sequence
 
 from .. import __version__
-from .common import CommandError
+from .common import CommandError, CommandParser
 
 __all__ = ["main", "CommandError"]
 
@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="ampcore", description="Mixed-precision training on any backend.")
     parser.add_argument("--version", action="version", version=f"ampcore {__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     for module in (info, policy, train, bench, conformance):
         module.add_parser(subparsers)
     return parser
@@ -41,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.run(args) or 0)
     except CommandError as exc:
         print(f"ampcore {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.status
     except KeyboardInterrupt:
         print(f"ampcore {args.command}: interrupted", file=sys.stderr)
         return 130

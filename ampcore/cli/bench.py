@@ -12,9 +12,11 @@ import json
 from typing import Any
 
 from ..bench import benchmark, models, report
-from .common import CommandError, checked_device
+from .common import CommandError, checked_device, console
 
 __all__ = ["add_parser", "run"]
+
+_DEFAULTS = benchmark.BenchSettings(models.get_model("mlp"))
 
 
 def add_parser(subparsers: Any) -> None:
@@ -25,20 +27,20 @@ def add_parser(subparsers: Any) -> None:
                     "in) on every available backend, interleaved after warm-up, and report step time, throughput, "
                     "speedup over float32, peak memory, bytes saved for backward, final loss and the loss-scale "
                     "history.  With torch installed, torch's float32 and autocast steps are measured in the same "
-                    "run for comparison.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                    "run for comparison.  A device that fails while measured is listed as refused, with the reason, "
+                    "after the table; the exit status is 1 only when no device could be measured.")
     parser.add_argument("--device", action="append", default=None, metavar="DEVICE",
                         help="device to measure, e.g. cpu or opencl:0; repeat or separate with commas "
-                             "(default: device 0 of every available backend)")
-    parser.add_argument("--model", default="mlp", choices=list(models.MODELS),
+                             "(default: every device of every available backend)")
+    parser.add_argument("--model", default=_DEFAULTS.model.name, choices=list(models.MODELS),
                         help="benchmark model (see ampcore.bench.models)")
     parser.add_argument("--dtype", action="append", default=None, metavar="DTYPE",
                         help="AMP dtype(s) to measure, float16 and/or bfloat16 (default: each one the device "
                              "computes in); float32 always runs as the baseline")
-    parser.add_argument("--steps", type=int, default=20, help="timed steps per configuration")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed steps per configuration first")
+    parser.add_argument("--steps", type=int, default=_DEFAULTS.steps, help="timed steps per configuration")
+    parser.add_argument("--warmup", type=int, default=_DEFAULTS.warmup, help="untimed steps per configuration first")
     parser.add_argument("--batch", type=int, default=None, help="batch size (default: the model's)")
-    parser.add_argument("--seed", type=int, default=0, help="seed for the weights and the batches")
+    parser.add_argument("--seed", type=int, default=_DEFAULTS.seed, help="seed for the weights and the batches")
     parser.add_argument("--no-torch", dest="torch", action="store_false",
                         help="do not measure torch even if it is installed")
     parser.add_argument("--json", metavar="PATH", help="write the full result as JSON to PATH ('-': stdout)")
@@ -77,24 +79,41 @@ def _load(path: str) -> dict[str, Any]:
     return result
 
 
+def _measuring_options(args: argparse.Namespace) -> list[str]:
+    """The options given that choose what to measure, which a saved result (``--from``) cannot honour."""
+    given = {"--device": args.device is not None, "--model": args.model != _DEFAULTS.model.name,
+             "--dtype": args.dtype is not None, "--steps": args.steps != _DEFAULTS.steps,
+             "--warmup": args.warmup != _DEFAULTS.warmup, "--batch": args.batch is not None,
+             "--seed": args.seed != _DEFAULTS.seed, "--no-torch": not args.torch}
+    return [option for option, on in given.items() if on]
+
+
+def _result(args: argparse.Namespace, out: Any) -> dict[str, Any]:
+    """The saved result ``--from`` names, or a new measurement; CommandError (exit status 1 when every device
+    was refused) saying why there is none."""
+    if not args.source:
+        try:
+            return _measure(out, _settings(args))
+        except benchmark.NothingMeasured as exc:
+            raise CommandError(str(exc), status=1) from exc
+    given = _measuring_options(args)
+    if given:
+        raise CommandError(f"{', '.join(given)} cannot apply to --from, which shows a saved result as measured; "
+                           "drop one or the other")
+    return _load(args.source)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Measure (or load with ``--from``), print the table, write ``--json`` and ``--plot``."""
+    """Measure (or load with ``--from``), print the table and the refused devices, write ``--json`` and
+    ``--plot``."""
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         raise CommandError("--plot needs matplotlib: pip install matplotlib (or ampcore[plot])")
-    from rich.console import Console
-
     quiet = args.json == "-"
-    console = Console(highlight=False, stderr=quiet)
-    if not console.is_terminal:
-        console.width = max(console.width, report.WIDTH)
-    if args.source:
-        result = _load(args.source)
-    else:
-        settings = _settings(args)
-        result = _measure(console, settings)
-    console.print(report.table(result))
-    for line in report.summary_lines(result):
-        console.print(line)
+    out = console(stderr=quiet)
+    result = _result(args, out)
+    out.print(report.table(result))
+    for line in report.refused_lines(result) + report.summary_lines(result):
+        out.print(line, markup=False)  # a reason may hold brackets: "[/opt/cuda/lib64]" is not markup
     if args.json:
         text = json.dumps(result, indent=2)
         if quiet:
@@ -102,22 +121,22 @@ def run(args: argparse.Namespace) -> int:
         else:
             with open(args.json, "w", encoding="utf-8") as f:
                 f.write(text + "\n")
-            console.print(f"result written to {args.json}")
+            out.print(f"result written to {args.json}")
     if args.plot:
         report.plot(result, args.plot)
-        console.print(f"plot written to {args.plot}")
+        out.print(f"plot written to {args.plot}")
     return 0
 
 
-def _measure(console: Any, settings: benchmark.BenchSettings) -> dict[str, Any]:
+def _measure(out: Any, settings: benchmark.BenchSettings) -> dict[str, Any]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     configs = benchmark.configurations(settings)
-    console.print(f"ampcore bench: {settings.model.description}; {len(configs)} configurations: "
-                  + ", ".join(c.label for c in configs))
+    out.print(f"ampcore bench: {settings.model.description}; {len(configs)} configurations: "
+              + ", ".join(c.label for c in configs))
     total = len(configs) * (1 + settings.warmup + settings.steps)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True) as progress:
+    with Progress(*columns, console=out, transient=True) as progress:
         task = progress.add_task("memory", total=total)
         done = [0]
 

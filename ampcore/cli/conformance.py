@@ -16,6 +16,10 @@ from .common import CommandError, checked_device
 
 __all__ = ["add_parser", "run", "pytest_args"]
 
+# pytest options for --report summary and none: a failure is one line in the short summary, not a traceback,
+# and warnings are not listed (a broken backend fails hundreds of checks; full shows it all).
+BRIEF = ["--tb=no", "-rfE", "--disable-warnings"]
+
 
 def add_parser(subparsers: Any) -> None:
     """Add ``conformance`` to the ``ampcore`` subcommands."""
@@ -30,7 +34,8 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--known-gaps", metavar="PATH",
                         help="TOML file of known gaps (default: the file the backend ships, if any)")
     parser.add_argument("--report", choices=("full", "summary", "none"), default="full",
-                        help="the op x dtype table (full), one line (summary) or nothing")
+                        help="the op x dtype table and every failure's traceback (full), or a one-line verdict "
+                             "(summary) or no report (none) with one line per failing check")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     parser.set_defaults(run=run)
 
@@ -44,6 +49,8 @@ def pytest_args(args: argparse.Namespace) -> list[str]:
         argv += ["--ampcore-json", args.json]
     if args.known_gaps:
         argv += ["--ampcore-known-gaps", args.known_gaps]
+    if args.report != "full":
+        argv += BRIEF
     extra = list(args.pytest_args)
     return argv + (extra[1:] if extra[:1] == ["--"] else extra)
 

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from ..dispatch import registered_ops
-from .common import CommandError, checked_device
+from .common import CommandError, checked_device, console
 
 __all__ = ["add_parser", "collect", "run"]
 
@@ -53,7 +53,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"cast policy on {data['device_type']!r}", title_justify="left")
@@ -62,5 +61,5 @@ def run(args: argparse.Namespace) -> int:
     for row in data["ops"]:
         op = row["op"] if row["implemented"] else f"{row['op']} (not in ampcore)"
         table.add_row(op, row["category"], row["source"])
-    Console(highlight=False).print(table)
+    console().print(table)
     return 0

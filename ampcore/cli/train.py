@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from .. import training
-from .common import CommandError, checked_device
+from .common import CommandError, checked_device, console
 
 __all__ = ["add_parser", "run"]
 
@@ -24,8 +24,7 @@ def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "train", help="train a small MLP on the digits data set with mixed precision",
         description="Train an MLP (64-128-128-10) on the UCI digits with AdamW under autocast (float16 with a "
-                    "GradScaler, or bfloat16), and report train/test accuracy.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                    "GradScaler, or bfloat16), and report train/test accuracy.")
     parser.add_argument("--device", default=None,
                         help="device such as 'cpu' or 'opencl:0' (default: the best available backend)")
     parser.add_argument("--dtype", default=None,
@@ -43,10 +42,8 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Train (and with ``--compare`` the float32 baseline), print the results; CommandError for bad options."""
+    _check_conflicts(args)
     device = checked_device(args.device)
-    if args.compare and (not args.amp or args.dtype == "float32"):
-        raise CommandError("--compare trains the float32 baseline beside the AMP run; drop --no-amp and "
-                           "--dtype float32")
     try:
         config = training.TrainConfig(device=str(device), dtype=args.dtype, amp=args.amp, epochs=args.epochs,
                                       batch_size=args.batch_size, lr=args.lr, seed=args.seed)
@@ -57,27 +54,34 @@ def run(args: argparse.Namespace) -> int:
         results = [training.train(c).as_dict() for c in configs]
         print(json.dumps(results if args.compare else results[0], indent=2))
         return 0
-    from rich.console import Console
-
-    console = Console(highlight=False)
-    results = [_train_with_progress(console, c) for c in configs]
+    out = console()
+    results = [_train_with_progress(out, c) for c in configs]
     if args.compare:
-        console.print(_comparison(results))
+        out.print(_comparison(results))
     return 0
 
 
-def _train_with_progress(console: Any, config: training.TrainConfig) -> training.TrainResult:
+def _check_conflicts(args: argparse.Namespace) -> None:
+    """CommandError for options that ask for contradictory runs (one of them would be silently ignored)."""
+    if not args.amp and args.dtype not in (None, "float32"):
+        raise CommandError(f"--no-amp trains in float32 but --dtype asks for {args.dtype!r}; drop one of them")
+    if args.compare and (not args.amp or args.dtype == "float32"):
+        raise CommandError("--compare trains the float32 baseline beside the AMP run; drop --no-amp and "
+                           "--dtype float32")
+
+
+def _train_with_progress(out: Any, config: training.TrainConfig) -> training.TrainResult:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     dtype = training.training_dtype(config, checked_device(config.device)).name
     scaling = "GradScaler on" if dtype == "float16" else "no loss scaling needed"
     mode = f"autocast to {dtype}, {scaling}" if dtype != "float32" else "float32 (no AMP)"
-    console.print(f"training on {config.device} in {dtype}: {mode}; {config.epochs} epochs, batch size "
-                  f"{config.batch_size}, lr {config.lr:g}, seed {config.seed}")
+    out.print(f"training on {config.device} in {dtype}: {mode}; {config.epochs} epochs, batch size "
+              f"{config.batch_size}, lr {config.lr:g}, seed {config.seed}")
     columns = (TextColumn("epoch {task.fields[epoch]}"), BarColumn(), TextColumn("step"), MofNCompleteColumn(),
                TextColumn("loss {task.fields[loss]:.4f}"), TextColumn("scale {task.fields[scale]}"),
                TextColumn("skipped {task.fields[skipped]}"), TimeElapsedColumn())
-    with Progress(*columns, console=console) as progress:
+    with Progress(*columns, console=out) as progress:
         task = progress.add_task("train", total=None, epoch=f"0/{config.epochs}", loss=float("nan"), scale="-",
                                  skipped=0)
 
@@ -88,10 +92,10 @@ def _train_with_progress(console: Any, config: training.TrainConfig) -> training
 
         result = training.train(config, on_progress=on_progress)
     scale = "" if result.loss_scale is None else f"  loss scale {result.loss_scale:g}"
-    console.print(f"train accuracy {result.train_accuracy:.4f}  test accuracy {result.test_accuracy:.4f}  "
-                  f"final loss {result.final_loss:.4f}  {result.steps} steps ({result.skipped_steps} skipped) in "
-                  f"{result.seconds:.1f} s on {result.device} ({result.dtype}){scale}  "
-                  f"{result.host_syncs_per_step:.2f} host syncs/step{_progress_reads(result)}")
+    out.print(f"train accuracy {result.train_accuracy:.4f}  test accuracy {result.test_accuracy:.4f}  "
+              f"final loss {result.final_loss:.4f}  {result.steps} steps ({result.skipped_steps} skipped) in "
+              f"{result.seconds:.1f} s on {result.device} ({result.dtype}){scale}  "
+              f"{result.host_syncs_per_step:.2f} host syncs/step{_progress_reads(result)}")
     return result
 
 
