@@ -31,7 +31,7 @@ bfloat16 faster still; float64 0.55-0.69 of numpy float64.  Run to run the
 ratios move by +-0.3 on this shared machine (n = 512 float32: 0.29 to 0.69 in
 four runs; float16/float32 at 1024: 1.25x to 1.82x), so read several runs.
 
-    python benchmarks/bench_opencl_gemm.py [--sizes 512,1024,2048] [--dtypes float32,float16] [--steps 5]
+    python benchmarks/bench_opencl_gemm.py [--device opencl:0] [--sizes 512,1024,2048] [--dtypes float32,float16] [--steps 5]
         [--warmup 2] [--block 6x16] [--json out.json]
 
 (``--batch`` and ``--no-torch``, common to the benchmark scripts, are not used here.)
@@ -61,7 +61,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sizes", default="512,1024,2048", help="comma-separated n (default 512,1024,2048)")
     parser.add_argument("--dtypes", default="float32,float16", help=f"comma-separated, from {', '.join(DTYPES)}")
     parser.add_argument("--block", help="float32 register block MRxNR, e.g. 4x16 (default: the shipped one)")
+    parser.add_argument("--device", default="opencl:0", help="an opencl device (default opencl:0)")
     args = parse_checked(parser, argv)
+    if not args.device.startswith("opencl:") or not args.device[len("opencl:"):].isdigit():
+        parser.error(f"--device must be opencl:N, got {args.device!r}")
+    args.index = int(args.device[len("opencl:"):])
     try:
         args.sizes = [int(s) for s in args.sizes.split(",")]
     except ValueError:
@@ -83,14 +87,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def opencl_step(backend: Any, a: np.ndarray, b: np.ndarray, dtype: str) -> Callable[[], Any]:
+def opencl_step(backend: Any, a: np.ndarray, b: np.ndarray, dtype: str, index: int) -> Callable[[], Any]:
     from ampcore_opencl.gemm import matmul
 
-    da, db = backend.from_numpy(a, dtype), backend.from_numpy(b, dtype)
+    da, db = backend.from_numpy(a, dtype, index), backend.from_numpy(b, dtype, index)
 
     def step() -> None:
         matmul(da, db)
-        backend.synchronize()
+        backend.synchronize(index)
 
     return step
 
@@ -101,11 +105,11 @@ def numpy_step(a: np.ndarray, b: np.ndarray, dtype: str) -> Callable[[], Any]:
     return lambda: ha @ hb
 
 
-def check(backend: Any, a: np.ndarray, b: np.ndarray, dtype: str) -> float:
+def check(backend: Any, a: np.ndarray, b: np.ndarray, dtype: str, index: int) -> float:
     """Max |opencl - float64 reference| / k: a wrong kernel must not get a timing."""
     from ampcore_opencl.gemm import matmul
 
-    da, db = backend.from_numpy(a, dtype), backend.from_numpy(b, dtype)
+    da, db = backend.from_numpy(a, dtype, index), backend.from_numpy(b, dtype, index)
     ref = backend.to_numpy(da).astype(np.float64) @ backend.to_numpy(db).astype(np.float64)
     err = float(np.abs(backend.to_numpy(matmul(da, db)).astype(np.float64) - ref).max())
     scale = 2.0 ** -7 if dtype == "bfloat16" else 2.0 ** -10 if dtype == "float16" else 1e-3
@@ -123,9 +127,9 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
     for n in args.sizes:
         a, b = rng.uniform(-1, 1, (n, n)), rng.uniform(-1, 1, (n, n))
         for dtype in args.dtypes:
-            check(backend, a, b, dtype)
-            times = time_interleaved({"opencl": opencl_step(backend, a, b, dtype), "numpy": numpy_step(a, b, dtype)},
-                                     args.steps, args.warmup)
+            check(backend, a, b, dtype, args.index)
+            times = time_interleaved({"opencl": opencl_step(backend, a, b, dtype, args.index),
+                                      "numpy": numpy_step(a, b, dtype)}, args.steps, args.warmup)
             med = {name: statistics.median(ts) for name, ts in times.items()}
             rows.append({"n": n, "dtype": dtype, "median_s": med,
                          "gflops": {name: 2 * n ** 3 / t / 1e9 for name, t in med.items()}})
@@ -166,9 +170,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.block:
         gemm.BLOCKS["float"] = args.block
-    device = device_state(0).device.name.strip()
+    device = device_state(args.index).device.name.strip()
     threads = os.environ.get("OPENBLAS_NUM_THREADS") or f"default, {os.cpu_count()} cores"
-    label = (f"opencl:0 {device!r}, float block {gemm.BLOCKS['float'][0]}x{gemm.BLOCKS['float'][1]}; "
+    label = (f"{args.device} {device!r}, float block {gemm.BLOCKS['float'][0]}x{gemm.BLOCKS['float'][1]}; "
              f"numpy {np.__version__} (BLAS threads: {threads}); median of {args.steps}")
     result = report(measure(args), label)
     write_json(args.json, result)

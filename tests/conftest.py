@@ -1,4 +1,5 @@
-"""Shared fixtures: fake backends registered for one test, and a fresh Python to run code in."""
+"""Shared fixtures: fake backends registered for one test, a fresh Python to run code in, and the OpenCL device
+a test module runs on (each in turn)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -54,3 +55,21 @@ def run_python() -> Callable[..., subprocess.CompletedProcess]:
         return subprocess.run(command, capture_output=True, text=True, env=full_env, timeout=120)
 
     return run
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests using ``opencl_device`` run once per OpenCL device, a module through on one device, then the next
+    (tests/opencl_devices.py; imported only here, so other tests never touch OpenCL)."""
+    if "opencl_device" in metafunc.fixturenames:
+        import opencl_devices
+
+        metafunc.parametrize("opencl_device", opencl_devices.params(), indirect=True, scope="module")
+
+
+@pytest.fixture(scope="module")
+def opencl_device(request: pytest.FixtureRequest) -> Iterator[int]:
+    """The index of the OpenCL device the test runs on; opencl_devices.put/get/state/device use it."""
+    import opencl_devices
+
+    with opencl_devices.using(request.param) as index:
+        yield index

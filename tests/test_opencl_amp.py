@@ -18,27 +18,12 @@ from ampcore_cpu import fused_optim as cpu_optim  # noqa: E402
 from ampcore_cpu import kernels as cpu  # noqa: E402
 from ampcore_opencl import amp  # noqa: E402
 from ampcore_opencl import optim  # noqa: E402
-from ampcore_opencl.array import CLArray  # noqa: E402
-from ampcore_opencl.plugin import OpenCLBackend  # noqa: E402
+from opencl_devices import get, put, state  # noqa: E402
 
-_BACKEND = OpenCLBackend()
-_AVAILABLE = _BACKEND.availability()
-pytestmark = pytest.mark.skipif(not _AVAILABLE.ok, reason=f"no OpenCL device: {_AVAILABLE.reason}")
+pytestmark = pytest.mark.usefixtures("opencl_device")  # every test on every OpenCL device
 
 F32 = np.float32
 INV = F32(1.0) / F32(49152.75)  # not a power of two: the products really round
-
-
-def put(values: Any, dtype: Any) -> CLArray:
-    return _BACKEND.from_numpy(np.asarray(values), dtype)
-
-
-def get(x: CLArray) -> np.ndarray:
-    return _BACKEND.to_numpy(x)
-
-
-def state() -> Any:
-    return _BACKEND._state(0)
 
 
 def bits(a: np.ndarray) -> np.ndarray:

@@ -12,11 +12,10 @@ pytest.importorskip("pyopencl")
 from ampcore import dtypes as dt  # noqa: E402
 from ampcore.conformance.references import round_to, to_f64  # noqa: E402
 
-from ampcore_opencl.plugin import OpenCLBackend  # noqa: E402
+from opencl_devices import device, get, put  # noqa: E402
+from opencl_devices import state as _state  # noqa: E402
 
-_backend = OpenCLBackend()
-_available = _backend.availability()
-pytestmark = pytest.mark.skipif(not _available.ok, reason=f"no OpenCL device: {_available.reason}")
+pytestmark = pytest.mark.usefixtures("opencl_device")  # every test on every OpenCL device
 
 
 @pytest.fixture(scope="module")
@@ -24,20 +23,6 @@ def k():
     from ampcore_opencl import elementwise
 
     return elementwise.kernels()
-
-
-def put(values, dtype):
-    return _backend.from_numpy(np.asarray(values), dt.as_dtype(dtype), 0)
-
-
-def get(array):
-    return _backend.to_numpy(array)
-
-
-def _state():
-    from ampcore_opencl.devices import device_state
-
-    return device_state(0)
 
 
 def test_changed_scalar_does_not_recompile(k):
@@ -129,19 +114,19 @@ def test_int64_to_bfloat16_rounds_once(k):
     assert np.array_equal(got16.view(np.uint16), round_to(x[:4].astype(np.float64), "float16").view(np.uint16))
 
 
-def test_arange_of_int64_beyond_2_to_53_is_exact(k):
+def test_arange_of_int64_beyond_2_to_53_is_exact(k, opencl_device):
     start = 2**60 + 1
-    got = get(k["arange"](start, start + 7, 3, dt.int64, 0))
+    got = get(k["arange"](start, start + 7, 3, dt.int64, opencl_device))
     assert got.tolist() == [start, start + 3, start + 6]
 
 
-def test_random_is_counter_based(k):
+def test_random_is_counter_based(k, opencl_device):
     """Element i depends only on (seed, i): the same seed gives the same leading numbers for any shape."""
     for name in ("uniform", "normal"):
-        long = get(k[name]((1000,), dt.float32, 7, 0))
-        short = get(k[name]((4, 5), dt.float32, 7, 0))
+        long = get(k[name]((1000,), dt.float32, 7, opencl_device))
+        short = get(k[name]((4, 5), dt.float32, 7, opencl_device))
         assert np.array_equal(long[:20], short.reshape(-1)), name
-        assert not np.array_equal(long, get(k[name]((1000,), dt.float32, 8, 0))), name
+        assert not np.array_equal(long, get(k[name]((1000,), dt.float32, 8, opencl_device))), name
 
 
 def test_zero_size_and_zero_dim(k):
@@ -156,7 +141,7 @@ def test_zero_size_and_zero_dim(k):
 def test_native_half_arithmetic_is_correctly_rounded(k):
     state = _state()
     if not state.half.native:
-        pytest.skip(f"device has no native half arithmetic ({state.half.detail})")
+        pytest.skip(f"{device()} has no native half arithmetic ({state.half.detail})")
     rng = np.random.default_rng(2)
     a = rng.standard_normal(4099).astype(np.float16)
     b = (rng.standard_normal(4099) + 3).astype(np.float16)

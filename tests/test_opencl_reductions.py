@@ -12,23 +12,11 @@ pytest.importorskip("pyopencl")
 from ampcore import dtypes as dt  # noqa: E402
 from ampcore.conformance import assert_close  # noqa: E402
 
-from ampcore_opencl.plugin import OpenCLBackend  # noqa: E402
-
-_AVAILABLE = OpenCLBackend().availability()
-pytestmark = pytest.mark.skipif(not _AVAILABLE.ok, reason=f"no OpenCL device: {_AVAILABLE.reason}")
-
 from ampcore_opencl import reductions as red  # noqa: E402
 from ampcore_opencl import softmax as sm  # noqa: E402
+from opencl_devices import get, put  # noqa: E402
 
-BACKEND = OpenCLBackend()
-
-
-def put(values: np.ndarray, dtype: dt.DType) -> object:
-    return BACKEND.from_numpy(np.asarray(values), dtype)
-
-
-def get(array: object) -> np.ndarray:
-    return BACKEND.to_numpy(array)
+pytestmark = pytest.mark.usefixtures("opencl_device")  # every test on every OpenCL device
 
 
 @pytest.fixture
