@@ -5,9 +5,14 @@ is a C expression giving element ``i`` of buffer ``x`` in the dtype's compute
 type, ``ctype(dtype).store("y", "i", "v")`` a statement writing ``v`` back,
 rounded to nearest-even.
 
-- float16: 16-bit words converted to and from float32 by integer arithmetic
-  (exact, round-to-nearest-even; ``vload_half``/``vstore_half_rte`` give the
-  same bits but are ~30x slower on PoCL); arithmetic in float32, or in
+- float16: 16-bit words converted to and from float32 on load and store by
+  one of two exact (round-to-nearest-even) implementations, chosen per device
+  by a measured probe (:data:`HALF_CONVERSIONS`,
+  :func:`.probe.choose_half_convert`): ``integer`` arithmetic, which any
+  device runs (and PoCL vectorises well), or the ``half`` type's conversions
+  where the device has ``cl_khr_fp16`` (F16C instructions on Intel's CPU
+  runtime: 2-4x faster there).  The prelude holds both; the device's build
+  options select one (:data:`HALF_TYPE_DEFINE`).  Arithmetic in float32, or in
   ``half`` on devices whose probe passed (``compute_native``).
 - bfloat16: 16-bit words; a load is a shift, a store rounds to nearest-even
   in integer arithmetic, keeping inf and NaN.
@@ -21,7 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 from ampcore import dtypes as dt
 
-__all__ = ["CType", "ctype", "prelude", "INDEX_HELPERS"]
+__all__ = ["CType", "ctype", "prelude", "INDEX_HELPERS", "HALF_CONVERSIONS", "HALF_TYPE_DEFINE",
+           "half_conversions"]
 
 
 @dataclass(frozen=True)
@@ -90,13 +96,13 @@ def ctype(dtype: dt.DType) -> CType:
         raise TypeError(f"the opencl backend cannot store {dtype!r}; it stores {', '.join(d.name for d in _TABLE)}") from None
 
 
-# Conversions shared by every kernel.  float -> bfloat16 is round-to-nearest-even on the bit pattern: add
-# 0x7fff plus the lowest kept bit, then truncate; NaN is kept NaN (quiet, sign kept) instead of rounding
-# into inf.  double -> bfloat16 goes through float with round-to-odd, so it is rounded once, exactly
-# (rounding to float first and then to bfloat16 could round twice).
-_CONVERSIONS = """
-/* float16 <-> float by integer arithmetic: exact, round-to-nearest-even on the store (subnormals, overflow
-   to inf, NaN kept NaN), without relying on float denormals. */
+# float16 <-> float32, two implementations with one interface (``half_to_float(ushort)``,
+# ``float_to_half(float)``) and the same bits: exact loads, round-to-nearest-even stores (subnormals,
+# overflow to inf, -0.0, NaN kept NaN with its sign).  float -> float16 from a double goes through
+# ``double_to_float_odd`` (below), so it is rounded once either way.
+HALF_CONVERSIONS = {
+    # Integer arithmetic, without relying on float denormals: fast wherever integer code vectorises.
+    "integer": """
 inline float half_to_float(ushort h) {
     uint e = h & 0x7fffu;
     float f = e < 0x400u ? (float)e * 0x1p-24f : as_float((e << 13) + 0x38000000u);
@@ -114,6 +120,32 @@ inline ushort float_to_half(float f) {
     }
     return (ushort)(sign | (as_uint(as_float(a) + 0.5f) - 0x3f000000u));
 }
+""",
+    # The half type's own conversions (cl_khr_fp16): an exact widening, and a narrowing cast, which rounds to
+    # nearest-even (OpenCL C's default for conversions to floating point).  One F16C instruction each on
+    # Intel's CPU runtime.  (vload_half/vstore_half_rte, which need no extension, were measured there too:
+    # 0.4 ms per M values in some kernels and 30 ms in others, where the compiler calls a library routine.)
+    "half": """
+#pragma OPENCL EXTENSION cl_khr_fp16 : enable
+inline float half_to_float(ushort h) { return (float)as_half(h); }
+inline ushort float_to_half(float f) { return as_ushort((half)f); }
+""",
+}
+# Defined (``-D``) in a device's build options when its kernels take the ``half`` conversions.
+HALF_TYPE_DEFINE = "AMPCORE_HALF_TYPE"
+
+
+def half_conversions() -> str:
+    """Both float16 conversion implementations, the one compiled chosen by :data:`HALF_TYPE_DEFINE`."""
+    return (f"#ifdef {HALF_TYPE_DEFINE}\n{HALF_CONVERSIONS['half']}#else\n"
+            f"{HALF_CONVERSIONS['integer']}#endif\n")
+
+
+# bfloat16: float -> bfloat16 is round-to-nearest-even on the bit pattern: add 0x7fff plus the lowest kept
+# bit, then truncate; NaN is kept NaN (quiet, sign kept) instead of rounding into inf.  double -> bfloat16
+# goes through float with round-to-odd, so it is rounded once, exactly (rounding to float first and then to
+# bfloat16 could round twice).
+_CONVERSIONS = """
 inline float bf16_to_float(ushort u) { return as_float(((uint)u) << 16); }
 inline ushort float_to_bf16(float f) {
     uint b = as_uint(f);
@@ -149,10 +181,11 @@ inline long strided_offset(long i, int nd, __global const long *shape, __global 
 
 
 def prelude(fp64: bool, native_half: bool = False) -> str:
-    """Common source for every kernel on a device: pragmas, bfloat16 and index helpers."""
+    """Common source for every kernel on a device: pragmas, float16/bfloat16 conversions and index helpers."""
     parts = []
     if native_half:
         parts.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n")
+    parts.append(half_conversions())
     parts.append(_CONVERSIONS)
     if fp64:
         parts.append(_DOUBLE_CONVERSIONS)

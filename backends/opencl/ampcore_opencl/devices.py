@@ -26,7 +26,8 @@ import numpy as np
 import ampcore
 
 from . import runtimes
-from .probe import HalfSupport, compiler_message, probe_native_half, quiet_compiler, run_smoke_kernel
+from .probe import (HalfConvert, HalfSupport, choose_half_convert, compiler_message, probe_native_half,
+                    quiet_compiler, run_smoke_kernel, stderr_silenced)
 
 _lock = threading.Lock()
 _devices: list[Any] | None = None
@@ -158,6 +159,9 @@ class DeviceState:
         self._build_lock = threading.Lock()
         self.launch_lock = threading.Lock()
         self.half: HalfSupport = probe_native_half(self)
+        # The float16 load/store conversions (probe.choose_half_convert), selected in every build by a -D.
+        self.half_convert: HalfConvert = choose_half_convert(self)
+        self.build_options += self.half_convert.build_options
 
     # --- kernels -------------------------------------------------------
     def kernel(self, key: Any, source: Callable[[], str], name: str,
@@ -193,7 +197,7 @@ class DeviceState:
         """
         pyopencl = cl()
         try:
-            with quiet_compiler():
+            with quiet_compiler(), stderr_silenced():  # a failure's diagnostics go to the log file, not stderr
                 return pyopencl.Program(self.context, source).build(options=list(self.build_options))
         except pyopencl.Error as exc:
             log = _write_build_log(self.device, source, exc)

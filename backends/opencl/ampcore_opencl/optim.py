@@ -19,8 +19,8 @@ import numpy as np
 from ampcore import dtypes as dt
 from ampcore.kernels import check_adamw_step
 
-from .amp import (NO_CONTRACT, Launch, buffer_args, local_size, max_variant, plan_launches, pointer_params,
-                  select_code)
+from .amp import (NO_CONTRACT, Launch, TileShape, buffer_args, max_variant, plan_launches, pointer_params,
+                  select_code, tile_shape)
 from .array import CLArray
 from .codegen import CType, ctype, prelude
 
@@ -49,7 +49,7 @@ def _validate(params: Sequence[Any], grads: Sequence[Any], exp_avgs: Sequence[An
                      shape_of=lambda a: a.shape, dtype_of=lambda a: a.dtype)
 
 
-def _source(p_type: CType, g_type: CType, k: int, local: int, fp64: bool) -> str:
+def _source(p_type: CType, g_type: CType, k: int, shape: TileShape, fp64: bool) -> str:
     c = "double" if p_type.tag == "f64" else "float"
     pointers = [("p", f"__global {p_type.storage}"), ("g", f"__global const {g_type.storage}"),
                 ("m", f"__global {c}"), ("v", f"__global {c}")]
@@ -68,10 +68,10 @@ def _source(p_type: CType, g_type: CType, k: int, local: int, fp64: bool) -> str
             {p_type.store("p", "i", "pc")}
 """
     return prelude(fp64) + NO_CONTRACT + f"""
-__kernel __attribute__((reqd_work_group_size({local}, 1, 1)))
+__kernel __attribute__((reqd_work_group_size({shape.local}, 1, 1)))
 void adamw_step({pointer_params(k, pointers)}, __constant long *meta, int mode, {scalars}) {{
-{select_code(k, local, pointers)}
-    if (i < n) {{
+{select_code(k, shape, pointers)}
+    for (long i = first; i < last; ++i) {{
 {body}    }}
 }}
 """
@@ -104,19 +104,20 @@ def adamw_step(params: Sequence[CLArray], grads: Sequence[CLArray], exp_avgs: Se
     by_dtypes: dict[tuple[dt.DType, dt.DType], list[tuple[CLArray, ...]]] = {}
     for group in zip(params, grads, exp_avgs, exp_avg_sqs):
         by_dtypes.setdefault((group[0].dtype, group[1].dtype), []).append(group)
-    local = local_size(state)
+    shape = tile_shape(state)
     for (pd, gd), groups in by_dtypes.items():
         p_type, g_type = ctype(pd), ctype(gd)
         scalar_type = np.float64 if pd == dt.float64 else np.float32
         max_k = max_variant(state, 4, 4 + len(_SCALARS) * np.dtype(scalar_type).itemsize)
         for launch in plan_launches(state, groups, max_k):
-            _run(state, launch, p_type, g_type, local, mode, scalar_type, scalars)
+            _run(state, launch, p_type, g_type, shape, mode, scalar_type, scalars)
     return params, exp_avgs, exp_avg_sqs
 
 
-def _run(state: Any, launch: Launch, p_type: CType, g_type: CType, local: int, mode: int, scalar_type: Any,
+def _run(state: Any, launch: Launch, p_type: CType, g_type: CType, shape: TileShape, mode: int, scalar_type: Any,
          scalars: list[float]) -> None:
     types = [None] * (4 * launch.k + 1) + [np.int32] + [scalar_type] * len(_SCALARS)
-    kernel = state.kernel(("adamw_step", p_type.tag, g_type.tag, launch.k, local),
-                          lambda: _source(p_type, g_type, launch.k, local, state.fp64), "adamw_step", types)
-    state.launch(kernel, (launch.n_groups * local,), (local,), *buffer_args(launch, 4), launch.meta, mode, *scalars)
+    kernel = state.kernel(("adamw_step", p_type.tag, g_type.tag, launch.k, shape),
+                          lambda: _source(p_type, g_type, launch.k, shape, state.fp64), "adamw_step", types)
+    state.launch(kernel, (launch.n_groups * shape.local,), (shape.local,), *buffer_args(launch, 4), launch.meta,
+                 mode, *scalars)

@@ -109,6 +109,7 @@ class OpenCLBackend(ampcore.Backend):
                 "compute_units": int(device.max_compute_units),
                 "float16": state.half.tier,
                 "float16_probe": state.half.detail,
+                "float16_path": state.half_convert.summary,
                 "cl_khr_fp16": state.half.claimed,
                 "correctly_rounded_div_sqrt": state.correctly_rounded_div_sqrt,
                 "extensions": sorted(state.extensions),
