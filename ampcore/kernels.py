@@ -97,6 +97,7 @@ __all__ = [
     "PRIMITIVES",
     "FUSED",
     "KernelTable",
+    "KernelError",
     "MissingKernelsError",
     "adamw_moment_dtype",
     "check_adamw_step",
@@ -130,6 +131,62 @@ class MissingKernelsError(TypeError):
         )
 
 
+class KernelError(RuntimeError):
+    """A backend kernel raised, or returned an array of the wrong shape or dtype; names the op (and where:
+    its backward, an optimizer step), the kernel and the backend, chained to the original error.
+
+    ``op`` is None where the kernel table itself caught the problem (a kernel called outside an op); the
+    op boundary that called it re-raises with its name.  Also ``ampcore.dispatch.KernelError``.
+    """
+
+    def __init__(self, op: str | None, backend: str, error: BaseException, *, kernel: str | None = None,
+                 phase: str | None = None):
+        self.op = op
+        self.backend = backend
+        self.kernel = kernel
+        self.phase = phase
+        self.error = error
+        where = (f" in its {phase}" if phase else "") + (f" (kernel {kernel!r})" if kernel else "")
+        subject = f"op {op!r} failed{where}" if op is not None else f"kernel {kernel!r} failed"
+        super().__init__(f"{subject} on backend {backend!r}: {type(error).__name__}: {error}")
+
+    def named(self, op: str, phase: str | None = None) -> "KernelError":
+        """This error with the op (and phase) that called the kernel filled in, if it had none."""
+        if self.op is not None:
+            return self
+        return KernelError(op, self.backend, self.error, kernel=self.kernel, phase=phase or self.phase)
+
+
+class KernelOutputError(ValueError):
+    """A kernel returned an array whose shape or dtype is not the one its contract gives for its inputs."""
+
+
+def _checked(backend_name: str, name: str, fn: Callable[..., Any], shape_of: Callable[[Any], Any],
+             dtype_of: Callable[[Any], Any]) -> Callable[..., Any]:
+    """``fn`` with its output's shape and dtype checked against :data:`ampcore.kernel_outputs.OUTPUT_RULES`."""
+    from .kernel_outputs import OUTPUT_RULES, describe_args
+
+    rule = OUTPUT_RULES[name]
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        out = fn(*args, **kwargs)
+        if kwargs:
+            return out  # rules read positional arguments; the core passes none by keyword to these kernels
+        shape, dtype = rule(shape_of, dtype_of, args)
+        got_shape, got_dtype = shape_of(out), dtype_of(out)
+        if (shape is not None and got_shape != shape) or (dtype is not None and got_dtype != dtype):
+            want = f"{dtype.name if dtype else got_dtype.name} of shape {shape if shape is not None else got_shape}"
+            error = KernelOutputError(
+                f"{name}({describe_args(args, shape_of, dtype_of)}) returned {got_dtype.name} of shape "
+                f"{got_shape}, expected {want}; see the kernel contract in ampcore.kernels")
+            raise KernelError(None, backend_name, error, kernel=name)
+        return out
+
+    kernel.__name__ = name
+    kernel.__wrapped__ = fn  # type: ignore[attr-defined]
+    return kernel
+
+
 @dataclass(frozen=True)
 class _Entry:
     fn: Callable[..., Any]
@@ -146,6 +203,7 @@ class KernelTable:
     def __init__(self, backend_name: str, kernels: Mapping[str, Callable[..., Any]], provider: str):
         self._backend_name = backend_name
         self._entries: dict[str, _Entry] = {}
+        self._array_info: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None = None
         self.register(kernels, provider)
 
     def register(self, kernels: Mapping[str, Callable[..., Any]], provider: str) -> None:
@@ -160,13 +218,26 @@ class KernelTable:
             if not callable(fn):
                 raise TypeError(f"kernel {name!r} of backend {self._backend_name!r} must be callable, got {fn!r}")
             self._entries[name] = _Entry(fn, provider)
-            # Cache as an attribute: kernel calls are on every op's hot path.
-            object.__setattr__(self, name, fn)
+            self._install(name, fn)
+
+    def _install(self, name: str, fn: Callable[..., Any]) -> None:
+        # Cache as an attribute: kernel calls are on every op's hot path.  Once the backend's array
+        # introspection is bound, kernels with an output rule are installed with their output checked.
+        from .kernel_outputs import OUTPUT_RULES
+
+        if self._array_info is not None and name in OUTPUT_RULES:
+            fn = _checked(self._backend_name, name, fn, *self._array_info)
+        object.__setattr__(self, name, fn)
 
     def bind_array_info(self, shape_of: Callable[[Any], tuple[int, ...]], dtype_of: Callable[[Any], Any]) -> None:
-        """Give op rules ``k.shape_of`` / ``k.dtype_of`` (the backend's array introspection)."""
+        """Give op rules ``k.shape_of`` / ``k.dtype_of`` (the backend's array introspection), and from now on
+        check each kernel's output shape and dtype (:mod:`ampcore.kernel_outputs`): a wrong one raises
+        :class:`KernelError` naming the kernel."""
         object.__setattr__(self, "shape_of", shape_of)
         object.__setattr__(self, "dtype_of", dtype_of)
+        self._array_info = (shape_of, dtype_of)
+        for name, entry in self._entries.items():
+            self._install(name, entry.fn)
 
     def missing_primitives(self) -> set[str]:
         return set(PRIMITIVES) - set(self._entries)

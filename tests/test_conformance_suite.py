@@ -105,6 +105,22 @@ def test_suite_fails_on_a_broken_backend_where_the_defect_is(suite, register_fak
     assert honest.ret == 0, "the same checks pass on the fake without the defect"
 
 
+def test_a_max_that_drops_keepdims_fails_and_every_failure_names_max(suite, register_fake):
+    """The core checks each kernel's output shape: the broken max fails its own check first in the report, and
+    the ops built on it (softmax, cross-entropy, sdpa, training) fail with a KernelError naming max instead of
+    a raw broadcast error."""
+    result = suite(register_fake(defects=("max_ignores_keepdims",)).name)
+    assert result.ret == 1
+    failures = [(c["check"], c["op"], t["message"]) for c in result.report["cells"] for t in c["tests"]
+                if t["outcome"] == "fail"]
+    assert ("kernels", "max") in {(check, op) for check, op, _ in failures}
+    unnamed = [f for f in failures if "'max'" not in f[2] and "max(" not in f[2]]
+    assert not unnamed, f"failures that do not name max: {unnamed[:5]}"
+    assert failures[0][0] == "kernels", "the kernel's own check comes first in the report"
+    problems = [line for line in result.run.stdout.lines if line.startswith("FAIL ")]
+    assert "/test_kernels" in problems[0], problems[:3]
+
+
 class MissingMatmul:
     """A plugin whose backend lacks the matmul primitive: registration records it as broken."""
 

@@ -8,7 +8,21 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Case", "TestResult", "BackendReport", "OUTCOMES"]
+__all__ = ["Case", "TestResult", "BackendReport", "OUTCOMES", "SECTIONS", "section_order"]
+
+# Report sections (check modules) in dependency order: what a backend declares and stores, then its kernels,
+# then what is built on them.  A broken kernel's own failure is listed before the ops it breaks.
+SECTIONS = ("contract", "storage", "capabilities", "kernels", "rounding", "amp_kernels", "fused", "ops",
+            "autocast", "training")
+
+
+def section_order(check: str) -> tuple[int, str]:
+    """Sort key of a report section: its place in :data:`SECTIONS` (unknown ones last, by name)."""
+    return (SECTIONS.index(check) if check in SECTIONS else len(SECTIONS), check)
+
+
+def _case_order(case: "Case") -> tuple[Any, ...]:
+    return (section_order(case.check), case.op, case.dtype)
 
 # Cell outcomes, worst first: a cell shows the worst outcome among its tests.
 OUTCOMES = ("fail", "stale", "xfail", "pass", "not supported", "skipped")
@@ -80,7 +94,7 @@ class BackendReport:
         for d in dtypes:
             table.add_column(_SHORT_DTYPE.get(d, d), justify="center", no_wrap=True, min_width=5)
         previous = None
-        for check, op in sorted({(c.check, c.op) for c in self.results}):
+        for check, op in sorted({(c.check, c.op) for c in self.results}, key=lambda r: (section_order(r[0]), r[1])):
             cells = []
             for d in dtypes:
                 case = Case(check, op, d)
@@ -100,7 +114,7 @@ class BackendReport:
     def problems(self) -> list[str]:
         """One line per failed, stale or known-gap test, for the text summary."""
         lines = []
-        for case in sorted(self.results):
+        for case in sorted(self.results, key=_case_order):
             for r in self.results[case]:
                 if r.outcome in ("fail", "stale", "xfail"):
                     lines.append(f"{_SHORT[r.outcome]:5} {r.nodeid}: {r.message}")
@@ -115,7 +129,7 @@ class BackendReport:
             **self.info,
             "unused_known_gaps": self.unused_gaps,
             "cells": [{"check": c.check, "op": c.op, "dtype": c.dtype, "outcome": self.cell(c),
-                       "tests": [vars(r) for r in self.results[c]]} for c in sorted(self.results)],
+                       "tests": [vars(r) for r in self.results[c]]} for c in sorted(self.results, key=_case_order)],
         }
 
 
