@@ -89,6 +89,10 @@ DEFECTS = {
     "low_precision_accumulation": (("kernels_reductions",), {("kernels", "sum", "float16"),
                                                              ("kernels", "matmul", "bfloat16")}),
     "unscale_ignores_nan": (("amp_kernels",), {("amp_kernels", "unscale_and_check", "float32")}),
+    "integer_add_off_by_one": (("kernels",), {("kernels", "add", "int64"), ("kernels", "add", "int32")}),
+    "unchecked_adamw_step": (("fused",), {("fused", "adamw_step.arguments", "float32"),
+                                          ("fused", "adamw_step.arguments", "bfloat16")}),
+    "floating_point_warnings": (("kernels",), {("kernels", "log", "float32"), ("kernels", "div", "float16")}),
 }
 
 
@@ -235,6 +239,19 @@ def test_the_report_table_shows_ops_by_dtype(suite, register_fake):
     result = suite(register_fake().name, "storage")
     out = result.run.stdout.str()
     assert "round trip" in out and "bf16" in out and "passes" in out
+    for state in ("pass:", "FAIL:", "n/s: not supported", "skip:", "xfail:", "STALE:", "blank:"):
+        assert state in out, f"the legend under the table must explain {state!r}"
+
+
+def test_the_suite_checks_integer_arithmetic_and_integer_division_promotes(suite, register_fake):
+    """Integer add/sub/mul/pow/maximum/minimum and neg/abs/sign are checked exactly; int / int is true division
+    in float32 (torch's rule), so the integer columns of those rows are not blank."""
+    result = suite(register_fake().name, "kernels", args=("-k", "integer"))
+    assert result.ret == 0, result.run.stdout.str()[-3000:]
+    passing = result.cells("pass")
+    for op in ("add", "sub", "mul", "pow", "maximum", "minimum", "neg", "abs", "sign", "div", "exp"):
+        for dtype in ("int64", "int32"):
+            assert ("kernels", op, dtype) in passing, (op, dtype)
 
 
 def test_cli_runs_the_suite_and_writes_json(tmp_path, capsys, monkeypatch):

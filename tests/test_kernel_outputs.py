@@ -64,3 +64,35 @@ def test_the_check_keeps_the_honest_backends_working():
     y = (F.softmax(x, 1) * x).sum() + x.amax() + ampcore.cat([x, x]).sum() + (x @ x.T).sum()
     y.backward()
     assert x.grad.shape == (3, 4)
+
+
+class Recording(FakeBackend):
+    """Records the operand kinds every binary, comparison and where kernel is called with."""
+
+    def kernel_functions(self):
+        table = dict(super().kernel_functions())
+        self.seen = []
+        for name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "lt", "eq", "where"):
+            table[name] = self._record(name, table[name])
+        return table
+
+    def _record(self, name, fn):
+        def kernel(*args):
+            self.seen.append((name, tuple(a.dtype.kind if isinstance(a, np.ndarray) else type(a).__name__
+                                          for a in args)))
+            return fn(*args)
+
+        return kernel
+
+
+def test_kernels_never_see_a_float_scalar_with_an_integer_array(register_fake):
+    """The guide's promise: a Python float meets only floating arrays; with an integer tensor the core
+    promotes the tensor to float32 first (torch's rule), so the scalar never takes an integer dtype."""
+    backend = register_fake(cls=Recording)
+    x = ampcore.tensor([1, 2, 3], dtype=dt.int64, device=backend.name)
+    results = [x + 1.5, 1.5 * x, x - 0.5, x / 2, x ** 0.5, x < 1.5, x == 2.0, ampcore.where(x > 1, x, 0.5)]
+    assert all(r.dtype in (dt.float32, dt.bool_) for r in results)
+    for name, kinds in backend.seen:
+        if "float" in kinds:
+            assert all(k in ("f", "b", "float") for k in kinds), f"{name} got a float scalar with {kinds}"
+    assert (x + 2).dtype == dt.int64 and ("add", ("i", "int")) in backend.seen

@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Case", "TestResult", "BackendReport", "OUTCOMES", "SECTIONS", "section_order"]
+__all__ = ["Case", "TestResult", "BackendReport", "OUTCOMES", "SECTIONS", "LEGEND", "section_order"]
 
 # Report sections (check modules) in dependency order: what a backend declares and stores, then its kernels,
 # then what is built on them.  A broken kernel's own failure is listed before the ops it breaks.
@@ -28,6 +28,12 @@ def _case_order(case: "Case") -> tuple[Any, ...]:
 OUTCOMES = ("fail", "stale", "xfail", "pass", "not supported", "skipped")
 _STYLE = {"fail": "bold red", "stale": "bold yellow", "xfail": "yellow", "pass": "green",
           "not supported": "dim", "skipped": "dim"}
+# What every cell state means, printed under the table (and in docs/writing-a-backend.md).
+LEGEND = ("pass: every check behind the cell passed; FAIL: one failed (listed below); n/s: not supported, the "
+          "backend's capabilities exclude the dtype; skip: skipped for another reason (unavailable device); xfail: "
+          "a known gap that fails as declared; STALE: a known gap that now passes; blank: the suite has no check of "
+          "that op in that dtype, because the core never calls the kernel with it (cumsum on bool, erf on int32 "
+          "after its float32 check) or the row's checks take no dtype (they land in 'any')")
 _SHORT = {"fail": "FAIL", "stale": "STALE", "xfail": "xfail", "pass": "pass", "not supported": "n/s",
           "skipped": "skip"}
 
@@ -109,6 +115,7 @@ class BackendReport:
         out = io.StringIO()
         Console(file=out, force_terminal=color, width=max(width, 60), color_system="standard" if color else None,
                 highlight=False).print(table)
+        out.write(f"legend: {LEGEND}\n")
         return out.getvalue()
 
     def problems(self) -> list[str]:
