@@ -68,15 +68,50 @@ update_scale(scale, growth_tracker, found_inf, growth_factor, backoff_factor,
                         torch's float * double), growth skipped if not finite
 ======================  =====================================================
 
+Integers: add sub mul pow maximum minimum (and neg abs sign) get int32/int64
+operands and are exact in that dtype; pow gets non-negative exponents.  div and
+the other unary kernels only ever see floating arrays: integer ``/`` is true
+division, run in float32 by the core (torch's rule).  A Python float is never
+passed with an integer or bool array.  Reductions get ``axes`` as a tuple,
+never None, possibly empty (a 0-d input, or ``()``: nothing reduced).  Kernels
+give IEEE results without emitting warnings (NumPy: ``np.errstate(all="ignore")``).
+
+Output checks: every kernel's result shape and dtype are checked against what
+its arguments imply (:mod:`ampcore.kernel_outputs`); a mismatch raises
+:class:`KernelError` naming the kernel.
+
 Fused kernels are optional; each has a reference composition of primitives in
-the core (see :mod:`ampcore.nn.functional` and :mod:`ampcore.optim`):
+the core (see :mod:`ampcore.nn.functional` and :mod:`ampcore.optim`).  Except
+adamw_step they return a new array of their first input's shape and dtype,
+computed in float32 or better (one rounding for float16/bfloat16), and raise
+nothing of their own (the core validated the call):
 
 ======================  =====================================================
-softmax(x, axis) / softmax_backward(y, gy, axis)
-log_softmax(x, axis) / log_softmax_backward(y, gy, axis)
-gelu(x, approximate) / gelu_backward(x, gy, approximate)
+softmax(x, axis)        exp(x - max(x)) / sum(exp(x - max(x))) over ``axis``
+                        (the maximum subtracted: no overflow)
+softmax_backward(y, gy, axis)
+                        y * (gy - sum(gy * y)), ``y`` the forward output
+log_softmax(x, axis)    x - max(x) - log(sum(exp(x - max(x))))
+log_softmax_backward(y, gy, axis)
+                        gy - exp(y) * sum(gy)
+gelu(x, approximate)    "none": x/2 (1 + erf(x / sqrt 2));
+                        "tanh": x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+gelu_backward(x, gy, approximate)
+                        gy * gelu'(x)
 adamw_step(params, grads, exp_avgs, exp_avg_sqs, *, step, lr, beta1, beta2,
            eps, weight_decay, decoupled) -> (params, exp_avgs, exp_avg_sqs)
+                        one Adam (``decoupled=False``: weight decay is an L2
+                        term added to the gradient) or AdamW
+                        (``decoupled=True``: the parameter is multiplied by
+                        1 - lr * weight_decay) step over lists of one length,
+                        with the formula of
+                        :func:`ampcore.optim.adam.adamw_step_reference`;
+                        ``step`` >= 1 is the step number; moments in
+                        :func:`adamw_moment_dtype`; may update its inputs in
+                        place and returns the updated arrays.  Before writing
+                        anything it raises TypeError for an array that is not
+                        the backend's, then calls :func:`check_adamw_step`
+                        (ValueError / TypeError)
 ======================  =====================================================
 """
 
@@ -270,6 +305,9 @@ def check_adamw_step(params: Sequence[Any], grads: Sequence[Any], exp_avgs: Sequ
                      exp_avg_sqs: Sequence[Any], step: Any, hyper: Mapping[str, float], *,
                      shape_of: Callable[[Any], tuple[int, ...]], dtype_of: Callable[[Any], DType]) -> None:
     """The ``adamw_step`` argument checks every backend makes before it writes anything, so all raise alike.
+
+    ``hyper`` maps exactly the keys ``lr``, ``beta1``, ``beta2``, ``eps`` and
+    ``weight_decay`` to the call's floats (``step`` and ``decoupled`` are not in it).
 
     Raises ValueError for lists of different lengths, a ``step`` that is not an
     int >= 1, a non-finite hyper-parameter or tensors of different shapes, and

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import platform
+import textwrap
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,7 +116,7 @@ class BackendReport:
         out = io.StringIO()
         Console(file=out, force_terminal=color, width=max(width, 60), color_system="standard" if color else None,
                 highlight=False).print(table)
-        out.write(f"legend: {LEGEND}\n")
+        out.write(textwrap.fill(f"legend: {LEGEND}", width=max(width, 60), subsequent_indent="  ") + "\n")
         return out.getvalue()
 
     def problems(self) -> list[str]:
