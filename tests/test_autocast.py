@@ -396,7 +396,8 @@ def test_trace_records_op_inputs_target_output_category_and_reason():
     ]
     assert region.trace[-1].reason == "autocast disabled in this block"
     table = str(region.trace)
-    assert "cross_entropy" in table and "policy 'cpu': fp32 (torch docs cpu list (as cross_entropy_loss); torch 2.13 AutocastCPU registration (autocast_mode.cpp))" in table
+    assert "cross_entropy" in table and ("policy 'cpu': fp32 (torch docs cpu list (as cross_entropy_loss); "
+                                         "torch 2.13 AutocastCPU registration (autocast_mode.cpp))") in table
     assert loss.dtype == f32
     assert region.trace[0].as_dict()["cast_to"] == "bfloat16"
 

@@ -59,7 +59,8 @@ def test_builtin_tables_give_torchs_categories(table, op, category):
 
 def test_torch_aliases_map_onto_ampcore_op_names_with_the_source_recorded():
     cpu = P.builtin("cpu")
-    assert cpu.decision("cross_entropy").source == "torch docs cpu list (as cross_entropy_loss); torch 2.13 AutocastCPU registration (autocast_mode.cpp)"
+    assert cpu.decision("cross_entropy").source == \
+        "torch docs cpu list (as cross_entropy_loss); torch 2.13 AutocastCPU registration (autocast_mode.cpp)"
     assert P.builtin("cuda").decision("matmul").category is P.LOWER  # listed as both __matmul__ and matmul
     for table in P.BUILTIN_TABLES:
         assert not set(torch_lists.TORCH_ALIASES) & set(P.builtin(table).entries), "aliases must be folded"

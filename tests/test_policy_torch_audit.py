@@ -6,17 +6,27 @@ torch; where torch is installed, the audit is re-derived from torch itself (``te
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from ampcore import policy as P
 from ampcore.cli.policy import collect
-from ampcore.dispatch import registered_ops
 from ampcore.policy import torch_lists
 from ampcore.policy.torch_cpu_audit import AUTOCAST_CPU, REGISTRATION_SOURCE, TORCH_VERSION
 
 
+def _ampcore_ops() -> list[str]:
+    """The ops ampcore itself registers, from a fresh interpreter (other tests register ops of their own)."""
+    code = ("import json, ampcore; from ampcore.dispatch import registered_ops; "
+            "print(json.dumps(sorted(registered_ops())))")
+    return json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
+
+
 def test_the_audit_covers_exactly_the_ops_ampcore_implements():
-    assert sorted(AUTOCAST_CPU) == sorted(registered_ops()), \
+    assert sorted(AUTOCAST_CPU) == _ampcore_ops(), \
         "a new op needs its row: run python tests/torch_autocast_audit.py with torch 2.13 installed"
 
 
@@ -54,7 +64,7 @@ def test_ampcore_policy_cites_the_source_of_every_cpu_row():
     assert rows["binary_cross_entropy"]["category"] == "fp32"
     assert rows["gelu"]["source"] == \
         "unlisted: torch 2.13 registers no AutocastCPU kernel for aten::gelu (autocast_mode.cpp)"
-    assert all(r["source"] != "unlisted" for r in rows.values())
+    assert all(r["source"] != "unlisted" for op, r in rows.items() if op in AUTOCAST_CPU)
 
 
 def test_audit_re_derived_from_torch_matches_the_committed_data():
@@ -65,5 +75,5 @@ def test_audit_re_derived_from_torch_matches_the_committed_data():
     from torch_autocast_audit import audit
 
     derived = {op: (category, aten, site is not None) for op, (category, aten, site) in
-               audit(registered_ops()).items()}
+               audit(AUTOCAST_CPU).items()}
     assert derived == AUTOCAST_CPU

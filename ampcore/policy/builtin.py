@@ -70,7 +70,8 @@ def _follow_registrations(entries: dict[str, Entry]) -> None:
         if registered and documented is not None and documented.category is category:
             entries[op] = Entry(category, f"{documented.source}; {REGISTRATION_SOURCE}")
         elif registered:
-            said = f"{documented.source} says {documented.category.value}" if documented else "not on the torch docs page"
+            said = (f"{documented.source} says {documented.category.value}" if documented
+                    else "not on the torch docs page")
             entries[op] = Entry(category, f"{REGISTRATION_SOURCE} of aten::{aten}; {said}")
         elif category is not Category.UNLISTED:
             entries[op] = Entry(category, f"torch 2.13 CPU autocast at run time: aten::{aten} has no AutocastCPU "
