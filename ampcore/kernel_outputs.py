@@ -40,24 +40,39 @@ def _same(shape_of, dtype_of, args):
     return shape_of(args[0]), dtype_of(args[0])
 
 
-def _elementwise(result_dtype: DType | None) -> Rule:
-    """Broadcasting kernels whose operands may be Python scalars; output dtype = the arrays' (or ``result_dtype``)."""
+def _one_dtype(a: DType, b: DType) -> DType | None:
+    """``a`` if the two are the same dtype (identity first: DType equality compares fields), else None."""
+    return a if a is b or a == b else None
 
-    def rule(shape_of, dtype_of, args):
-        arrays = [a for a in args if not isinstance(a, _SCALARS)]
-        if not arrays:
-            return None, None
-        dtypes = {dtype_of(a) for a in arrays}
-        return _broadcast([shape_of(a) for a in arrays]), result_dtype or (dtypes.pop() if len(dtypes) == 1 else None)
 
-    return rule
+def _binary(shape_of, dtype_of, args):
+    """Broadcasting binary kernels: either operand may be a Python scalar; output dtype = the operands'."""
+    a, b = args
+    if isinstance(a, _SCALARS):
+        return shape_of(b), dtype_of(b)
+    if isinstance(b, _SCALARS):
+        return shape_of(a), dtype_of(a)
+    sa, sb = shape_of(a), shape_of(b)
+    return (sa if sa == sb else _broadcast((sa, sb))), _one_dtype(dtype_of(a), dtype_of(b))
+
+
+def _comparison(shape_of, dtype_of, args):
+    a, b = args
+    if isinstance(a, _SCALARS):
+        return shape_of(b), bool_
+    if isinstance(b, _SCALARS):
+        return shape_of(a), bool_
+    sa, sb = shape_of(a), shape_of(b)
+    return (sa if sa == sb else _broadcast((sa, sb))), bool_
 
 
 def _where(shape_of, dtype_of, args):
     cond, branches = args[0], [a for a in args[1:3] if not isinstance(a, _SCALARS)]
-    dtypes = {dtype_of(a) for a in branches}
     shape = _broadcast([shape_of(cond)] + [shape_of(a) for a in branches])
-    return shape, (dtypes.pop() if len(dtypes) == 1 else None)
+    if not branches:
+        return shape, None
+    first = dtype_of(branches[0])
+    return shape, (first if len(branches) == 1 else _one_dtype(first, dtype_of(branches[1])))
 
 
 def _integer_to_int64(d: DType) -> DType:
@@ -87,11 +102,11 @@ def _cumsum(shape_of, dtype_of, args):
 
 def _matmul(shape_of, dtype_of, args):
     a, b = shape_of(args[0]), shape_of(args[1])
-    da, db = dtype_of(args[0]), dtype_of(args[1])
+    d = _one_dtype(dtype_of(args[0]), dtype_of(args[1]))
     if len(a) < 2 or len(b) < 2:
-        return None, (da if da == db else None)
-    batch = _broadcast([a[:-2], b[:-2]])
-    return (None if batch is None else batch + (a[-2], b[-1])), (da if da == db else None)
+        return None, d
+    batch = a[:-2] if a[:-2] == b[:-2] else _broadcast([a[:-2], b[:-2]])
+    return (None if batch is None else batch + (a[-2], b[-1])), d
 
 
 def _reshape(shape_of, dtype_of, args):
@@ -165,8 +180,8 @@ def _arange(shape_of, dtype_of, args):
 OUTPUT_RULES: dict[str, Rule] = {
     **{name: _same for name in ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sign",
                                 "sin", "cos")},
-    **{name: _elementwise(None) for name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum")},
-    **{name: _elementwise(bool_) for name in ("eq", "ne", "lt", "le", "gt", "ge")},
+    **{name: _binary for name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum")},
+    **{name: _comparison for name in ("eq", "ne", "lt", "le", "gt", "ge")},
     "where": _where, "sum": _reduce(True), "max": _reduce(False), "argmax": _argmax, "cumsum": _cumsum,
     "matmul": _matmul, "reshape": _reshape, "transpose": _transpose, "broadcast_to": _broadcast_to,
     "concat": _concat, "take": _take, "scatter_add": _scatter_add, "pad": _pad, "cast": _cast,

@@ -209,7 +209,9 @@ def _checked(backend_name: str, name: str, fn: Callable[..., Any], shape_of: Cal
             return out  # rules read positional arguments; the core passes none by keyword to these kernels
         shape, dtype = rule(shape_of, dtype_of, args)
         got_shape, got_dtype = shape_of(out), dtype_of(out)
-        if (shape is not None and got_shape != shape) or (dtype is not None and got_dtype != dtype):
+        # Identity first: DType equality compares fields, and this runs on every kernel call.
+        if (shape is not None and got_shape != shape) or (dtype is not None and got_dtype is not dtype
+                                                           and got_dtype != dtype):
             want = f"{dtype.name if dtype else got_dtype.name} of shape {shape if shape is not None else got_shape}"
             error = KernelOutputError(
                 f"{name}({describe_args(args, shape_of, dtype_of)}) returned {got_dtype.name} of shape "
