@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .dtypes import DType, as_dtype
+from .dtypes import _BY_NUMPY, DType, as_dtype
 from .kernels import KernelTable
 
 __all__ = ["Backend", "Capabilities", "Availability", "BackendUnavailableError"]
@@ -132,7 +132,9 @@ class Backend:
         raise NotImplementedError
 
     def dtype_of(self, array: Any) -> DType:
-        return as_dtype(array.dtype)
+        # A dict lookup first: the core reads the dtype of every kernel's output (ampcore.kernel_outputs).
+        found = _BY_NUMPY.get(array.dtype)
+        return found if found is not None else as_dtype(array.dtype)
 
     def shape_of(self, array: Any) -> tuple[int, ...]:
         return tuple(array.shape)

@@ -17,6 +17,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .autograd import Context, Node, is_grad_enabled
+from .kernels import KernelError
 
 if TYPE_CHECKING:
     from .ops.base import Op
@@ -189,20 +190,6 @@ def _write_out(name: str, out: Any, result: Any) -> Any:
     return out
 
 
-class KernelError(RuntimeError):
-    """A backend kernel raised; names the op (and where: its backward, an optimizer step), the kernel and
-    the backend, chained to the original error."""
-
-    def __init__(self, op: str, backend: str, error: BaseException, *, kernel: str | None = None,
-                 phase: str | None = None):
-        self.op = op
-        self.backend = backend
-        self.kernel = kernel
-        self.phase = phase
-        where = (f" in its {phase}" if phase else "") + (f" (kernel {kernel!r})" if kernel else "")
-        super().__init__(f"op {op!r} failed{where} on backend {backend!r}: {type(error).__name__}: {error}")
-
-
 # Errors a kernel may raise about its inputs; anything else is the backend failing, wrapped in KernelError.
 _INPUT_ERRORS = (ValueError, TypeError, IndexError, KernelError)
 
@@ -227,6 +214,8 @@ class GuardedKernels:
         def kernel(*args: Any, **kwargs: Any) -> Any:
             try:
                 return fn(*args, **kwargs)
+            except KernelError as exc:
+                raise exc.named(self._op, self._phase) from exc.error
             except _INPUT_ERRORS:
                 raise
             except Exception as exc:
@@ -266,6 +255,8 @@ def call(op: "Op", *inputs: Any, **params: Any) -> "Tensor":
     arrays = [t._data if isinstance(t, Tensor) else t for t in inputs]
     try:
         out = op.forward(ctx, backend.kernels, *arrays, **params)
+    except KernelError as exc:
+        raise exc.named(op.name) from exc.error
     except _INPUT_ERRORS:
         raise
     except Exception as exc:

@@ -68,15 +68,50 @@ update_scale(scale, growth_tracker, found_inf, growth_factor, backoff_factor,
                         torch's float * double), growth skipped if not finite
 ======================  =====================================================
 
+Integers: add sub mul pow maximum minimum (and neg abs sign) get int32/int64
+operands and are exact in that dtype; pow gets non-negative exponents.  div and
+the other unary kernels only ever see floating arrays: integer ``/`` is true
+division, run in float32 by the core (torch's rule).  A Python float is never
+passed with an integer or bool array.  Reductions get ``axes`` as a tuple,
+never None, possibly empty (a 0-d input, or ``()``: nothing reduced).  Kernels
+give IEEE results without emitting warnings (NumPy: ``np.errstate(all="ignore")``).
+
+Output checks: every kernel's result shape and dtype are checked against what
+its arguments imply (:mod:`ampcore.kernel_outputs`); a mismatch raises
+:class:`KernelError` naming the kernel.
+
 Fused kernels are optional; each has a reference composition of primitives in
-the core (see :mod:`ampcore.nn.functional` and :mod:`ampcore.optim`):
+the core (see :mod:`ampcore.nn.functional` and :mod:`ampcore.optim`).  Except
+adamw_step they return a new array of their first input's shape and dtype,
+computed in float32 or better (one rounding for float16/bfloat16), and raise
+nothing of their own (the core validated the call):
 
 ======================  =====================================================
-softmax(x, axis) / softmax_backward(y, gy, axis)
-log_softmax(x, axis) / log_softmax_backward(y, gy, axis)
-gelu(x, approximate) / gelu_backward(x, gy, approximate)
+softmax(x, axis)        exp(x - max(x)) / sum(exp(x - max(x))) over ``axis``
+                        (the maximum subtracted: no overflow)
+softmax_backward(y, gy, axis)
+                        y * (gy - sum(gy * y)), ``y`` the forward output
+log_softmax(x, axis)    x - max(x) - log(sum(exp(x - max(x))))
+log_softmax_backward(y, gy, axis)
+                        gy - exp(y) * sum(gy)
+gelu(x, approximate)    "none": x/2 (1 + erf(x / sqrt 2));
+                        "tanh": x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+gelu_backward(x, gy, approximate)
+                        gy * gelu'(x)
 adamw_step(params, grads, exp_avgs, exp_avg_sqs, *, step, lr, beta1, beta2,
            eps, weight_decay, decoupled) -> (params, exp_avgs, exp_avg_sqs)
+                        one Adam (``decoupled=False``: weight decay is an L2
+                        term added to the gradient) or AdamW
+                        (``decoupled=True``: the parameter is multiplied by
+                        1 - lr * weight_decay) step over lists of one length,
+                        with the formula of
+                        :func:`ampcore.optim.adam.adamw_step_reference`;
+                        ``step`` >= 1 is the step number; moments in
+                        :func:`adamw_moment_dtype`; may update its inputs in
+                        place and returns the updated arrays.  Before writing
+                        anything it raises TypeError for an array that is not
+                        the backend's, then calls :func:`check_adamw_step`
+                        (ValueError / TypeError)
 ======================  =====================================================
 """
 
@@ -97,6 +132,7 @@ __all__ = [
     "PRIMITIVES",
     "FUSED",
     "KernelTable",
+    "KernelError",
     "MissingKernelsError",
     "adamw_moment_dtype",
     "check_adamw_step",
@@ -130,6 +166,64 @@ class MissingKernelsError(TypeError):
         )
 
 
+class KernelError(RuntimeError):
+    """A backend kernel raised, or returned an array of the wrong shape or dtype; names the op (and where:
+    its backward, an optimizer step), the kernel and the backend, chained to the original error.
+
+    ``op`` is None where the kernel table itself caught the problem (a kernel called outside an op); the
+    op boundary that called it re-raises with its name.  Also ``ampcore.dispatch.KernelError``.
+    """
+
+    def __init__(self, op: str | None, backend: str, error: BaseException, *, kernel: str | None = None,
+                 phase: str | None = None):
+        self.op = op
+        self.backend = backend
+        self.kernel = kernel
+        self.phase = phase
+        self.error = error
+        where = (f" in its {phase}" if phase else "") + (f" (kernel {kernel!r})" if kernel else "")
+        subject = f"op {op!r} failed{where}" if op is not None else f"kernel {kernel!r} failed"
+        super().__init__(f"{subject} on backend {backend!r}: {type(error).__name__}: {error}")
+
+    def named(self, op: str, phase: str | None = None) -> "KernelError":
+        """This error with the op (and phase) that called the kernel filled in, if it had none."""
+        if self.op is not None:
+            return self
+        return KernelError(op, self.backend, self.error, kernel=self.kernel, phase=phase or self.phase)
+
+
+class KernelOutputError(ValueError):
+    """A kernel returned an array whose shape or dtype is not the one its contract gives for its inputs."""
+
+
+def _checked(backend_name: str, name: str, fn: Callable[..., Any], shape_of: Callable[[Any], Any],
+             dtype_of: Callable[[Any], Any]) -> Callable[..., Any]:
+    """``fn`` with its output's shape and dtype checked against :data:`ampcore.kernel_outputs.OUTPUT_RULES`."""
+    from .kernel_outputs import OUTPUT_RULES, describe_args
+
+    rule = OUTPUT_RULES[name]
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        out = fn(*args, **kwargs)
+        if kwargs:
+            return out  # rules read positional arguments; the core passes none by keyword to these kernels
+        shape, dtype = rule(shape_of, dtype_of, args)
+        got_shape, got_dtype = shape_of(out), dtype_of(out)
+        # Identity first: DType equality compares fields, and this runs on every kernel call.
+        if (shape is not None and got_shape != shape) or (dtype is not None and got_dtype is not dtype
+                                                           and got_dtype != dtype):
+            want = f"{dtype.name if dtype else got_dtype.name} of shape {shape if shape is not None else got_shape}"
+            error = KernelOutputError(
+                f"{name}({describe_args(args, shape_of, dtype_of)}) returned {got_dtype.name} of shape "
+                f"{got_shape}, expected {want}; see the kernel contract in ampcore.kernels")
+            raise KernelError(None, backend_name, error, kernel=name)
+        return out
+
+    kernel.__name__ = name
+    kernel.__wrapped__ = fn  # type: ignore[attr-defined]
+    return kernel
+
+
 @dataclass(frozen=True)
 class _Entry:
     fn: Callable[..., Any]
@@ -146,6 +240,7 @@ class KernelTable:
     def __init__(self, backend_name: str, kernels: Mapping[str, Callable[..., Any]], provider: str):
         self._backend_name = backend_name
         self._entries: dict[str, _Entry] = {}
+        self._array_info: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None = None
         self.register(kernels, provider)
 
     def register(self, kernels: Mapping[str, Callable[..., Any]], provider: str) -> None:
@@ -160,13 +255,26 @@ class KernelTable:
             if not callable(fn):
                 raise TypeError(f"kernel {name!r} of backend {self._backend_name!r} must be callable, got {fn!r}")
             self._entries[name] = _Entry(fn, provider)
-            # Cache as an attribute: kernel calls are on every op's hot path.
-            object.__setattr__(self, name, fn)
+            self._install(name, fn)
+
+    def _install(self, name: str, fn: Callable[..., Any]) -> None:
+        # Cache as an attribute: kernel calls are on every op's hot path.  Once the backend's array
+        # introspection is bound, kernels with an output rule are installed with their output checked.
+        from .kernel_outputs import OUTPUT_RULES
+
+        if self._array_info is not None and name in OUTPUT_RULES:
+            fn = _checked(self._backend_name, name, fn, *self._array_info)
+        object.__setattr__(self, name, fn)
 
     def bind_array_info(self, shape_of: Callable[[Any], tuple[int, ...]], dtype_of: Callable[[Any], Any]) -> None:
-        """Give op rules ``k.shape_of`` / ``k.dtype_of`` (the backend's array introspection)."""
+        """Give op rules ``k.shape_of`` / ``k.dtype_of`` (the backend's array introspection), and from now on
+        check each kernel's output shape and dtype (:mod:`ampcore.kernel_outputs`): a wrong one raises
+        :class:`KernelError` naming the kernel."""
         object.__setattr__(self, "shape_of", shape_of)
         object.__setattr__(self, "dtype_of", dtype_of)
+        self._array_info = (shape_of, dtype_of)
+        for name, entry in self._entries.items():
+            self._install(name, entry.fn)
 
     def missing_primitives(self) -> set[str]:
         return set(PRIMITIVES) - set(self._entries)
@@ -199,6 +307,9 @@ def check_adamw_step(params: Sequence[Any], grads: Sequence[Any], exp_avgs: Sequ
                      exp_avg_sqs: Sequence[Any], step: Any, hyper: Mapping[str, float], *,
                      shape_of: Callable[[Any], tuple[int, ...]], dtype_of: Callable[[Any], DType]) -> None:
     """The ``adamw_step`` argument checks every backend makes before it writes anything, so all raise alike.
+
+    ``hyper`` maps exactly the keys ``lr``, ``beta1``, ``beta2``, ``eps`` and
+    ``weight_decay`` to the call's floats (``step`` and ``decoupled`` are not in it).
 
     Raises ValueError for lists of different lengths, a ``step`` that is not an
     int >= 1, a non-finite hyper-parameter or tensors of different shapes, and

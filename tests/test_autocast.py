@@ -302,10 +302,10 @@ def test_a_parameter_rebound_inside_the_region_is_cast_again():
 
 
 # --------------------------------------------------------------------------- banned ops
-def test_binary_cross_entropy_raises_inside_autocast_and_points_to_with_logits():
+def test_binary_cross_entropy_raises_inside_cuda_table_autocast_and_points_to_with_logits():
     p = ampcore.tensor([0.2, 0.8])
     t = ampcore.tensor([0.0, 1.0])
-    with ampcore.autocast("cpu"):
+    with ampcore.autocast("cpu", policy=P.builtin("cuda")):
         with pytest.raises(amp.AutocastError, match="binary_cross_entropy_with_logits"):
             F.binary_cross_entropy(p, t)
         with pytest.raises(RuntimeError, match="nn.BCEWithLogitsLoss"):
@@ -314,6 +314,19 @@ def test_binary_cross_entropy_raises_inside_autocast_and_points_to_with_logits()
         with ampcore.autocast("cpu", enabled=False):
             assert F.binary_cross_entropy(p, t).dtype == f32
     assert F.binary_cross_entropy(p, t).dtype == f32
+
+
+def test_binary_cross_entropy_runs_in_float32_under_cpu_autocast_as_in_torch():
+    """torch's CPU autocast lists and registers binary_cross_entropy as float32; only CUDA (and XPU) ban it."""
+    p = ampcore.tensor([0.2, 0.8], dtype=bf16)
+    t = ampcore.tensor([0.0, 1.0], dtype=bf16)
+    with ampcore.autocast("cpu", dtype=bf16, trace=True) as region:
+        loss = F.binary_cross_entropy(p, t)
+        module_loss = nn.BCELoss()(p.float(), t.float())
+    assert loss.dtype == f32 and module_loss.dtype == f32
+    assert region.trace[0].category == "fp32"
+    expected = -(np.log(1 - 0.2) + np.log(0.8)) / 2
+    np.testing.assert_allclose(loss.item(), expected, rtol=2 ** -7 * 4)
 
 
 # --------------------------------------------------------------------------- unsupported dtypes and devices
@@ -383,7 +396,8 @@ def test_trace_records_op_inputs_target_output_category_and_reason():
     ]
     assert region.trace[-1].reason == "autocast disabled in this block"
     table = str(region.trace)
-    assert "cross_entropy" in table and "policy 'cpu': fp32 (torch cpu list (as cross_entropy_loss))" in table
+    assert "cross_entropy" in table and ("policy 'cpu': fp32 (torch docs cpu list (as cross_entropy_loss); "
+                                         "torch 2.13 AutocastCPU registration (autocast_mode.cpp))") in table
     assert loss.dtype == f32
     assert region.trace[0].as_dict()["cast_to"] == "bfloat16"
 
@@ -414,7 +428,7 @@ def test_explain_answers_without_running():
     d = amp.explain("linear", "float32", "float32", device_type="cpu")
     assert (d.category, d.target) == (P.LOWER, bf16)
     d = amp.explain("softmax", "bfloat16", device_type="cpu", dtype="float16", policy=P.builtin("cuda"))
-    assert (d.category, d.target, d.reason) == (P.FP32, f32, "policy 'cuda': fp32 (torch cuda list)")
+    assert (d.category, d.target, d.reason) == (P.FP32, f32, "policy 'cuda': fp32 (torch docs cuda list)")
     assert amp.explain("cat", "float16", "bfloat16", device_type="cpu").target == f32
     assert amp.explain("cat", "bfloat16", "bfloat16", device_type="cpu").target == bf16
 

@@ -18,9 +18,9 @@ def wide(monkeypatch):
 def test_policy_table_shows_category_and_source(capsys, wide):
     assert main(["policy", "--device", "cpu", "--op", "linear", "--op", "gelu", "--op", "cross_entropy"]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"linear\s+│ lower\s+│ torch cpu list", out)
+    assert re.search(r"linear\s+│ lower\s+│ torch docs cpu list", out)
     assert re.search(r"gelu\s+│ unlisted", out)
-    assert "torch cpu list (as cross_entropy_loss)" in out
+    assert "torch docs cpu list (as cross_entropy_loss)" in out
 
 
 def test_policy_json_filters_by_category_and_marks_ops_ampcore_lacks(capsys):

@@ -89,6 +89,10 @@ DEFECTS = {
     "low_precision_accumulation": (("kernels_reductions",), {("kernels", "sum", "float16"),
                                                              ("kernels", "matmul", "bfloat16")}),
     "unscale_ignores_nan": (("amp_kernels",), {("amp_kernels", "unscale_and_check", "float32")}),
+    "integer_add_off_by_one": (("kernels",), {("kernels", "add", "int64"), ("kernels", "add", "int32")}),
+    "unchecked_adamw_step": (("fused",), {("fused", "adamw_step.arguments", "float32"),
+                                          ("fused", "adamw_step.arguments", "bfloat16")}),
+    "floating_point_warnings": (("kernels",), {("kernels", "log", "float32"), ("kernels", "div", "float16")}),
 }
 
 
@@ -103,6 +107,22 @@ def test_suite_fails_on_a_broken_backend_where_the_defect_is(suite, register_fak
     assert must_fail <= failing, f"expected {sorted(must_fail - failing)} among the failures {sorted(failing)}"
     honest = suite(register_fake().name, *modules)
     assert honest.ret == 0, "the same checks pass on the fake without the defect"
+
+
+def test_a_max_that_drops_keepdims_fails_and_every_failure_names_max(suite, register_fake):
+    """The core checks each kernel's output shape: the broken max fails its own check first in the report, and
+    the ops built on it (softmax, cross-entropy, sdpa, training) fail with a KernelError naming max instead of
+    a raw broadcast error."""
+    result = suite(register_fake(defects=("max_ignores_keepdims",)).name)
+    assert result.ret == 1
+    failures = [(c["check"], c["op"], t["message"]) for c in result.report["cells"] for t in c["tests"]
+                if t["outcome"] == "fail"]
+    assert ("kernels", "max") in {(check, op) for check, op, _ in failures}
+    unnamed = [f for f in failures if "'max'" not in f[2] and "max(" not in f[2]]
+    assert not unnamed, f"failures that do not name max: {unnamed[:5]}"
+    assert failures[0][0] == "kernels", "the kernel's own check comes first in the report"
+    problems = [line for line in result.run.stdout.lines if line.startswith("FAIL ")]
+    assert "/test_kernels" in problems[0], problems[:3]
 
 
 class MissingMatmul:
@@ -219,6 +239,19 @@ def test_the_report_table_shows_ops_by_dtype(suite, register_fake):
     result = suite(register_fake().name, "storage")
     out = result.run.stdout.str()
     assert "round trip" in out and "bf16" in out and "passes" in out
+    for state in ("pass:", "FAIL:", "n/s: not supported", "skip:", "xfail:", "STALE:", "blank:"):
+        assert state in out, f"the legend under the table must explain {state!r}"
+
+
+def test_the_suite_checks_integer_arithmetic_and_integer_division_promotes(suite, register_fake):
+    """Integer add/sub/mul/pow/maximum/minimum and neg/abs/sign are checked exactly; int / int is true division
+    in float32 (torch's rule), so the integer columns of those rows are not blank."""
+    result = suite(register_fake().name, "kernels", args=("-k", "integer"))
+    assert result.ret == 0, result.run.stdout.str()[-3000:]
+    passing = result.cells("pass")
+    for op in ("add", "sub", "mul", "pow", "maximum", "minimum", "neg", "abs", "sign", "div", "exp"):
+        for dtype in ("int64", "int32"):
+            assert ("kernels", op, dtype) in passing, (op, dtype)
 
 
 def test_cli_runs_the_suite_and_writes_json(tmp_path, capsys, monkeypatch):

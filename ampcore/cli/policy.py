@@ -34,6 +34,7 @@ def collect(device: str | None, ops: list[str] | None = None, category: str | No
 
     device_type = checked_device(device).type
     policy = P.get(device_type)
+    table = _builtin_table(device_type)
     known = registered_ops()
     names = ops or sorted(set(known) | (set(policy.entries) if include_all else set()))
     rows = []
@@ -42,10 +43,30 @@ def collect(device: str | None, ops: list[str] | None = None, category: str | No
             entry = policy.decision(op)
         except P.UnknownOpError as exc:
             raise CommandError(str(exc)) from exc
+        source = _unlisted_source(op, table) if entry.source == "unlisted" else entry.source
         if category is None or entry.category.value == category:
-            rows.append({"op": op, "category": entry.category.value, "source": entry.source,
+            rows.append({"op": op, "category": entry.category.value, "source": source,
                          "implemented": op in known})
     return {"device_type": device_type, "policy": policy.name, "ops": rows}
+
+
+def _builtin_table(device_type: str) -> str:
+    """The built-in table (``"cpu"``, ``"cuda"``, ...) the policy of ``device_type`` starts from."""
+    from ..plugins import registry
+    from ..tensor import capabilities_of
+
+    return capabilities_of(registry.get_backend(device_type), 0).policy
+
+
+def _unlisted_source(op: str, table: str) -> str:
+    """Why an op is unlisted: on the cpu table, the torch 2.13 audit found no AutocastCPU kernel for it."""
+    from ..policy.torch_cpu_audit import AUTOCAST_CPU
+
+    if table != "cpu" or op not in AUTOCAST_CPU:
+        return "unlisted"
+    aten = AUTOCAST_CPU[op][1]
+    what = f"aten::{aten}" if aten else "its torch composition"
+    return f"unlisted: torch 2.13 registers no AutocastCPU kernel for {what} (autocast_mode.cpp)"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@ their dtype checked, and the elementwise / bit-exact comparisons built on the on
 
 from __future__ import annotations
 
+import warnings
 import zlib
 from typing import Any, Callable
 
@@ -12,10 +13,23 @@ from .. import dtypes as dt
 from .references import exactly, round_to, same_bits, to_f64
 from .tolerance import assert_close, assert_same_nonfinite, tolerance
 
-__all__ = ["Array", "seeded_rng", "put_rounded", "result_on_host", "stored_values", "rounded_reference",
+__all__ = ["Array", "quietly", "seeded_rng", "put_rounded", "result_on_host", "stored_values", "rounded_reference",
            "assert_close_each", "assert_bits", "layouts"]
 
 Array = Any  # a backend (device) array
+
+def quietly(what: str, kernel: Callable[..., Any], *args: Any) -> Any:
+    """``kernel(*args)``, failing if it emits a RuntimeWarning: kernels must give IEEE results (log(0) = -inf,
+    1/0 = inf, inf - inf = NaN) silently, as torch does; NumPy warns unless told not to."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = kernel(*args)
+    noisy = [w for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert not noisy, (f"{what}: the kernel emitted {len(noisy)} RuntimeWarning(s), first {str(noisy[0].message)!r}; "
+                       "kernels must not warn on inf/NaN/zero inputs (wrap NumPy calls in "
+                       "np.errstate(all='ignore'))")
+    return out
+
 
 def seeded_rng(*key: str) -> np.random.Generator:
     """A generator seeded by the test's identity: reruns see the same data, tests see different data."""

@@ -7,8 +7,10 @@ backend under test).  The conformance suite's autocast check and ampcore's
 own autocast-list tests both run these calls; ``tests/test_autocast_lists.py``
 holds the table to covering every op a built-in table lists.
 
-``BANNED_CASES`` are the calls autocast must refuse (kept apart: they raise
-inside a region instead of returning a tensor).
+``BANNED_CASES`` are the calls some built-in tables ban (kept apart: under
+those tables they raise inside a region instead of returning a tensor):
+``binary_cross_entropy`` is banned by the ``cuda`` and ``xpu`` tables and runs
+in float32 under the ``cpu`` one, as in torch.
 """
 
 from __future__ import annotations

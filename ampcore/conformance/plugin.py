@@ -21,7 +21,7 @@ import pytest
 from .. import dtypes as dt
 from ..kernels import PRIMITIVES
 from .gaps import KnownGap, KnownGapsError, load_known_gaps
-from .report import BackendReport, Case, OUTCOMES, TestResult, environment
+from .report import BackendReport, Case, OUTCOMES, TestResult, environment, section_order
 from .subject import NOT_SUPPORTED, BackendUnderTest
 
 __all__ = ["pytest_addoption", "pytest_configure", "backend"]
@@ -205,6 +205,7 @@ def _case_of(item: pytest.Item) -> tuple[str, Case] | None:
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     run = config.stash[_RUN]
+    _run_in_section_order(items)
     for item in items:
         where = _case_of(item)
         if where is None:
@@ -220,6 +221,15 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     for target, report in run.reports.items():
         report.unused_gaps = [f"{g.describe()} ({g.source})" for g in run.gaps.get(target, [])
                               if g not in run.used_gaps]
+
+
+def _run_in_section_order(items: list[pytest.Item]) -> None:
+    """Conformance checks run (and so fail, in pytest's summary) kernels before the ops built on them:
+    stable-sorted by report section; the positions of other tests are kept."""
+    slots = [i for i, item in enumerate(items) if _case_of(item) is not None]
+    ordered = sorted((items[i] for i in slots), key=lambda item: section_order(_case_of(item)[1].check))
+    for i, item in zip(slots, ordered):
+        items[i] = item
 
 
 # --------------------------------------------------------------------------- collecting outcomes

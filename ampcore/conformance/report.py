@@ -4,16 +4,37 @@ from __future__ import annotations
 
 import io
 import platform
+import textwrap
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Case", "TestResult", "BackendReport", "OUTCOMES"]
+__all__ = ["Case", "TestResult", "BackendReport", "OUTCOMES", "SECTIONS", "LEGEND", "section_order"]
+
+# Report sections (check modules) in dependency order: what a backend declares and stores, then its kernels,
+# then what is built on them.  A broken kernel's own failure is listed before the ops it breaks.
+SECTIONS = ("contract", "storage", "capabilities", "kernels", "rounding", "amp_kernels", "fused", "ops",
+            "autocast", "training")
+
+
+def section_order(check: str) -> tuple[int, str]:
+    """Sort key of a report section: its place in :data:`SECTIONS` (unknown ones last, by name)."""
+    return (SECTIONS.index(check) if check in SECTIONS else len(SECTIONS), check)
+
+
+def _case_order(case: "Case") -> tuple[Any, ...]:
+    return (section_order(case.check), case.op, case.dtype)
 
 # Cell outcomes, worst first: a cell shows the worst outcome among its tests.
 OUTCOMES = ("fail", "stale", "xfail", "pass", "not supported", "skipped")
 _STYLE = {"fail": "bold red", "stale": "bold yellow", "xfail": "yellow", "pass": "green",
           "not supported": "dim", "skipped": "dim"}
+# What every cell state means, printed under the table (and in docs/writing-a-backend.md).
+LEGEND = ("pass: every check behind the cell passed; FAIL: one failed (listed below); n/s: not supported, the "
+          "backend's capabilities exclude the dtype; skip: skipped for another reason (unavailable device); xfail: "
+          "a known gap that fails as declared; STALE: a known gap that now passes; blank: the suite has no check of "
+          "that op in that dtype, because the core never calls the kernel with it (cumsum on bool, erf on int32 "
+          "after its float32 check) or the row's checks take no dtype (they land in 'any')")
 _SHORT = {"fail": "FAIL", "stale": "STALE", "xfail": "xfail", "pass": "pass", "not supported": "n/s",
           "skipped": "skip"}
 
@@ -80,7 +101,7 @@ class BackendReport:
         for d in dtypes:
             table.add_column(_SHORT_DTYPE.get(d, d), justify="center", no_wrap=True, min_width=5)
         previous = None
-        for check, op in sorted({(c.check, c.op) for c in self.results}):
+        for check, op in sorted({(c.check, c.op) for c in self.results}, key=lambda r: (section_order(r[0]), r[1])):
             cells = []
             for d in dtypes:
                 case = Case(check, op, d)
@@ -95,12 +116,13 @@ class BackendReport:
         out = io.StringIO()
         Console(file=out, force_terminal=color, width=max(width, 60), color_system="standard" if color else None,
                 highlight=False).print(table)
+        out.write(textwrap.fill(f"legend: {LEGEND}", width=max(width, 60), subsequent_indent="  ") + "\n")
         return out.getvalue()
 
     def problems(self) -> list[str]:
         """One line per failed, stale or known-gap test, for the text summary."""
         lines = []
-        for case in sorted(self.results):
+        for case in sorted(self.results, key=_case_order):
             for r in self.results[case]:
                 if r.outcome in ("fail", "stale", "xfail"):
                     lines.append(f"{_SHORT[r.outcome]:5} {r.nodeid}: {r.message}")
@@ -115,7 +137,7 @@ class BackendReport:
             **self.info,
             "unused_known_gaps": self.unused_gaps,
             "cells": [{"check": c.check, "op": c.op, "dtype": c.dtype, "outcome": self.cell(c),
-                       "tests": [vars(r) for r in self.results[c]]} for c in sorted(self.results)],
+                       "tests": [vars(r) for r in self.results[c]]} for c in sorted(self.results, key=_case_order)],
         }
 
 

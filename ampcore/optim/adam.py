@@ -36,9 +36,23 @@ def adamw_step_reference(k: Any, params: Sequence[Any], grads: Sequence[Any], ex
                          max_exp_avg_sqs: Sequence[Any] | None = None) -> tuple[list[Any], ...]:
     """The fused ``adamw_step`` kernel's contract composed from primitive kernels ``k``.
 
-    Returns new ``(params, exp_avgs, exp_avg_sqs)`` arrays (plus ``max_exp_avg_sqs``
-    when given, for amsgrad); the inputs are not modified.  The moments'
-    dtype is the compute dtype.
+    Per tensor, in the moments' dtype ``c`` (:func:`ampcore.kernels.adamw_moment_dtype`
+    of the parameter's; parameter and gradient widened to ``c``)::
+
+        if weight_decay:
+            if decoupled: p = p * (1 - lr * weight_decay)     # AdamW: decay the parameter
+            else:         g = g + weight_decay * p            # Adam: L2 term in the gradient
+        m = m + (g - m) * (1 - beta1)
+        v = v * beta2 + g * g * (1 - beta2)
+        v_hat = max(max_exp_avg_sq, v) if amsgrad else v      # max_exp_avg_sqs given
+        denom = sqrt(v_hat) / sqrt(1 - beta2 ** step) + eps
+        p = p - (m / denom) * (lr / (1 - beta1 ** step))      # rounded once to p's dtype
+
+    ``step`` >= 1 is the step number.  Returns new ``(params, exp_avgs,
+    exp_avg_sqs)`` arrays (plus ``max_exp_avg_sqs`` when given, for amsgrad);
+    the inputs are not modified (a fused kernel may update them in place).
+    Arguments are not checked here: the optimizers validate them, and a fused
+    kernel calls :func:`ampcore.kernels.check_adamw_step`.
     """
     bias_correction1 = 1.0 - beta1 ** step
     bc2_sqrt = math.sqrt(1.0 - beta2 ** step)

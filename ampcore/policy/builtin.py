@@ -5,10 +5,15 @@ table (bfloat16; float16 shares it), ``builtin("xpu")`` its XPU table.  A
 backend names the one it starts from in ``Capabilities.policy``: cpu -> the
 CPU lists, cuda and opencl (a GPU-style float16 device) -> the CUDA lists.
 
-One deliberate difference from the page: ``binary_cross_entropy`` is BANNED
-in every table (torch bans it on CUDA but lists it as float32 on CPU); its
-backward is unsafe in low precision on any device, and the error points to
-``binary_cross_entropy_with_logits``.
+The CPU table follows what torch 2.13 *runs* where its docs page and its
+AutocastCPU registrations disagree (:mod:`.torch_cpu_audit`): an op torch
+registers but does not document (``smooth_l1_loss``: float32), or one that
+takes the category of a registered op it is composed of (``tensordot``:
+lower), gets the registration's category, and its source says so.
+
+``binary_cross_entropy`` follows torch per device type: BANNED in the CUDA and
+XPU tables (the error points to ``binary_cross_entropy_with_logits``), float32
+in the CPU table, where torch lists and registers it as float32.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import functools
 
 from . import torch_lists as lists
 from .policy import BANNED_REASONS, Category, Entry, Policy
+from .torch_cpu_audit import AUTOCAST_CPU, REGISTRATION_SOURCE
 
 __all__ = ["builtin", "BUILTIN_TABLES"]
 
@@ -26,6 +32,8 @@ _GROUPS = {
     "cpu": (lists.CPU_LOWER, lists.CPU_FP32, lists.CPU_PROMOTE),
 }
 BUILTIN_TABLES: tuple[str, ...] = tuple(_GROUPS)
+# The tables where torch bans the BANNED_REASONS ops (its CPU autocast runs binary_cross_entropy in float32).
+_BANNING_TABLES = frozenset({"cuda", "xpu"})
 
 
 @functools.lru_cache(maxsize=None)
@@ -38,7 +46,7 @@ def builtin(table: str) -> Policy:
     entries: dict[str, Entry] = {}
     for category, names in ((Category.LOWER, lower), (Category.FP32, fp32), (Category.PROMOTE, promote)):
         for torch_name in names:
-            source = f"torch {table} list"
+            source = f"torch docs {table} list"
             op = lists.TORCH_ALIASES.get(torch_name, torch_name)
             if op != torch_name:
                 source += f" (as {torch_name})"
@@ -47,6 +55,27 @@ def builtin(table: str) -> Policy:
                 raise AssertionError(f"torch {table} lists put {op!r} in both {previous.category.value} "
                                      f"and {category.value}")
             entries[op] = Entry(category, source)
-    for op in BANNED_REASONS:
-        entries[op] = Entry(Category.BANNED, "ampcore: unsafe to autocast on any device")
+    if table == "cpu":
+        _follow_registrations(entries)
+    if table in _BANNING_TABLES:
+        for op in BANNED_REASONS:
+            entries[op] = Entry(Category.BANNED, f"torch {table}: banned, unsafe to autocast")
     return Policy(table, entries)
+
+
+def _follow_registrations(entries: dict[str, Entry]) -> None:
+    """Lay torch 2.13's AutocastCPU registrations (the audit) over the documented CPU list, citing both."""
+    for op, (category_name, aten, registered) in AUTOCAST_CPU.items():
+        category, documented = Category(category_name), entries.get(op)
+        if registered and documented is not None and documented.category is category:
+            entries[op] = Entry(category, f"{documented.source}; {REGISTRATION_SOURCE}")
+        elif registered:
+            said = (f"{documented.source} says {documented.category.value}" if documented
+                    else "not on the torch docs page")
+            entries[op] = Entry(category, f"{REGISTRATION_SOURCE} of aten::{aten}; {said}")
+        elif category is not Category.UNLISTED:
+            entries[op] = Entry(category, f"torch 2.13 CPU autocast at run time: aten::{aten} has no AutocastCPU "
+                                          "kernel but runs registered ops inside (autocast_mode.cpp); "
+                                          "not on the torch docs page")
+        elif documented is not None:
+            raise AssertionError(f"torch cpu list has {op!r} but torch 2.13 registers no AutocastCPU kernel for it")

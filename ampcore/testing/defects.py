@@ -134,11 +134,70 @@ def float32_inside(table: Kernels) -> None:
     table["cast"] = cast_
 
 
+def max_ignores_keepdims(table: Kernels) -> None:
+    """``max(x, axes, keepdims)`` always drops the reduced axes: the shape bug that used to cascade into
+    broadcast errors in softmax, cross-entropy and training that never named ``max``."""
+    good = table["max"]
+    table["max"] = lambda x, axes, keepdims: good(x, axes, False)
+
+
+def integer_add_off_by_one(table: Kernels) -> None:
+    """``add`` on integer arrays gives ``a + b + 1``; float ``add`` is right."""
+    good = table["add"]
+
+    def add(a: Any, b: Any) -> Any:
+        out = good(a, b)
+        return out + out.dtype.type(1) if out.dtype.kind in "iu" else out
+
+    table["add"] = add
+
+
+def unchecked_adamw_step(table: Kernels) -> None:
+    """A fused ``adamw_step`` with the right arithmetic but none of the argument checks the guide requires:
+    ``step=0`` divides by zero, bad arguments are found only after earlier tensors were written."""
+    from ..kernels import KernelTable
+    from ..optim.adam import adamw_step_reference
+
+    k = KernelTable("unchecked_adamw_step", {n: table[n] for n in ("cast", "add", "sub", "mul", "div", "sqrt",
+                                                                  "maximum")}, "defect")
+    k.bind_array_info(lambda a: a.shape, lambda a: dt.as_dtype(a.dtype))
+
+    def adamw_step(params: list, grads: list, exp_avgs: list, exp_avg_sqs: list, **hyper: Any) -> tuple:
+        new = adamw_step_reference(k, params, grads, exp_avgs, exp_avg_sqs, **hyper)
+        for olds, news in zip((params, exp_avgs, exp_avg_sqs), new):
+            for old, value in zip(olds, news):
+                old[...] = value  # in place, tensor by tensor
+        return list(params), list(exp_avgs), list(exp_avg_sqs)
+
+    table["adamw_step"] = adamw_step
+
+
+def floating_point_warnings(table: Kernels) -> None:
+    """Elementwise kernels leave NumPy's floating-point warnings on: log(0), 1/0 and inf - inf print a
+    RuntimeWarning instead of quietly giving the IEEE value (the values themselves are right)."""
+    from .fake import _BINARY_FNS, _UNARY_FNS, _up
+
+    def loud(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def kernel(*args: Any) -> Any:
+            dtype = next(a.dtype for a in args if isinstance(a, np.ndarray))
+            with np.errstate(all="warn", under="ignore"):  # NumPy's default, as a kernel without errstate has
+                return np.asarray(fn(*[_up(a) for a in args])).astype(dtype, copy=False)
+
+        return kernel
+
+    for name, fn in {**_UNARY_FNS, **_BINARY_FNS}.items():
+        table[name] = loud(fn)
+
+
 DEFECTS: dict[str, Callable[[Kernels], None]] = {
     "truncating_casts": truncating_casts,
     "low_precision_accumulation": low_precision_accumulation,
     "unscale_ignores_nan": unscale_ignores_nan,
     "float32_inside": float32_inside,
+    "max_ignores_keepdims": max_ignores_keepdims,
+    "integer_add_off_by_one": integer_add_off_by_one,
+    "unchecked_adamw_step": unchecked_adamw_step,
+    "floating_point_warnings": floating_point_warnings,
 }
 
 

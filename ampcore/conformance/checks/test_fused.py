@@ -301,3 +301,78 @@ def test_optimizer_steps(backend, op, dtype):
             what = f"{op} {d.name} parameter {i} {_OPT_SHAPES[i]} after step {step}"
             assert p.dtype is d, f"{what}: dtype {p.dtype.name}, expected {d.name}"
             assert_close(p.numpy(), expected[i][step - 1], d, n=step, scale=0.0, what=what)  # as in adamw_step
+
+
+# --------------------------------------------------------------------------- adamw_step argument checks
+def _bad_arguments(backend: Any, d: dt.DType, sd: dt.DType) -> Iterator[tuple[str, dict[str, Any], type]]:
+    """(label, the keyword changes to a valid call, the error) for every argument the contract rejects;
+    the bad tensor is the last of three, so a kernel that checks while it writes has written the others."""
+    yield "step=0", {"step": 0}, ValueError
+    yield "step=1.5", {"step": 1.5}, ValueError
+    yield "step=True", {"step": True}, ValueError
+    yield "lr=nan", {"lr": float("nan")}, ValueError
+    yield "eps=inf", {"eps": float("inf")}, ValueError
+    yield "one grad too few", {"grads": lambda g: g[:-1]}, ValueError
+    yield "a grad of another shape", {"grads": lambda g: g[:-1] + [backend.put(np.zeros((2, 2)), d)]}, ValueError
+    if backend.stores("int32"):
+        yield "an int32 parameter", {"params": lambda p: p[:-1] + [backend.put(np.zeros(5), dt.int32)]}, TypeError
+    other = dt.float64 if sd is dt.float32 else dt.float32
+    if backend.stores(other):
+        yield f"{other.name} moments", {"exp_avgs": lambda m: m[:-1] + [backend.put(np.zeros(5), other)]}, TypeError
+    yield "a parameter that is not the backend's array", {"params": lambda p: p[:-1] + [object()]}, TypeError
+
+
+@pytest.mark.conformance(op="adamw_step.arguments")
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_adamw_step_rejects_bad_arguments_before_writing(backend, dtype):
+    """adamw_step raises the contract's error (ValueError / TypeError, with check_adamw_step's message where
+    that function decides) for each bad argument, and leaves every parameter and moment as it was."""
+    _require_kernel(backend, "adamw_step")
+    d = dt.as_dtype(dtype)
+    sd = _state_dtype(d)
+    backend.require_compute(d, sd)
+    from ampcore.kernels import check_adamw_step
+
+    rng = np.random.default_rng(SEED)
+    shapes = [(3, 4), (7,), (5,)]
+    for label, change, error in _bad_arguments(backend, d, sd):
+        host = {"params": [_rounded(rng.standard_normal(s), d) for s in shapes],
+                "exp_avgs": [_rounded(rng.standard_normal(s) ** 2, sd) for s in shapes],
+                "exp_avg_sqs": [_rounded(rng.standard_normal(s) ** 2, sd) for s in shapes]}
+        args = {"params": [backend.put(a, d) for a in host["params"]],
+                "grads": [backend.put(_rounded(rng.standard_normal(s), d), d) for s in shapes],
+                "exp_avgs": [backend.put(a, sd) for a in host["exp_avgs"]],
+                "exp_avg_sqs": [backend.put(a, sd) for a in host["exp_avg_sqs"]]}
+        hyper = {**_ADAM_HYPER, "weight_decay": 0.1}
+        kwargs: dict[str, Any] = {"step": 1, "decoupled": True}
+        for key, value in change.items():
+            if key in args:
+                args[key] = value(args[key])
+            elif key in hyper:
+                hyper[key] = value
+            else:
+                kwargs[key] = value
+        what = f"adamw_step with {label} ({d.name})"
+        expected_message = None
+        if not any(isinstance(a, object) and type(a) is object for a in args["params"]):
+            try:
+                check_adamw_step(*args.values(), kwargs["step"], hyper, shape_of=backend.backend.shape_of,
+                                 dtype_of=backend.backend.dtype_of)
+            except (ValueError, TypeError) as exc:
+                expected_message = str(exc)
+        with pytest.raises(Exception) as info:
+            backend.kernels.adamw_step(*args.values(), **kwargs, **hyper)
+        assert isinstance(info.value, error), \
+            f"{what}: raised {type(info.value).__name__}: {info.value}; the contract says {error.__name__}"
+        if expected_message is not None:
+            assert str(info.value) == expected_message, \
+                f"{what}: message {str(info.value)!r}, expected check_adamw_step's {expected_message!r}"
+        for name in ("params", "exp_avgs", "exp_avg_sqs"):
+            for i, before in enumerate(host[name]):
+                array = args[name][i] if i < len(args[name]) and type(args[name][i]) is not object else None
+                if array is None or backend.backend.shape_of(array) != before.shape:
+                    continue
+                after = backend.get(array)
+                if after.dtype == before.dtype:
+                    assert np.array_equal(after.view(np.uint8), before.view(np.uint8)), \
+                        f"{what}: {name}[{i}] was written before the error"

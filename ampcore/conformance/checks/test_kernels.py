@@ -21,12 +21,12 @@ import pytest
 
 from ampcore import dtypes as dt
 from ampcore.conformance.references import (
-    ALL_NAMES, BINARY_REFERENCE, COMPARE_REFERENCE, FLOAT_NAMES, NUMERIC_NAMES, UNARY_REFERENCE, binary_inputs,
+    ALL_NAMES, BINARY_REFERENCE, COMPARE_REFERENCE, FLOAT_NAMES, INT_NAMES, NUMERIC_NAMES, UNARY_REFERENCE, binary_inputs,
     edge_values, round_to, sample_values, subnormals, to_f64, unary_input,
 )
 from ampcore.kernels import BINARY, COMPARISON, UNARY
 from ampcore.conformance.kernel_harness import (
-    seeded_rng, put_rounded, result_on_host, stored_values, rounded_reference, assert_close_each, assert_bits, layouts,
+    quietly, seeded_rng, put_rounded, result_on_host, stored_values, rounded_reference, assert_close_each, assert_bits, layouts,
 )
 
 # --------------------------------------------------------------------------- elementwise unary
@@ -59,7 +59,7 @@ def test_unary_edge_values(backend, op, dtype):
     x = put_rounded(backend, edges[~np.isnan(edges)] if op in NAN_UNSPECIFIED else edges, dtype)
     values = stored_values(backend, x)
     what = f"{op} on edge values in {dtype}"
-    out = result_on_host(backend, kernel(x), dtype, what)
+    out = result_on_host(backend, quietly(what, kernel, x), dtype, what)
     assert_close_each(out, rounded_reference(UNARY_REFERENCE[op], values, dtype=dtype), dtype, what, (values,))
     if op in EXACT_UNARY:
         s = subnormals(dtype)
@@ -85,7 +85,7 @@ def _check_binary(backend: Any, op: str, dtype: str, a: Any, b: Any, label: str)
     stored = [stored_values(backend, v) if not isinstance(v, (int, float)) else to_f64(round_to(v, dtype))
               for v in (a, b)]
     what = f"{op} on {label} in {dtype}"
-    out = result_on_host(backend, getattr(backend.kernels, op)(a, b), dtype, what)
+    out = result_on_host(backend, quietly(what, getattr(backend.kernels, op), a, b), dtype, what)
     expected = rounded_reference(BINARY_REFERENCE[op], *stored, dtype=dtype)
     assert_close_each(out, expected, dtype, what, tuple(stored))
 
@@ -138,6 +138,94 @@ def test_binary_edge_values(backend, op, dtype):
     device_out = getattr(backend.kernels, op)(put_rounded(backend, a, dtype), put_rounded(backend, b, dtype))
     out = result_on_host(backend, device_out, dtype, op)
     assert_bits(out, round_to(result, dtype), f"{op} identities on {dtype} subnormals (a flush to zero fails here)")
+
+
+# --------------------------------------------------------------------------- integer arithmetic
+# The core calls these kernels on int64/int32 operands (both integer tensors, or one and a Python int), and the
+# unary neg/abs/sign on integer tensors; results are exact, in the operands' dtype.  div never sees integers:
+# true division of integers promotes to float32 in the core, as torch does (floor_divide is a separate op,
+# not in the contract); the float-only unary ops likewise cast integers to float32 first.
+INTEGER_BINARY = ("add", "sub", "mul", "pow", "maximum", "minimum")
+INTEGER_UNARY = ("neg", "abs", "sign")
+_EXACT_INT = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "pow": np.power, "maximum": np.maximum,
+              "minimum": np.minimum, "neg": np.negative, "abs": np.abs, "sign": np.sign}
+
+
+def _int_operands(op: str, dtype: str, shape: tuple[int, ...], rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    """Operands whose exact result fits ``dtype``; for int64, values beyond 2**53 where add/sub/max/min are
+    defined (a kernel computing in float64 loses their low bits)."""
+    big = dtype == "int64" and op in ("add", "sub", "maximum", "minimum", "neg", "abs", "sign")
+    if op == "pow":
+        return rng.integers(-6, 7, size=shape), rng.integers(0, 5, size=shape)
+    if op == "mul":
+        bound = 2 ** 31 if dtype == "int64" else 2 ** 15
+        return rng.integers(-bound, bound, size=shape), rng.integers(-bound, bound, size=shape)
+    bound = 2 ** 61 if big else 2 ** 29
+    return rng.integers(-bound, bound, size=shape, dtype=np.int64), rng.integers(-bound, bound, size=shape,
+                                                                                  dtype=np.int64)
+
+
+def _check_int(backend: Any, op: str, dtype: str, operands: tuple[Any, ...], label: str) -> None:
+    d = dt.as_dtype(dtype)
+    host = [np.asarray(v, dtype=d.numpy) if isinstance(v, int) else backend.get(v) for v in operands]
+    what = f"{op} on {label} in {dtype}"
+    out = result_on_host(backend, getattr(backend.kernels, op)(*operands), dtype, what)
+    assert_bits(out, np.asarray(_EXACT_INT[op](*host)).astype(d.numpy), what + " (integer results are exact)")
+
+
+@pytest.mark.parametrize("dtype", INT_NAMES)
+@pytest.mark.parametrize("op", INTEGER_BINARY)
+def test_binary_integer(backend, op, dtype):
+    """Integer add/sub/mul/pow/maximum/minimum are exact in the operands' dtype, with broadcasting, views,
+    empty arrays and a Python int on either side (int64 beyond 2**53 stays exact)."""
+    backend.require_compute(dtype)
+    rng, k = seeded_rng(op, dtype), backend.kernels
+    for sa, sb in BROADCASTS:
+        a, _ = _int_operands(op, dtype, sa, rng)
+        _, b = _int_operands(op, dtype, sb, rng)
+        _check_int(backend, op, dtype, (put_rounded(backend, a, dtype), put_rounded(backend, b, dtype)),
+                   f"{sa} and {sb}")
+    a, b = _int_operands(op, dtype, (7, 5), rng)
+    view = k.transpose(put_rounded(backend, a, dtype), (1, 0))
+    _check_int(backend, op, dtype, (view, put_rounded(backend, b.T, dtype)), "a transposed view")
+    x = put_rounded(backend, _int_operands(op, dtype, (4, 5), rng)[0], dtype)
+    for s in (2, 3):
+        _check_int(backend, op, dtype, (x, s), f"an array and the scalar {s}")
+        if op != "pow":
+            _check_int(backend, op, dtype, (s, x), f"the scalar {s} and an array")
+
+
+@pytest.mark.parametrize("dtype", INT_NAMES)
+@pytest.mark.parametrize("op", INTEGER_UNARY)
+def test_unary_integer(backend, op, dtype):
+    """neg/abs/sign of integers are exact in their dtype (zero, +-1, the extremes but for -min)."""
+    backend.require_compute(dtype)
+    info = np.iinfo(dt.as_dtype(dtype).numpy)
+    a, _ = _int_operands(op, dtype, (6, 7), seeded_rng(op, dtype))
+    edges = np.array([0, 1, -1, info.max, info.min + 1], dtype=np.int64)
+    for label, values in (("random values", a), ("edge values", edges)):
+        _check_int(backend, op, dtype, (put_rounded(backend, values, dtype),), label)
+
+
+@pytest.mark.parametrize("dtype", INT_NAMES)
+@pytest.mark.parametrize("op", [op for op in UNARY if op not in INTEGER_UNARY] + ["div"])
+def test_integer_input_promotes_to_float32(backend, op, dtype):
+    """The ops the core runs in float32 on integer tensors (torch's true division and float-only math): the
+    result is float32 and agrees with the float64 reference rounded to float32."""
+    backend.require_compute(dtype, "float32")
+    from ampcore.ops.elementwise import unary
+
+    rng = seeded_rng(op, dtype, "promotes")
+    values = rng.integers(1, 50, size=(4, 5))
+    x = backend.tensor(values, dtype)
+    if op == "div":
+        divisor = rng.integers(1, 9, size=(4, 5))
+        out, ref = x / backend.tensor(divisor, dtype), values / divisor
+    else:
+        out, ref = unary(op, x), UNARY_REFERENCE[op](values.astype(np.float64))
+    what = f"{op} of {dtype} tensors"
+    assert out.dtype == dt.float32, f"{what}: result is {out.dtype.name}, expected float32 (true division/math)"
+    assert_close_each(out.numpy(), rounded_reference(lambda v: v, ref, dtype="float32"), "float32", what)
 
 
 # --------------------------------------------------------------------------- comparisons and where

@@ -24,6 +24,9 @@ pytestmark = pytest.mark.conformance(check="kernels")
 REDUCE_CASES: list[tuple[tuple[int, ...], tuple[int, ...], bool]] = [
     ((7, 13), (1,), False), ((7, 13), (0,), True), ((3, 4, 5), (0, 2), False), ((3, 4, 5), (1,), True),
     ((3, 4, 5), (0, 1, 2), False), ((3, 4, 5), (0, 1, 2), True), ((2, 0, 3), (1,), False), ((2, 0, 3), (0, 2), True),
+    # axes is never None; it may be empty: a 0-d input (the core's sum() of a scalar tensor), or () on any
+    # input, which reduces nothing (the result is the input, in the reduction's output dtype)
+    ((), (), False), ((3, 4), (), False), ((3, 4), (), True),
 ]
 
 

@@ -1,0 +1,214 @@
+"""What each kernel must return, checked on every call: its output's shape and dtype, from its inputs.
+
+A kernel that returns the wrong shape (a ``max`` that ignores ``keepdims``) would otherwise surface far
+away, as a broadcast error inside softmax or a training step that never names it.  The kernel table
+(:class:`ampcore.kernels.KernelTable`) wraps every kernel listed in :data:`OUTPUT_RULES`; the wrapper
+computes the expected ``(shape, dtype)`` from the arguments with the backend's ``shape_of`` / ``dtype_of``
+and raises :class:`ampcore.kernels.KernelError` naming the kernel when the result disagrees.  A rule returns
+None for a part it leaves open (operands of mixed dtypes, a shape with -1).  The cost is one Python call
+and a few tuple comparisons per kernel call.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .dtypes import DType, bool_, int64
+
+__all__ = ["OUTPUT_RULES", "expected_output"]
+
+_SCALARS = (int, float, bool, np.number)
+Shape = tuple[int, ...]
+Expected = tuple["Shape | None", "DType | None"]
+Rule = Callable[[Callable[[Any], Shape], Callable[[Any], DType], tuple[Any, ...]], Expected]
+
+
+def _broadcast(shapes: Sequence[Shape]) -> Shape | None:
+    first = shapes[0]
+    if all(s == first for s in shapes[1:]):
+        return first
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        return None  # the core checked broadcasting before the call; a direct caller gets the kernel's own error
+
+
+def _same(shape_of, dtype_of, args):
+    return shape_of(args[0]), dtype_of(args[0])
+
+
+def _one_dtype(a: DType, b: DType) -> DType | None:
+    """``a`` if the two are the same dtype (identity first: DType equality compares fields), else None."""
+    return a if a is b or a == b else None
+
+
+def _binary(shape_of, dtype_of, args):
+    """Broadcasting binary kernels: either operand may be a Python scalar; output dtype = the operands'."""
+    a, b = args
+    if isinstance(a, _SCALARS):
+        return shape_of(b), dtype_of(b)
+    if isinstance(b, _SCALARS):
+        return shape_of(a), dtype_of(a)
+    sa, sb = shape_of(a), shape_of(b)
+    return (sa if sa == sb else _broadcast((sa, sb))), _one_dtype(dtype_of(a), dtype_of(b))
+
+
+def _comparison(shape_of, dtype_of, args):
+    a, b = args
+    if isinstance(a, _SCALARS):
+        return shape_of(b), bool_
+    if isinstance(b, _SCALARS):
+        return shape_of(a), bool_
+    sa, sb = shape_of(a), shape_of(b)
+    return (sa if sa == sb else _broadcast((sa, sb))), bool_
+
+
+def _where(shape_of, dtype_of, args):
+    cond, branches = args[0], [a for a in args[1:3] if not isinstance(a, _SCALARS)]
+    shape = _broadcast([shape_of(cond)] + [shape_of(a) for a in branches])
+    if not branches:
+        return shape, None
+    first = dtype_of(branches[0])
+    return shape, (first if len(branches) == 1 else _one_dtype(first, dtype_of(branches[1])))
+
+
+def _integer_to_int64(d: DType) -> DType:
+    return int64 if not d.is_floating_point else d
+
+
+def _reduce(int64_for_integers: bool) -> Rule:
+    def rule(shape_of, dtype_of, args):
+        x, axes, keepdims = args[0], tuple(args[1]), bool(args[2])
+        shape = shape_of(x)
+        out = tuple(1 if i in axes else n for i, n in enumerate(shape)) if keepdims else \
+            tuple(n for i, n in enumerate(shape) if i not in axes)
+        d = dtype_of(x)
+        return out, (_integer_to_int64(d) if int64_for_integers else d)
+
+    return rule
+
+
+def _argmax(shape_of, dtype_of, args):
+    x, axis = args[0], args[1]
+    return tuple(n for i, n in enumerate(shape_of(x)) if i != axis), int64
+
+
+def _cumsum(shape_of, dtype_of, args):
+    return shape_of(args[0]), _integer_to_int64(dtype_of(args[0]))
+
+
+def _matmul(shape_of, dtype_of, args):
+    a, b = shape_of(args[0]), shape_of(args[1])
+    d = _one_dtype(dtype_of(args[0]), dtype_of(args[1]))
+    if len(a) < 2 or len(b) < 2:
+        return None, d
+    batch = a[:-2] if a[:-2] == b[:-2] else _broadcast([a[:-2], b[:-2]])
+    return (None if batch is None else batch + (a[-2], b[-1])), d
+
+
+def _reshape(shape_of, dtype_of, args):
+    shape = tuple(args[1])
+    return (None if -1 in shape else shape), dtype_of(args[0])
+
+
+def _transpose(shape_of, dtype_of, args):
+    shape = shape_of(args[0])
+    return tuple(shape[i] for i in args[1]), dtype_of(args[0])
+
+
+def _broadcast_to(shape_of, dtype_of, args):
+    return tuple(args[1]), dtype_of(args[0])
+
+
+def _concat(shape_of, dtype_of, args):
+    xs, axis = list(args[0]), args[1]
+    if not xs:
+        return None, None
+    first = shape_of(xs[0])
+    total = sum(shape_of(x)[axis] for x in xs)
+    return first[:axis] + (total,) + first[axis + 1:], dtype_of(xs[0])
+
+
+def _take(shape_of, dtype_of, args):
+    x, indices, axis = args[0], args[1], args[2]
+    shape = shape_of(x)
+    return shape[:axis] + tuple(shape_of(indices)) + shape[axis + 1:], dtype_of(x)
+
+
+def _scatter_add(shape_of, dtype_of, args):
+    src, axis, size = args[0], args[2], args[3]
+    shape = shape_of(src)
+    return shape[:axis] + (size,) + shape[axis + 1:], dtype_of(src)
+
+
+def _pad(shape_of, dtype_of, args):
+    x, widths = args[0], args[1]
+    return tuple(n + lo + hi for n, (lo, hi) in zip(shape_of(x), widths)), dtype_of(x)
+
+
+def _cast(shape_of, dtype_of, args):
+    from .dtypes import as_dtype
+
+    return shape_of(args[0]), as_dtype(args[1])
+
+
+def _created(shape_of, dtype_of, args):
+    from .dtypes import as_dtype
+
+    shape = args[0]
+    return ((shape,) if isinstance(shape, int) else tuple(shape)), as_dtype(args[1])
+
+
+def _full(shape_of, dtype_of, args):
+    from .dtypes import as_dtype
+
+    shape = args[0]
+    return ((shape,) if isinstance(shape, int) else tuple(shape)), as_dtype(args[2])
+
+
+def _arange(shape_of, dtype_of, args):
+    from .dtypes import as_dtype
+
+    start, stop, step = args[0], args[1], args[2]
+    return (max(0, math.ceil((stop - start) / step)),), as_dtype(args[3])
+
+
+# kernel -> how to get the expected (shape, dtype) of its output from its positional arguments.
+OUTPUT_RULES: dict[str, Rule] = {
+    **{name: _same for name in ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sign",
+                                "sin", "cos")},
+    **{name: _binary for name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum")},
+    **{name: _comparison for name in ("eq", "ne", "lt", "le", "gt", "ge")},
+    "where": _where, "sum": _reduce(True), "max": _reduce(False), "argmax": _argmax, "cumsum": _cumsum,
+    "matmul": _matmul, "reshape": _reshape, "transpose": _transpose, "broadcast_to": _broadcast_to,
+    "concat": _concat, "take": _take, "scatter_add": _scatter_add, "pad": _pad, "cast": _cast,
+    "slice_assign": _same, "full": _full, "arange": _arange, "uniform": _created, "normal": _created,
+    "softmax": _same, "log_softmax": _same, "softmax_backward": _same, "log_softmax_backward": _same,
+    "gelu": _same, "gelu_backward": _same,
+}
+
+
+def expected_output(name: str, args: tuple[Any, ...], shape_of: Callable[[Any], Shape],
+                    dtype_of: Callable[[Any], DType]) -> Expected:
+    """The (shape, dtype) kernel ``name`` must return for ``args``; None for what the contract leaves open."""
+    rule = OUTPUT_RULES.get(name)
+    return (None, None) if rule is None else rule(shape_of, dtype_of, args)
+
+
+def describe_args(args: tuple[Any, ...], shape_of: Callable[[Any], Shape], dtype_of: Callable[[Any], DType]) -> str:
+    """``x: float32 (4, 5), (1,), True``: arrays by dtype and shape, everything else by repr."""
+
+    def one(a: Any) -> str:
+        if isinstance(a, (list, tuple)) and a and not isinstance(a[0], (int, slice, tuple, type(None))):
+            return "[" + ", ".join(one(v) for v in a) + "]"
+        if isinstance(a, _SCALARS) or isinstance(a, (tuple, list, str, type(None), DType)):
+            return repr(a)
+        try:
+            return f"{dtype_of(a).name} array of shape {shape_of(a)}"
+        except Exception:  # noqa: BLE001 - only for the message: anything unreadable is shown by its type
+            return type(a).__name__
+
+    return ", ".join(one(a) for a in args)
