@@ -1,0 +1,191 @@
+"""ampcore.distributed on 2 and 3 MPI ranks on one machine: DDP, ZeRO-1, the scaler's agreed skip, checkpoints, faults.
+
+Each world size is launched once (``mpiexec``, every scenario of
+tests/distributed_worker.py in one job); the tests below compare what the ranks
+saved with each other and with one process on the concatenated batch.  Every
+launch has a timeout, and the fault tests bound how long a broken job may take.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import distributed_worker as worker
+from ampcore.distributed.ddp import _plan_buckets
+from ampcore.distributed.launch import mpiexec_command, rank_environment
+from ampcore.distributed.zero import _partition
+
+pytest.importorskip("mpi4py", reason="the mpi extra is not installed: pip install 'ampcore[mpi]'")
+
+WORKER = Path(__file__).with_name("distributed_worker.py")
+SCENARIOS = ["train_sgd_ddp", "train_sgd_zero", "inf_ddp", "inf_zero", "no_sync", "checkpoint", "mismatch"]
+EPS32 = float(np.finfo(np.float32).eps)
+LAUNCH_TIMEOUT = 120  # seconds: the 2- and 3-rank jobs take 2-4 s on the 2-core CI machine
+
+
+def launch(world: int, out: Path, *scenarios: str, timeout: float = LAUNCH_TIMEOUT) -> subprocess.CompletedProcess:
+    env = rank_environment(world)
+    env["PYTHONPATH"] = os.pathsep.join([str(WORKER.parent), env.get("PYTHONPATH", "")])
+    command = mpiexec_command(world, [sys.executable, str(WORKER), str(out), *scenarios])
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module", params=[2, 3], ids=["2ranks", "3ranks"])
+def job(request: Any, tmp_path_factory: Any) -> tuple[int, Any]:
+    world = request.param
+    out = tmp_path_factory.mktemp(f"ranks{world}")
+    done = launch(world, out, *SCENARIOS)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    def results(scenario: str) -> list[dict]:
+        return [pickle.loads((out / f"{scenario}.rank{r}.pkl").read_bytes()) for r in range(world)]
+
+    return world, results
+
+
+def assert_same_on_every_rank(per_rank: list[list[np.ndarray]]) -> None:
+    for rank, arrays in enumerate(per_rank[1:], start=1):
+        for i, (a, b) in enumerate(zip(per_rank[0], arrays)):
+            assert np.array_equal(a, b), f"parameter {i} differs between rank 0 and rank {rank}"
+
+
+@pytest.mark.parametrize("scenario", ["train_sgd_ddp", "train_sgd_zero"])
+def test_parameters_bit_identical_on_every_rank_and_equal_one_process_on_the_whole_batch(job: Any,
+                                                                                       scenario: str) -> None:
+    world, results = job
+    ranks = results(scenario)
+    assert ranks[0]["buckets"] > 1  # a small bucket cap: the fixed bucket order is exercised
+    assert_same_on_every_rank([r["params"] for r in ranks])
+    reference = worker.reference_sgd(world, steps=4)
+    # float32 sums reordered (per-rank means averaged vs one mean): error <= n * eps * |value|, with n the
+    # longest reduction in a gradient (global batch + hidden width).
+    n = worker.PER_RANK * world + worker.HIDDEN
+    for got, want in zip(ranks[0]["params"], reference):
+        np.testing.assert_allclose(got, want, rtol=0, atol=n * EPS32 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("scenario", ["inf_ddp", "inf_zero"])
+def test_inf_on_one_rank_skips_the_same_steps_everywhere_and_touches_nothing(job: Any, scenario: str) -> None:
+    world, results = job
+    ranks = results(scenario)
+    skipped = sorted(worker.INF_STEPS.values())
+    for rank, r in enumerate(ranks):
+        assert [s for s in range(worker.STEPS) if not r["stepped"][s]] == skipped, f"rank {rank}"
+        assert r["host_reads"] == [1] * worker.STEPS  # the agreed skip decision is still one host read
+        for s in skipped:  # record index s + 1 is after step s
+            for before, after in zip(r["params"][s], r["params"][s + 1]):
+                assert np.array_equal(before, after), f"rank {rank} changed a parameter in skipped step {s}"
+            assert pickle.dumps(r["state"][s]) == pickle.dumps(r["state"][s + 1]), f"rank {rank} state at step {s}"
+    scales = [r["scale"] for r in ranks]
+    assert all(s == scales[0] for s in scales)  # bit-identical scale on every rank
+    assert scales[0][1] == scales[0][0] / 2 and scales[0][4] == scales[0][3] / 2  # backed off where skipped
+    for step in range(worker.STEPS + 1):
+        assert_same_on_every_rank([r["params"][step] for r in ranks])
+
+
+def test_zero_shards_optimizer_state(job: Any) -> None:
+    world, results = job
+    ranks = results("inf_zero")
+    counts = [len(r["state"][-1]) for r in ranks]
+    assert sum(counts) == 4 and all(c < 4 for c in counts)  # 4 parameters, each with state on one rank only
+
+
+def test_no_sync_accumulation_equals_one_big_batch(job: Any) -> None:
+    world, results = job
+    ranks = results("no_sync")
+    for r in ranks:
+        assert r["calls_inside_no_sync"] == 0 and r["calls_last"] == r["buckets"]
+    assert_same_on_every_rank([r["grads"] for r in ranks])
+    reference = worker.reference_grads(world, worker.MICRO)
+    n = worker.PER_RANK * world * worker.MICRO + worker.HIDDEN
+    for got, want in zip(ranks[0]["grads"], reference):
+        np.testing.assert_allclose(got, want, rtol=0, atol=n * EPS32 * np.abs(want).max())
+
+
+def test_resume_from_checkpoint_is_bit_identical_to_an_uninterrupted_run(job: Any) -> None:
+    world, results = job
+    for rank, r in enumerate(results("checkpoint")):
+        for i, (a, b) in enumerate(zip(r["straight"], r["resumed"])):
+            assert np.array_equal(a, b), f"rank {rank}: parameter {i} differs after resuming"
+        straight, resumed = r["scaler"]
+        assert straight == resumed and straight["skipped_steps"] == 1
+
+
+def test_mismatched_configurations_raise_on_every_rank_at_wrap_time(job: Any) -> None:
+    world, results = job
+    for rank, r in enumerate(results("mismatch")):
+        errors = r["errors"]
+        assert set(errors) == {"model", "bucket", "scaler", "optimizer", "dtype"}, f"rank {rank}: {errors}"
+        assert f"rank {world - 1} has 'shape (17, 8)" in errors["model"]
+        assert "'growth_interval': rank 0 has 2000, rank 1 has 2001" in errors["scaler"]
+        assert "'dtype': rank 0 has 'float16', rank 1 has 'bfloat16'" in errors["dtype"]
+        assert "bucket_cap_mb" in errors["bucket"] and "lr" in errors["optimizer"]
+
+
+def test_a_rank_that_raises_ends_the_job_promptly_naming_it(tmp_path: Path) -> None:
+    start = time.monotonic()
+    done = launch(2, tmp_path, "fail", timeout=60)
+    elapsed = time.monotonic() - start
+    assert done.returncode != 0
+    assert "rank 1 of 2 raised RuntimeError: deliberate failure on rank 1" in done.stderr
+    assert elapsed < 30
+
+
+def test_a_stuck_rank_is_aborted_by_the_others_watchdog(tmp_path: Path) -> None:
+    start = time.monotonic()
+    done = launch(2, tmp_path, "hang", timeout=60)  # the worker sets a 3 s collective timeout
+    elapsed = time.monotonic() - start
+    assert done.returncode != 0
+    assert "rank 0 of 2 waited" in done.stderr and "all_reduce" in done.stderr
+    assert elapsed < 30
+
+
+def test_import_ampcore_and_ampcore_distributed_do_not_import_mpi4py() -> None:
+    code = "import sys, ampcore, ampcore.distributed; print('mpi4py' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_buckets_follow_reverse_parameter_order_and_the_cap() -> None:
+    import ampcore
+
+    named = [(f"p{i}", ampcore.zeros(n)) for i, n in enumerate([10, 20, 30, 40])]  # float32: 4 bytes each
+    buckets = _plan_buckets(named, cap_bytes=200)
+    assert [b.names for b in buckets] == [("p3",), ("p2", "p1"), ("p0",)]
+    assert [b.nbytes for b in buckets] == [160, 200, 40]
+
+
+def test_zero_partition_balances_bytes_largest_first() -> None:
+    import ampcore
+
+    params = [ampcore.zeros(n) for n in [5, 40, 30, 20, 10]]
+    owner = _partition([{"params": params}], 2)
+    assert [owner[id(p)] for p in params] == [0, 0, 1, 1, 0]  # 40 | 30 | 20 | 10 | 5: loads 40+10+5 vs 30+20
+
+
+def test_bad_launch_and_setup_arguments_name_the_fix() -> None:
+    import ampcore
+    import ampcore.distributed as dist
+    from ampcore import nn
+
+    with pytest.raises(ValueError, match="positive integer, got 0"):
+        mpiexec_command(0, ["x"])
+    with pytest.raises(ValueError, match="bucket_cap_mb must be a positive number of megabytes, got -1"):
+        dist.DistributedDataParallel(nn.Linear(2, 2), bucket_cap_mb=-1)
+    with pytest.raises(TypeError, match="wraps an ampcore.nn.Module, got int"):
+        dist.DistributedDataParallel(3)
+    if not dist.is_initialized():
+        with pytest.raises(RuntimeError, match=r"call ampcore.distributed.init\(\) first"):
+            dist.rank()
+    with pytest.raises(TypeError, match="an ampcore Tensor, got list"):
+        dist.all_reduce([1.0])
+    assert ampcore.distributed is dist
