@@ -8,6 +8,7 @@ launch has a timeout, and the fault tests bound how long a broken job may take.
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import subprocess
@@ -27,7 +28,8 @@ from ampcore.distributed.zero import _partition
 pytest.importorskip("mpi4py", reason="the mpi extra is not installed: pip install 'ampcore[mpi]'")
 
 WORKER = Path(__file__).with_name("distributed_worker.py")
-SCENARIOS = ["train_sgd_ddp", "train_sgd_zero", "inf_ddp", "inf_zero", "no_sync", "checkpoint", "mismatch"]
+SCENARIOS = ["train_sgd_ddp", "train_sgd_zero", "inf_ddp", "inf_zero", "no_sync", "checkpoint", "mismatch",
+             "device_path"]
 EPS32 = float(np.finfo(np.float32).eps)
 LAUNCH_TIMEOUT = 120  # seconds: the 2- and 3-rank jobs take 2-4 s on the 2-core CI machine
 
@@ -131,6 +133,13 @@ def test_mismatched_configurations_raise_on_every_rank_at_wrap_time(job: Any) ->
         assert "bucket_cap_mb" in errors["bucket"] and "lr" in errors["optimizer"]
 
 
+def test_a_registered_device_path_carries_the_tensor_collectives(job: Any) -> None:
+    world, results = job
+    for r in results("device_path"):
+        # per step 2 bucket all-reduces + 1 ZeRO all-gather, 4 steps; plus the 4 parameter broadcasts at wrap
+        assert r["calls"] == 4 * 3 + 4 and r["same"]
+
+
 def test_a_rank_that_raises_ends_the_job_promptly_naming_it(tmp_path: Path) -> None:
     start = time.monotonic()
     done = launch(2, tmp_path, "fail", timeout=60)
@@ -189,3 +198,37 @@ def test_bad_launch_and_setup_arguments_name_the_fix() -> None:
     with pytest.raises(TypeError, match="an ampcore Tensor, got list"):
         dist.all_reduce([1.0])
     assert ampcore.distributed is dist
+
+
+def _cli_env(tmp_path: Path | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    if tmp_path is not None:  # an mpi4py that cannot be imported, as when the mpi extra is missing
+        (tmp_path / "mpi4py").mkdir()
+        (tmp_path / "mpi4py" / "__init__.py").write_text("raise ImportError('No module named mpi4py (test)')\n")
+        env["PYTHONPATH"] = str(tmp_path)
+    return env
+
+
+def test_train_nproc_launches_mpiexec_and_rank0_reports_collectives() -> None:
+    from ampcore import training
+    from ampcore.data import load_digits, train_test_split
+
+    command = [sys.executable, "-m", "ampcore", "train", "--nproc", "2", "--epochs", "1", "--dtype", "float16",
+               "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT, env=_cli_env())
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)  # one JSON document: only rank 0 prints
+    x, y = load_digits()
+    train_rows = len(train_test_split(x, y, training.TrainConfig().test_fraction, seed=0)[1])
+    assert result["world_size"] == 2 and result["steps"] == train_rows // (2 * training.TrainConfig().batch_size)
+    params = 64 * 128 + 128 + 128 * 128 + 128 + 128 * 10 + 10
+    assert result["allreduce_bytes_per_step"] == 4 * params + 4  # float32 gradients + the scaler's found_inf
+    assert 0 < result["collective_seconds"] < result["seconds"]
+    assert result["host_syncs_by_reason"]["values and checks"] == result["steps"]  # one skip decision per step
+
+
+def test_train_nproc_without_the_mpi_extra_names_the_fix(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "ampcore", "train", "--nproc", "2", "--epochs", "1"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=_cli_env(tmp_path))
+    assert done.returncode == 2
+    assert "--nproc needs mpi4py and mpiexec" in done.stderr and "pip install 'ampcore[mpi]'" in done.stderr
