@@ -259,5 +259,38 @@ def main(argv: list[str]) -> None:
         (out / f"{name}.rank{rank}.pkl").write_bytes(pickle.dumps(result))
 
 
+
+class CountingPath:
+    """A DevicePath for cpu tensors that reduces through the host-value collective and counts its calls."""
+
+    def __init__(self, group: Any) -> None:
+        self.group, self.calls = group, 0
+
+    def all_reduce(self, array: np.ndarray, dtype: Any, op: str) -> np.ndarray:
+        self.calls += 1
+        return self.group.all_reduce_host(np.asarray(array), op).astype(array.dtype)
+
+    def broadcast(self, array: np.ndarray, dtype: Any, src: int) -> np.ndarray:
+        self.calls += 1
+        return self.group.broadcast_object(np.asarray(array), src)
+
+    def all_gather(self, array: np.ndarray, dtype: Any) -> list[np.ndarray]:
+        self.calls += 1
+        return self.group.all_gather_object(np.asarray(array))
+
+
+def device_path(dist: Any, rank: int, world: int) -> dict:
+    """The DevicePath hook: with a path registered for cpu, DDP's traffic takes it and trains the same."""
+    group = dist.get_communicator()
+    path = type("Path", (CountingPath, dist.DevicePath), {})(group)
+    group.set_device_path("cpu", path)
+    try:
+        through_path = train_sgd(dist, rank, world, zero=True)["params"]
+    finally:
+        group.set_device_path("cpu", None)
+    staged = train_sgd(dist, rank, world, zero=True)["params"]
+    return {"calls": path.calls, "same": all(np.array_equal(a, b) for a, b in zip(through_path, staged))}
+
+
 if __name__ == "__main__":
     main(sys.argv[1:])

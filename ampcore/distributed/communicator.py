@@ -4,8 +4,9 @@ Callers (:mod:`.collectives`, DDP, ZeRO, the GradScaler) only ever hold a
 :class:`Communicator`.  :class:`MPICommunicator` copies a device array to the
 host, runs the MPI collective on the NumPy buffer and copies the result back:
 it works for every backend.  A backend with a device-side path (CUDA through
-NCCL, :mod:`.nccl`) subclasses it and overrides the three array collectives;
-nothing that calls them changes.
+NCCL: ``ampcore_cuda.nccl``) registers a :class:`DevicePath` for its device
+type with :meth:`MPICommunicator.set_device_path`; from then on that device's
+arrays take it, and nothing that calls the communicator changes.
 
 MPI has no bfloat16 and no float16 sum, so 16-bit floats are reduced in
 float32 and rounded once to their dtype (more accurate than summing in 16
@@ -27,7 +28,7 @@ from ..syncs import to_host
 from ..tensor import Tensor
 from .watchdog import Watchdog
 
-__all__ = ["Communicator", "MPICommunicator", "CollectiveStats", "REDUCE_OPS"]
+__all__ = ["Communicator", "MPICommunicator", "DevicePath", "CollectiveStats", "REDUCE_OPS"]
 
 REDUCE_OPS = ("sum", "avg", "max", "min")
 _MISSING = "<missing>"
@@ -43,6 +44,26 @@ class CollectiveStats:
 
     def reset(self) -> None:
         self.calls, self.bytes, self.seconds = 0, 0, 0.0
+
+
+class DevicePath(abc.ABC):
+    """Collectives on one backend's own device arrays, without the host (NCCL for CUDA).
+
+    Every method gets the backend array and its ampcore dtype and returns new
+    backend array(s); ``op`` is one of :data:`REDUCE_OPS`.
+    """
+
+    @abc.abstractmethod
+    def all_reduce(self, array: Any, dtype: dt.DType, op: str) -> Any:
+        """``op`` of ``array`` over every rank."""
+
+    @abc.abstractmethod
+    def broadcast(self, array: Any, dtype: dt.DType, src: int) -> Any:
+        """Rank ``src``'s ``array``."""
+
+    @abc.abstractmethod
+    def all_gather(self, array: Any, dtype: dt.DType) -> list[Any]:
+        """Every rank's ``array``, in rank order."""
 
 
 class Communicator(abc.ABC):
@@ -127,6 +148,7 @@ class MPICommunicator(Communicator):
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
         self.stats = CollectiveStats()
+        self._device_paths: dict[str, DevicePath] = {}
         self._watchdog = Watchdog(self.rank, self.size, timeout, comm.Abort) if timeout else None
 
     def _timed(self, name: str, nbytes: int, fn: Any, *args: Any) -> Any:
@@ -145,8 +167,29 @@ class MPICommunicator(Communicator):
         return {"sum": self._mpi.SUM, "avg": self._mpi.SUM, "max": self._mpi.MAX, "min": self._mpi.MIN}[op]
 
     # ------------------------------------------------------------------ arrays (host-staged)
+    def set_device_path(self, device_type: str, path: DevicePath | None) -> None:
+        """Send collectives of ``device_type`` tensors through ``path`` (None: back to host staging)."""
+        if path is None:
+            self._device_paths.pop(device_type, None)
+        elif not isinstance(path, DevicePath):
+            raise TypeError(f"a device path must be an ampcore.distributed.DevicePath, got {type(path).__name__}")
+        else:
+            self._device_paths[device_type] = path
+
+    def _on_device(self, name: str, t: Tensor, *args: Any) -> Any:
+        """The device path's result for ``t`` (rewrapped as tensors), or None when ``t`` is host-staged."""
+        path = self._device_paths.get(t.device.type)
+        if path is None:
+            return None
+        out = self._timed(name, t.numel() * t.dtype.itemsize, getattr(path, name), t._data, t.dtype, *args)
+        wrap = lambda a: Tensor._wrap(a, t.device, t._backend)  # noqa: E731 - local adapter
+        return [wrap(a) for a in out] if isinstance(out, list) else wrap(out)
+
     def all_reduce(self, t: Tensor, op: str) -> Tensor:
         _check_op(op)
+        on_device = self._on_device("all_reduce", t, op)
+        if on_device is not None:
+            return on_device
         host = _staged(t)
         work = host.astype(np.float32) if t.dtype in (dt.float16, dt.bfloat16) else host
         self._timed("all_reduce", host.nbytes, self._comm.Allreduce, self._mpi.IN_PLACE, work, self._mpi_op(op))
@@ -156,11 +199,17 @@ class MPICommunicator(Communicator):
 
     def broadcast(self, t: Tensor, src: int) -> Tensor:
         self._check_rank(src)
+        on_device = self._on_device("broadcast", t, src)
+        if on_device is not None:
+            return on_device
         host = _staged(t)
         self._timed("broadcast", host.nbytes, self._comm.Bcast, _as_bits(host), src)
         return _unstaged(host, t)
 
     def all_gather(self, t: Tensor) -> list[Tensor]:
+        on_device = self._on_device("all_gather", t)
+        if on_device is not None:
+            return on_device
         host = _staged(t)
         out = np.empty((self.size,) + host.shape, dtype=host.dtype)
         self._timed("all_gather", host.nbytes, self._comm.Allgather, _as_bits(host), _as_bits(out))
@@ -193,7 +242,7 @@ class MPICommunicator(Communicator):
 
 def _staged(t: Tensor) -> np.ndarray:
     """A private, contiguous host copy of ``t`` (one host sync, counted as a "collective")."""
-    return np.array(to_host(t, "collective"), copy=True, order="C")
+    return np.array(to_host(t, "collective", run_checks=False), copy=True, order="C")
 
 
 def _unstaged(host: np.ndarray, like: Tensor) -> Tensor:
