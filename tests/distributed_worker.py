@@ -109,7 +109,6 @@ def inject_inf(dist: Any, rank: int, world: int, zero: bool) -> dict:
         opt = optim.AdamW(ddp.parameters(), lr=1e-2)
         scaler = ampcore.GradScaler("cpu", growth_interval=2, process_group=dist.get_communicator())
     sick = world - 1
-    mine = [p for g in opt.param_groups for p in g["params"]]  # ZeRO: this rank's shard only
     record: dict[str, list] = {"stepped": [], "scale": [], "params": [params_of(model)], "state": [state_of(opt)],
                                "host_reads": []}
     for step in range(STEPS):
@@ -121,7 +120,7 @@ def inject_inf(dist: Any, rank: int, world: int, zero: bool) -> dict:
             loss = loss * float("inf")
         scaler.scale(loss).backward()
         if rank == sick and step == INF_STEPS["grad"]:
-            p = mine[0]  # under ZeRO, a parameter only this rank checks
+            p = opt.param_groups[0]["params"][0]  # under ZeRO, this rank's shard: no other rank checks it
             p.grad = p.grad * float("inf")
         with ampcore.count_host_syncs() as syncs:
             stepped = scaler.step(opt)

@@ -23,7 +23,7 @@ import pytest
 import distributed_worker as worker
 from ampcore.distributed.ddp import _plan_buckets
 from ampcore.distributed.launch import mpiexec_command, rank_environment
-from ampcore.distributed.zero import _partition
+from ampcore.distributed.zero import shard_range
 
 pytest.importorskip("mpi4py", reason="the mpi extra is not installed: pip install 'ampcore[mpi]'")
 
@@ -94,11 +94,15 @@ def test_inf_on_one_rank_skips_the_same_steps_everywhere_and_touches_nothing(job
         assert_same_on_every_rank([r["params"][step] for r in ranks])
 
 
-def test_zero_shards_optimizer_state(job: Any) -> None:
+def test_zero_keeps_an_even_slice_of_the_optimizer_state_per_rank(job: Any) -> None:
     world, results = job
-    ranks = results("inf_zero")
-    counts = [len(r["state"][-1]) for r in ranks]
-    assert sum(counts) == 4 and all(c < 4 for c in counts)  # 4 parameters, each with state on one rank only
+    total = sum(p.size for p in results("inf_zero")[0]["params"][0])
+    sizes = []
+    for r in results("inf_zero"):
+        [state] = r["state"][-1].values()  # one flat slice: one group, one dtype
+        assert state["exp_avg"].shape == state["exp_avg_sq"].shape
+        sizes.append(state["exp_avg"].size)
+    assert sum(sizes) == total and max(sizes) == -(-total // world)
 
 
 def test_no_sync_accumulation_equals_one_big_batch(job: Any) -> None:
@@ -173,12 +177,12 @@ def test_buckets_follow_reverse_parameter_order_and_the_cap() -> None:
     assert [b.nbytes for b in buckets] == [160, 200, 40]
 
 
-def test_zero_partition_balances_bytes_largest_first() -> None:
-    import ampcore
-
-    params = [ampcore.zeros(n) for n in [5, 40, 30, 20, 10]]
-    owner = _partition([{"params": params}], 2)
-    assert [owner[id(p)] for p in params] == [0, 0, 1, 1, 0]  # 40 | 30 | 20 | 10 | 5: loads 40+10+5 vs 30+20
+def test_zero_slices_cover_the_flat_parameters_once() -> None:
+    for total, size in [(10, 3), (2, 3), (7, 1), (1_863_690, 2)]:
+        ranges = [shard_range(total, size, r) for r in range(size)]
+        assert ranges[0][0] == 0 and ranges[-1][1] == total
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+        assert max(e - s for s, e in ranges) == -(-total // size)
 
 
 def test_bad_launch_and_setup_arguments_name_the_fix() -> None:
