@@ -237,7 +237,8 @@ def train(config: TrainConfig = TrainConfig(), on_progress: Callable[[Progress],
         epoch_losses=tuple(float(v) / per_epoch for v in losses[:-1]),
         loss_scale=scaler.get_scale() if scaler.is_enabled() else None, skipped_steps=scaler.skipped_steps,
         host_syncs_per_step=(syncs.count - by_reason.get(PROGRESS, 0)) / max(step, 1), host_syncs_by_reason=by_reason,
-        world_size=world, allreduce_bytes_per_step=stats.bytes / max(step, 1) if stats else 0.0,
+        world_size=world,
+        allreduce_bytes_per_step=stats.bytes_by_op.get("all_reduce", 0) / max(step, 1) if stats else 0.0,
         collective_seconds=stats.seconds if stats else 0.0,
     )
 

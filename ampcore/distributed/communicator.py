@@ -18,7 +18,7 @@ from __future__ import annotations
 import abc
 import pickle
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,14 +36,27 @@ _MISSING = "<missing>"
 
 @dataclass
 class CollectiveStats:
-    """What the collectives of one communicator moved and how long the caller waited in them."""
+    """What the collectives of one communicator moved and how long the caller waited in them.
+
+    ``bytes`` is payload per rank (each array's size, not the wire traffic of
+    the algorithm); ``bytes_by_op`` splits it by collective ("all_reduce",
+    "all_gather", ...).
+    """
 
     calls: int = 0
-    bytes: int = 0  # payload bytes per rank (each array's size, not the wire traffic of the algorithm)
+    bytes: int = 0
     seconds: float = 0.0
+    bytes_by_op: dict[str, int] = field(default_factory=dict)
+
+    def add(self, op: str, nbytes: int, seconds: float) -> None:
+        self.calls += 1
+        self.bytes += nbytes
+        self.seconds += seconds
+        self.bytes_by_op[op] = self.bytes_by_op.get(op, 0) + nbytes
 
     def reset(self) -> None:
         self.calls, self.bytes, self.seconds = 0, 0, 0.0
+        self.bytes_by_op = {}
 
 
 class DevicePath(abc.ABC):
@@ -158,9 +171,7 @@ class MPICommunicator(Communicator):
                 out = fn(*args)
         else:
             out = fn(*args)
-        self.stats.calls += 1
-        self.stats.bytes += nbytes
-        self.stats.seconds += time.perf_counter() - start
+        self.stats.add(name, nbytes, time.perf_counter() - start)
         return out
 
     def _mpi_op(self, op: str) -> Any:
