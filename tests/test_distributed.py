@@ -236,3 +236,14 @@ def test_train_nproc_without_the_mpi_extra_names_the_fix(tmp_path: Path) -> None
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=_cli_env(tmp_path))
     assert done.returncode == 2
     assert "--nproc needs mpi4py and mpiexec" in done.stderr and "pip install 'ampcore[mpi]'" in done.stderr
+
+
+def test_the_distributed_guide_examples_run_on_2_ranks(tmp_path: Path) -> None:
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "distributed.md").read_text()
+    blocks = [b.split("\n", 1)[1] for b in guide.split("```")[1::2] if b.startswith("python\n")]
+    script = tmp_path / "guide.py"
+    script.write_text("\n".join(blocks))
+    done = subprocess.run(mpiexec_command(2, [sys.executable, str(script)]), env=rank_environment(2),
+                          capture_output=True, text=True, timeout=LAUNCH_TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["65536.0 0", "['flat_sizes', 'param_groups', 'state']"]
