@@ -223,6 +223,28 @@ def mismatch(dist: Any, rank: int, world: int) -> dict:
     return {"errors": errors}
 
 
+def errors(dist: Any, rank: int, world: int) -> dict:
+    """Bad calls raise on every rank alike, before any collective, so none is left waiting."""
+    found = {}
+    ints = ampcore.tensor([1, 2, 3])
+    zero = dist.ZeroRedundancyOptimizer(build_model().parameters(), optim.SGD, lr=0.1)
+    for name, call in [
+        ("avg of ints", lambda: dist.all_reduce(ints, "avg")),
+        ("unknown op", lambda: dist.all_reduce(ampcore.ones(2), "prod")),
+        ("bad src", lambda: dist.broadcast(ampcore.ones(2), src=world)),
+        ("short list", lambda: dist.all_gather([ampcore.ones(2)], ampcore.ones(2))),
+        ("state before consolidate", lambda: zero.state_dict()),
+        ("foreign state dict", lambda: zero.load_state_dict({"state": {}, "param_groups": [], "flat_sizes": []})),
+        ("not an optimizer", lambda: dist.ZeroRedundancyOptimizer(build_model().parameters(), object)),
+    ]:
+        try:
+            call()
+        except (TypeError, ValueError, RuntimeError) as err:
+            found[name] = f"{type(err).__name__}: {err}"
+    found["sum of ints"] = dist.all_reduce(ints, "sum").numpy().tolist()
+    return found
+
+
 def fail(dist: Any, rank: int, world: int) -> dict:
     """Rank 1 raises at step 2 while the others wait in the gradient all-reduce."""
     model = build_model()

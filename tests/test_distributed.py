@@ -29,7 +29,7 @@ pytest.importorskip("mpi4py", reason="the mpi extra is not installed: pip instal
 
 WORKER = Path(__file__).with_name("distributed_worker.py")
 SCENARIOS = ["train_sgd_ddp", "train_sgd_zero", "inf_ddp", "inf_zero", "no_sync", "checkpoint", "mismatch",
-             "device_path"]
+             "device_path", "errors"]
 EPS32 = float(np.finfo(np.float32).eps)
 LAUNCH_TIMEOUT = 120  # seconds: the 2- and 3-rank jobs take 2-4 s on the 2-core CI machine
 
@@ -142,6 +142,20 @@ def test_a_registered_device_path_carries_the_tensor_collectives(job: Any) -> No
     for r in results("device_path"):
         # per step 2 bucket all-reduces + 1 ZeRO all-gather, 4 steps; plus the 4 parameter broadcasts at wrap
         assert r["calls"] == 4 * 3 + 4 and r["same"]
+
+
+def test_bad_collective_calls_raise_naming_the_value_and_the_fix(job: Any) -> None:
+    world, results = job
+    for found in results("errors"):
+        assert found["avg of ints"] == "TypeError: all_reduce(op='avg') needs a floating tensor, got int64; use op='sum'"
+        assert found["unknown op"].startswith("ValueError: unknown reduce op 'prod'; use one of 'sum'")
+        assert found["bad src"] == (f"ValueError: rank {world} is not in this communicator of {world} rank(s); "
+                                    f"use 0..{world - 1}")
+        assert f"must hold {world} tensor(s) of shape (2,)" in found["short list"]
+        assert "call consolidate_state_dict(to=rank) on every rank first" in found["state before consolidate"]
+        assert found["foreign state dict"].startswith("StateDictError: the state dict was saved for flat parameter")
+        assert "optimizer_class must be an ampcore.optim.Optimizer subclass" in found["not an optimizer"]
+        assert found["sum of ints"] == [world, 2 * world, 3 * world]
 
 
 def test_a_rank_that_raises_ends_the_job_promptly_naming_it(tmp_path: Path) -> None:

@@ -54,14 +54,14 @@ def run(args: argparse.Namespace) -> int:
     _check_conflicts(args)
     job_size = _mpi_job_size()
     nproc = _checked_nproc(args.nproc, job_size)
-    if nproc > 1 and job_size == 1:
-        return _launch(nproc, args.argv)
     device = checked_device(args.device)
     try:
         config = training.TrainConfig(device=str(device), dtype=args.dtype, amp=args.amp, epochs=args.epochs,
                                       batch_size=args.batch_size, lr=args.lr, seed=args.seed)
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
+    if nproc > 1 and job_size == 1:
+        return _launch(nproc, args.argv)  # options checked once, here, before any rank starts
     configs = [config, replace(config, amp=False)] if args.compare else [config]
     group = _join_job() if job_size > 1 else None
     quiet = group is not None and group.rank != 0  # one summary, from rank 0

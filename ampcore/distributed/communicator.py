@@ -198,6 +198,8 @@ class MPICommunicator(Communicator):
 
     def all_reduce(self, t: Tensor, op: str) -> Tensor:
         _check_op(op)
+        if op == "avg" and not t.dtype.is_floating_point:
+            raise TypeError(f"all_reduce(op='avg') needs a floating tensor, got {t.dtype.name}; use op='sum'")
         on_device = self._on_device("all_reduce", t, op)
         if on_device is not None:
             return on_device
