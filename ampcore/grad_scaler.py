@@ -165,6 +165,10 @@ class GradScaler:
         self._warned: set[str] = set()
         self._skipped_steps = 0
         self._backoffs_in_a_row = 0
+        if process_group is not None and not all(
+                hasattr(process_group, m) for m in ("all_reduce_host", "check_consistent")):
+            raise TypeError("GradScaler: process_group must be an ampcore.distributed communicator (what "
+                            f"ampcore.distributed.init() returns), got {type(process_group).__name__}")
         self._process_group = process_group
         self._checked_groups: set[int] = set()
         if process_group is not None:

@@ -215,6 +215,9 @@ def test_bad_launch_and_setup_arguments_name_the_fix() -> None:
             dist.rank()
     with pytest.raises(TypeError, match="an ampcore Tensor, got list"):
         dist.all_reduce([1.0])
+    with pytest.raises(TypeError, match=r"process_group must be an ampcore.distributed communicator \(what "
+                                        r"ampcore.distributed.init\(\) returns\), got int"):
+        ampcore.GradScaler("cpu", process_group=3)
     assert ampcore.distributed is dist
 
 
