@@ -200,6 +200,26 @@ def checkpoint(dist: Any, rank: int, world: int) -> dict:
             "scaler": (s1.state_dict(), s2.state_dict())}
 
 
+def reshard(dist: Any, rank: int, world: int) -> dict:
+    """A ZeRO checkpoint of this job, loaded by a job of another size (the ranks 0..world-2 of a split)."""
+    _, opt, _ = _amp_run(dist, rank, world, range(2), None, MODEL_SEED)
+    opt.consolidate_state_dict(to=0)
+    blob = dist.get_communicator().broadcast_object(pickle.dumps(opt.state_dict()) if rank == 0 else None, 0)
+    smaller = dist.get_communicator().split(0 if rank < world - 1 else 1)
+    model = build_model()
+    other = dist.ZeroRedundancyOptimizer(model.parameters(), optim.AdamW, lr=1e-2, process_group=smaller)
+    other.load_state_dict(pickle.loads(blob))
+    other.consolidate_state_dict(to=0)
+    if smaller.rank != 0 or rank == world - 1:
+        return {}
+    original, again = pickle.loads(blob), other.state_dict()
+    same = all(np.array_equal(original["state"][k][key].numpy(), again["state"][k][key].numpy())
+               if isinstance(original["state"][k][key], ampcore.Tensor) else original["state"][k][key] == v
+               for k in original["state"] for key, v in again["state"][k].items())
+    return {"sizes": (world, smaller.size), "same": same and original["state"].keys() == again["state"].keys(),
+            "state_keys": sorted(again["state"][0])}
+
+
 def mismatch(dist: Any, rank: int, world: int) -> dict:
     """Ranks that disagree: every rank must raise at wrap time (none may hang)."""
     errors = {}

@@ -29,7 +29,7 @@ pytest.importorskip("mpi4py", reason="the mpi extra is not installed: pip instal
 
 WORKER = Path(__file__).with_name("distributed_worker.py")
 SCENARIOS = ["train_sgd_ddp", "train_sgd_zero", "inf_ddp", "inf_zero", "no_sync", "checkpoint", "mismatch",
-             "device_path", "errors"]
+             "device_path", "errors", "reshard"]
 EPS32 = float(np.finfo(np.float32).eps)
 LAUNCH_TIMEOUT = 120  # seconds: the 2- and 3-rank jobs take 2-4 s on the 2-core CI machine
 
@@ -124,6 +124,13 @@ def test_resume_from_checkpoint_is_bit_identical_to_an_uninterrupted_run(job: An
             assert np.array_equal(a, b), f"rank {rank}: parameter {i} differs after resuming"
         straight, resumed = r["scaler"]
         assert straight == resumed and straight["skipped_steps"] == 1
+
+
+def test_a_zero_checkpoint_loads_into_a_job_of_another_size(job: Any) -> None:
+    world, results = job
+    r = results("reshard")[0]
+    assert r["sizes"] == (world, world - 1)
+    assert r["same"] and r["state_keys"] == ["exp_avg", "exp_avg_sq", "step"]
 
 
 def test_mismatched_configurations_raise_on_every_rank_at_wrap_time(job: Any) -> None:

@@ -248,6 +248,18 @@ class MPICommunicator(Communicator):
     def barrier(self) -> None:
         self._timed("barrier", 0, self._comm.Barrier)
 
+    def split(self, color: int) -> "MPICommunicator":
+        """A new communicator of the ranks that passed the same ``color`` (a collective; torch's ``new_group``).
+
+        It keeps this one's timeout and device paths.
+        """
+        if isinstance(color, bool) or not isinstance(color, int) or color < 0:
+            raise ValueError(f"color must be a non-negative integer, got {color!r}")
+        timeout = self._watchdog.timeout if self._watchdog is not None else None
+        sub = MPICommunicator(self._timed("split", 0, self._comm.Split, color, self.rank), timeout=timeout)
+        sub._device_paths = dict(self._device_paths)
+        return sub
+
     def _check_rank(self, rank: Any) -> None:
         if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < self.size:
             raise ValueError(f"rank {rank!r} is not in this communicator of {self.size} rank(s); use 0..{self.size - 1}")
