@@ -154,7 +154,8 @@ def test_a_registered_device_path_carries_the_tensor_collectives(job: Any) -> No
 def test_bad_collective_calls_raise_naming_the_value_and_the_fix(job: Any) -> None:
     world, results = job
     for found in results("errors"):
-        assert found["avg of ints"] == "TypeError: all_reduce(op='avg') needs a floating tensor, got int64; use op='sum'"
+        assert found["avg of ints"] == ("TypeError: all_reduce(op='avg') needs a floating tensor, got int64; "
+                                        "use op='sum'")
         assert found["unknown op"].startswith("ValueError: unknown reduce op 'prod'; use one of 'sum'")
         assert found["bad src"] == (f"ValueError: rank {world} is not in this communicator of {world} rank(s); "
                                     f"use 0..{world - 1}")
