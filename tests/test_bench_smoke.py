@@ -96,7 +96,7 @@ def test_bench_distributed_compares_1_and_2_ranks_and_zero_state(tmp_path):
                "--json", str(out), timeout=300)
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(out.read_text())["rows"]
-    assert set(rows) == {"1 rank", "2 ranks DDP", "2 ranks ZeRO-1"}
+    assert set(rows) == {"1 rank", "1 rank, 1 thread", "2 ranks DDP", "2 ranks ZeRO-1"}
     params = 784 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 10 + 10
     assert rows["1 rank"]["allreduce_bytes_per_step"] == 0
     assert rows["2 ranks DDP"]["allreduce_bytes_per_step"] == 4 * params + 4  # gradients + found_inf
