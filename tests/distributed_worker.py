@@ -265,6 +265,37 @@ def errors(dist: Any, rank: int, world: int) -> dict:
     return found
 
 
+def backends(dist: Any, rank: int, world: int) -> dict:
+    """Collectives and a DDP + ZeRO float16 AMP run on every available backend other than cpu (host-staged)."""
+    found: dict[str, Any] = {}
+    for backend in ampcore.available_backends():
+        if backend.name == "cpu":
+            continue
+        device = backend.name
+        checks = {}
+        for dtype in ("float32", "float16", "bfloat16"):
+            mine = ampcore.tensor(np.arange(6, dtype=np.float32) * (rank + 1) - 2.5, dtype=dtype, device=device)
+            checks[dtype] = {"sum": dist.all_reduce(mine.clone(), "sum").numpy().astype(np.float64),
+                             "max": dist.all_reduce(mine.clone(), "max").numpy().astype(np.float64),
+                             "bcast": dist.broadcast(mine.clone(), src=world - 1).numpy().astype(np.float64),
+                             "gather": [g.numpy().astype(np.float64) for g in dist.all_gather(None, mine)],
+                             "device": str(dist.all_reduce(mine.clone(), "sum").device)}
+        model = build_model(MODEL_SEED + rank).to(device)
+        ddp = dist.DistributedDataParallel(model)
+        opt = dist.ZeroRedundancyOptimizer(ddp.parameters(), optim.AdamW, lr=1e-2)
+        scaler = ampcore.GradScaler(device)
+        for step in range(3):
+            x, y = local_batch(step, world, rank)
+            opt.zero_grad()
+            with ampcore.autocast(device, dtype="float16"):
+                loss = F.cross_entropy(ddp(x.to(device)), y.to(device))
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        found[device] = {"checks": checks, "params": params_of(model)}
+    return found
+
+
 def fail(dist: Any, rank: int, world: int) -> dict:
     """Rank 1 raises at step 2 while the others wait in the gradient all-reduce."""
     model = build_model()

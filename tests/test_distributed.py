@@ -29,7 +29,7 @@ pytest.importorskip("mpi4py", reason="the mpi extra is not installed: pip instal
 
 WORKER = Path(__file__).with_name("distributed_worker.py")
 SCENARIOS = ["train_sgd_ddp", "train_sgd_zero", "inf_ddp", "inf_zero", "no_sync", "checkpoint", "mismatch",
-             "device_path", "errors", "reshard"]
+             "device_path", "errors", "reshard", "backends"]
 EPS32 = float(np.finfo(np.float32).eps)
 LAUNCH_TIMEOUT = 120  # seconds: the 2- and 3-rank jobs take 2-4 s on the 2-core CI machine
 
@@ -164,6 +164,26 @@ def test_bad_collective_calls_raise_naming_the_value_and_the_fix(job: Any) -> No
         assert found["foreign state dict"].startswith("StateDictError: the state dict was saved for flat parameter")
         assert "optimizer_class must be an ampcore.optim.Optimizer subclass" in found["not an optimizer"]
         assert found["sum of ints"] == [world, 2 * world, 3 * world]
+
+
+def test_collectives_and_training_on_the_other_backends_through_the_host(job: Any) -> None:
+    world, results = job
+    ranks = results("backends")
+    if not ranks[0]:
+        pytest.skip("no backend other than cpu is available here (the test command installs opencl)")
+    every = [np.arange(6, dtype=np.float64) * (r + 1) - 2.5 for r in range(world)]  # what rank r holds
+    for device in ranks[0]:
+        for dtype, eps in [("float32", 2.0 ** -23), ("float16", 2.0 ** -10), ("bfloat16", 2.0 ** -7)]:
+            for rank, r in enumerate(ranks):
+                c = r[device]["checks"][dtype]
+                assert c["device"].startswith(device)
+                # each rank's input is rounded to dtype once; the sum is exact in float32, then rounded once
+                np.testing.assert_allclose(c["sum"], np.sum(every, axis=0), rtol=2 * eps, atol=2 * eps * world)
+                np.testing.assert_allclose(c["max"], np.max(every, axis=0), rtol=eps, atol=0)
+                np.testing.assert_allclose(c["bcast"], every[-1], rtol=eps, atol=0)
+                for got, want in zip(c["gather"], every):
+                    np.testing.assert_allclose(got, want, rtol=eps, atol=0)
+        assert_same_on_every_rank([r[device]["params"] for r in ranks])
 
 
 def test_a_rank_that_raises_ends_the_job_promptly_naming_it(tmp_path: Path) -> None:
