@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .tensor import Tensor
 
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "Node", "Context", "run_backward",
-           "zero_grads", "Function", "FunctionCtx", "saved_bytes"]
+           "zero_grads", "Function", "FunctionCtx", "saved_bytes", "queue_callback"]
 
 _state = threading.local()
 
@@ -134,6 +134,36 @@ def run_backward(root: "Tensor", grad: Any, retain_graph: bool = False) -> None:
     if root.grad_fn is None:
         _accumulate_leaf(root, grad)
         return
+    callbacks: list[Any] = []
+    _callback_stack().append(callbacks)
+    try:
+        _run_nodes(root, grad, retain_graph, k, backend, accumulate)
+    finally:
+        _callback_stack().pop()
+    with no_grad():
+        for fn in callbacks:
+            fn()
+
+
+def _callback_stack() -> list[list[Any]]:
+    stack = getattr(_state, "callbacks", None)
+    if stack is None:
+        stack = _state.callbacks = []
+    return stack
+
+
+def queue_callback(fn: Any) -> None:
+    """Run ``fn()`` once the backward pass now running on this thread has finished (torch's
+    ``queue_callback``): DistributedDataParallel reduces gradients there.  RuntimeError outside backward."""
+    stack = _callback_stack()
+    if not stack:
+        raise RuntimeError("queue_callback() can only be called during backward(), from a backward function")
+    stack[-1].append(fn)
+
+
+def _run_nodes(root: "Tensor", grad: Any, retain_graph: bool, k: Any, backend: str, accumulate: Any) -> None:
+    from . import dispatch as _dispatch  # dispatch imports this module
+
     pending: dict[int, Any] = {id(root.grad_fn): grad}
     with no_grad():
         for node in _topological_order(root.grad_fn):

@@ -128,12 +128,20 @@ class GradScaler:
     scale).  ``enabled=False`` makes every method a pass-through.  If the
     device's backend is unavailable the scaler warns and disables itself, as
     torch's does.
+
+    ``process_group`` (an ``ampcore.distributed`` communicator; torch's
+    ``ShardedGradScaler`` argument): ``step`` all-reduces ``found_inf`` with
+    MAX over its ranks before deciding, so every rank skips the same steps
+    even when ranks see different gradients; the ranks' scaler settings are
+    checked equal at construction.  An optimizer with a ``process_group``
+    attribute (``ZeroRedundancyOptimizer``) brings its own.  Either way it is
+    one tiny extra collective and still one host read per step.
     """
 
     def __init__(self, device: str | Device | None = None, init_scale: float = 2.0 ** 16,
                  growth_factor: float = 2.0, backoff_factor: float = 0.5, growth_interval: int = 2000,
                  enabled: bool = True, *, min_scale: float | None = None, max_scale: float | None = None,
-                 stall_warning_after: int | None = 20) -> None:
+                 stall_warning_after: int | None = 20, process_group: Any = None) -> None:
         if not isinstance(enabled, bool):
             raise TypeError(f"GradScaler: enabled must be True or False, got {enabled!r}")
         self._device_type = self._checked_device_type(device)
@@ -157,6 +165,14 @@ class GradScaler:
         self._warned: set[str] = set()
         self._skipped_steps = 0
         self._backoffs_in_a_row = 0
+        if process_group is not None and not all(
+                hasattr(process_group, m) for m in ("all_reduce_host", "check_consistent")):
+            raise TypeError("GradScaler: process_group must be an ampcore.distributed communicator (what "
+                            f"ampcore.distributed.init() returns), got {type(process_group).__name__}")
+        self._process_group = process_group
+        self._checked_groups: set[int] = set()
+        if process_group is not None:
+            self._group_for(None)  # every rank checks the others' settings now, at construction
 
     @classmethod
     def for_dtype(cls, dtype: Any, device: str | Device | None = None, **kwargs: Any) -> "GradScaler":
@@ -356,7 +372,7 @@ class GradScaler:
                 "GradScaler.step(): these gradients did not come from backward() through a scaled loss in this "
                 "iteration, so unscaling divides real gradients by the loss scale. Use "
                 "scaler.scale(loss).backward() instead of loss.backward()"))
-        skipped = any(read_with_checks(flag)[0] != 0 for flag in state.found_inf.values())
+        skipped = self._skip_decision(state, self._group_for(optimizer))
         state.skipped = skipped
         if skipped:
             self._skipped_steps += 1
@@ -365,6 +381,33 @@ class GradScaler:
             optimizer.step(**kwargs)
         state.stage = OptState.STEPPED
         return not skipped
+
+    def _group_for(self, optimizer: Any) -> Any:
+        """The process group whose ranks must agree on skipping: the scaler's, else a sharded optimizer's."""
+        group = self._process_group if self._process_group is not None else getattr(optimizer, "process_group", None)
+        if group is not None and id(group) not in self._checked_groups:
+            group.check_consistent("GradScaler", self._settings())
+            self._checked_groups.add(id(group))
+        return group
+
+    def _skip_decision(self, state: _PerOptimizer, group: Any) -> bool:
+        """Read found_inf (the one host sync); with a process group, agree on it with MAX over the ranks.
+
+        The agreed flag replaces the local one on the device, so ``update()``
+        backs the scale off on every rank alike.
+        """
+        if group is None:
+            return any(read_with_checks(flag)[0] != 0 for flag in state.found_inf.values())
+        local = max(float(read_with_checks(flag)[0] != 0) for flag in state.found_inf.values())
+        agreed = float(group.all_reduce_host(np.array([local], dtype=np.float32), "max")[0])
+        if agreed != local:
+            state.found_inf = {d: full((1,), agreed, dtype=dt.float32, device=d) for d in state.found_inf}
+        return agreed != 0.0
+
+    def _settings(self) -> dict[str, Any]:
+        return {"enabled": self._enabled, "device type": self._device_type, "init_scale": self._init_scale,
+                "growth_factor": self._growth_factor, "backoff_factor": self._backoff_factor,
+                "growth_interval": self._growth_interval, "min_scale": self._min_scale, "max_scale": self._max_scale}
 
     def _report_overflow(self) -> None:
         """Inside ``ampcore.amp.detect_overflow()``: say which op the skipped step's inf/NaN came from."""

@@ -76,9 +76,14 @@ def count_host_syncs() -> Iterator[HostSyncs]:
         _state.counters.remove(counter)
 
 
-def to_host(t: "Tensor", reason: str = "read") -> np.ndarray:
-    """``t``'s data as a NumPy array: one host sync (after any queued checks on its device)."""
-    if _state.pending.get(t.device):
+def to_host(t: "Tensor", reason: str = "read", *, run_checks: bool = True) -> np.ndarray:
+    """``t``'s data as a NumPy array: one host sync (after any queued checks on its device).
+
+    ``run_checks=False`` leaves the queued checks for a later read: a
+    collective staging gradients through the host does not need them, and the
+    optimizer step reads them before it changes anything.
+    """
+    if run_checks and _state.pending.get(t.device):
         run_deferred_checks(t.device)
     return _read(t._backend, t._data, reason)
 

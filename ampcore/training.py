@@ -103,7 +103,9 @@ class Progress:
 class TrainResult:
     """How a run went: the last step's loss, accuracies on both splits, training time (evaluation
     excluded), the scaler's final scale and skipped steps.  ``host_syncs_per_step`` counts the
-    training loop's host reads other than progress reports (``host_syncs_by_reason`` has them all)."""
+    training loop's host reads other than progress reports (``host_syncs_by_reason`` has them all).
+    Data parallel: ``world_size`` ranks, the payload bytes each rank all-reduced per step and the
+    seconds it spent in collectives (0 on one process)."""
 
     device: str
     dtype: str
@@ -119,6 +121,9 @@ class TrainResult:
     skipped_steps: int = 0
     host_syncs_per_step: float = 0.0
     host_syncs_by_reason: dict[str, int] = field(default_factory=dict)
+    world_size: int = 1
+    allreduce_bytes_per_step: float = 0.0
+    collective_seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -163,12 +168,21 @@ def evaluate(model: Any, x: Tensor, y: Tensor, batch_size: int = 512) -> float:
     return correct / max(x.shape[0], 1)
 
 
-def train(config: TrainConfig = TrainConfig(), on_progress: Callable[[Progress], None] | None = None) -> TrainResult:
+def train(config: TrainConfig = TrainConfig(), on_progress: Callable[[Progress], None] | None = None,
+          process_group: Any = None) -> TrainResult:
     """Train the digits MLP with AdamW per ``config``; ``on_progress`` is called every
     ``config.progress_every`` steps and at the end of each epoch.
 
     Seeded end to end (split, initialisation, batch order).  Raises the
     device errors of :func:`ampcore.plugins.resolve_device` for a bad ``config.device``.
+
+    ``process_group`` (an ``ampcore.distributed`` communicator): data parallel.
+    Every rank must call this with the same config (checked).  The model is
+    wrapped in ``DistributedDataParallel``; each global batch of
+    ``batch_size x world_size`` rows is split by rank (``batch_size`` rows
+    each; the last incomplete global batch of an epoch is dropped, as
+    ``DistributedSampler(drop_last=True)`` does), and the scaler agrees on
+    skipped steps over the group.  Losses and progress are this rank's.
     """
     device = resolve_device(config.device)
     dtype = training_dtype(config, device)
@@ -178,21 +192,28 @@ def train(config: TrainConfig = TrainConfig(), on_progress: Callable[[Progress],
     x_train, y_train = tensor(x_tr, device=device), tensor(y_tr, device=device)
     x_test, y_test = tensor(x_te, device=device), tensor(y_te, device=device)
     model = build_model(x_tr.shape[1], config.hidden, int(y_all.max()) + 1, device)
+    world, rank = (1, 0) if process_group is None else (process_group.size, process_group.rank)
+    if process_group is not None:
+        model = _data_parallel(model, config, dtype, process_group)
     optimizer = optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    scaler = GradScaler.for_dtype(dtype, device)
+    scaler = GradScaler.for_dtype(dtype, device, process_group=process_group)
 
     rng = np.random.default_rng(config.seed)
-    per_epoch = math.ceil(len(y_tr) / config.batch_size)
+    span = config.batch_size * world  # rows per global batch; this rank's are [rank * batch_size, ...)
+    per_epoch = math.ceil(len(y_tr) / config.batch_size) if world == 1 else max(1, len(y_tr) // span)
     total = per_epoch * config.epochs
     step, loss, epoch_sums = 0, zeros((), device=device), []
     backend = get_backend(device.type)
+    if process_group is not None:
+        process_group.stats.reset()  # count the training's collectives, not the set-up's
     start = time.perf_counter()
     with count_host_syncs() as syncs:
         for epoch in range(1, config.epochs + 1):
             order = rng.permutation(len(y_tr))
             epoch_sum, window, window_steps = zeros((), device=device), zeros((), device=device), 0
             for i in range(per_epoch):
-                index = tensor(order[i * config.batch_size:(i + 1) * config.batch_size], device=device)
+                first = i * span + rank * config.batch_size
+                index = tensor(order[first:first + config.batch_size], device=device)
                 loss = train_step(model, optimizer, x_train[index], y_train[index], scaler, dtype)
                 epoch_sum, step = epoch_sum + loss, step + 1
                 if on_progress is None:
@@ -208,6 +229,7 @@ def train(config: TrainConfig = TrainConfig(), on_progress: Callable[[Progress],
     backend.synchronize(device.index)
     seconds = time.perf_counter() - start
     by_reason = dict(syncs.by_reason)
+    stats = process_group.stats if process_group is not None else None
     return TrainResult(
         device=str(device), dtype=dtype.name, amp=dtype != dt.float32, epochs=config.epochs, steps=step,
         final_loss=float(losses[-1]), train_accuracy=evaluate(model, x_train, y_train),
@@ -215,7 +237,18 @@ def train(config: TrainConfig = TrainConfig(), on_progress: Callable[[Progress],
         epoch_losses=tuple(float(v) / per_epoch for v in losses[:-1]),
         loss_scale=scaler.get_scale() if scaler.is_enabled() else None, skipped_steps=scaler.skipped_steps,
         host_syncs_per_step=(syncs.count - by_reason.get(PROGRESS, 0)) / max(step, 1), host_syncs_by_reason=by_reason,
+        world_size=world,
+        allreduce_bytes_per_step=stats.bytes_by_op.get("all_reduce", 0) / max(step, 1) if stats else 0.0,
+        collective_seconds=stats.seconds if stats else 0.0,
     )
+
+
+def _data_parallel(model: Any, config: TrainConfig, dtype: dt.DType, process_group: Any) -> Any:
+    """``model`` in DistributedDataParallel, after every rank checked that it trains the same config."""
+    from .distributed.ddp import DistributedDataParallel
+
+    process_group.check_consistent("ampcore train", {**asdict(config), "autocast dtype": dtype.name})
+    return DistributedDataParallel(model, process_group=process_group)
 
 
 def _read_progress(window: Tensor, scaler: GradScaler) -> tuple[float, float | None]:

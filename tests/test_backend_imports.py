@@ -10,7 +10,7 @@ import pytest
 import ampcore
 
 ROOT = Path(__file__).resolve().parents[1]
-PUBLIC_SUBMODULES = {"dtypes", "plugins", "kernels"}
+PUBLIC_SUBMODULES = {"dtypes", "plugins", "kernels", "distributed"}  # distributed: a backend's DevicePath (NCCL)
 TEST_ONLY_SUBMODULES = {"testing"}
 DEVICE_LIBRARIES = {"pyopencl", "cupy", "cupyx", "pycuda", "torch"}
 

@@ -84,3 +84,27 @@ def test_bench_unscale_runs_on_another_device_against_its_copy_kernel(tmp_path):
 def test_bench_unscale_rejects_an_unknown_device_in_one_line():
     proc = run(UNSCALE_SCRIPT, "--device", "nosuch:0")
     assert proc.returncode == 2 and "--device nosuch:0" in proc.stderr and "Traceback" not in proc.stderr
+
+
+DISTRIBUTED_SCRIPT = SCRIPT.parent / "bench_distributed.py"
+
+
+def test_bench_distributed_compares_1_and_2_ranks_and_zero_state(tmp_path):
+    pytest.importorskip("mpi4py", reason="the mpi extra is not installed: pip install 'ampcore[mpi]'")
+    out = tmp_path / "distributed.json"
+    proc = run(DISTRIBUTED_SCRIPT, "--steps", "1", "--warmup", "1", "--rounds", "1", "--batch", "8",
+               "--json", str(out), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert set(rows) == {"1 rank", "1 rank, 1 thread", "2 ranks DDP", "2 ranks ZeRO-1"}
+    params = 784 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 10 + 10
+    assert rows["1 rank"]["allreduce_bytes_per_step"] == 0
+    assert rows["2 ranks DDP"]["allreduce_bytes_per_step"] == 4 * params + 4  # gradients + found_inf
+    assert rows["2 ranks ZeRO-1"]["allgather_bytes_per_step"] == 4 * -(-params // 2)  # this rank's slice
+    assert rows["2 ranks DDP"]["optimizer_state_bytes_per_rank"] == 2 * 4 * params  # AdamW's two moments
+    assert rows["2 ranks ZeRO-1"]["state_vs_ddp"] <= 0.55 and "(target <= 0.55x): met" in proc.stdout
+
+
+def test_bench_distributed_rejects_an_odd_global_batch():
+    proc = run(DISTRIBUTED_SCRIPT, "--batch", "7")
+    assert proc.returncode == 2 and "--batch must be even" in proc.stderr

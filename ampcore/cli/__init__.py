@@ -34,6 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``ampcore`` command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # to rerun the same command on MPI ranks
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2

@@ -1,13 +1,19 @@
 """``ampcore train``: train the digits MLP with AMP on a backend, with a progress bar, and report accuracy.
 
 ``--compare`` trains the float32 baseline too (same seed, same batches) and
-prints the two runs side by side.
+prints the two runs side by side.  ``--nproc N`` trains data parallel on N MPI
+ranks: it starts ``mpiexec -n N`` (the one installed with ``ampcore[mpi]``) on
+this same command, or runs as one rank when ``mpiexec -n N ampcore train``
+started it; rank 0 prints the summary.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from typing import Any
 
@@ -37,28 +43,84 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--lr", type=float, default=_DEFAULTS.lr, help="AdamW learning rate")
     parser.add_argument("--seed", type=int, default=_DEFAULTS.seed, help="seed for the split, init and batch order")
     parser.add_argument("--json", action="store_true", help="print the result(s) as JSON instead of a progress bar")
+    parser.add_argument("--nproc", type=int, default=None,
+                        help="train data parallel on this many MPI ranks (starts mpiexec -n NPROC; needs "
+                             "pip install 'ampcore[mpi]'); --batch-size is then per rank")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Train (and with ``--compare`` the float32 baseline), print the results; CommandError for bad options."""
     _check_conflicts(args)
+    job_size = _mpi_job_size()
+    nproc = _checked_nproc(args.nproc, job_size)
     device = checked_device(args.device)
     try:
         config = training.TrainConfig(device=str(device), dtype=args.dtype, amp=args.amp, epochs=args.epochs,
                                       batch_size=args.batch_size, lr=args.lr, seed=args.seed)
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
+    if nproc > 1 and job_size == 1:
+        return _launch(nproc, args.argv)  # options checked once, here, before any rank starts
     configs = [config, replace(config, amp=False)] if args.compare else [config]
+    group = _join_job() if job_size > 1 else None
+    quiet = group is not None and group.rank != 0  # one summary, from rank 0
     if args.json:
-        results = [training.train(c).as_dict() for c in configs]
-        print(json.dumps(results if args.compare else results[0], indent=2))
+        results = [training.train(c, process_group=group).as_dict() for c in configs]
+        if not quiet:
+            print(json.dumps(results if args.compare else results[0], indent=2))
         return 0
     out = console()
-    results = [_train_with_progress(out, c) for c in configs]
+    out.quiet = quiet
+    results = [_train_with_progress(out, c, group) for c in configs]
     if args.compare:
         out.print(_comparison(results))
     return 0
+
+
+# Set by the process managers that start ranks: MPICH's hydra (PMI), Open MPI, Slurm.
+_JOB_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
+
+
+def _mpi_job_size() -> int:
+    """How many ranks the MPI job this process belongs to has (1 outside mpiexec)."""
+    for name in _JOB_SIZE_VARIABLES:
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return 1
+
+
+def _checked_nproc(nproc: int | None, job_size: int) -> int:
+    if nproc is None:
+        return job_size
+    if nproc < 1:
+        raise CommandError(f"--nproc must be a positive number of processes, got {nproc}")
+    if job_size > 1 and nproc != job_size:
+        raise CommandError(f"--nproc {nproc} but mpiexec started {job_size} ranks; drop --nproc or make them equal")
+    return nproc
+
+
+def _launch(nproc: int, argv: list[str]) -> int:
+    """Run this same command on ``nproc`` ranks under mpiexec; its exit status is ours."""
+    try:
+        import mpi4py  # noqa: F401 - only to fail early, with the fix, before starting ranks
+        from ..distributed.launch import mpiexec_command, rank_environment
+
+        command = mpiexec_command(nproc, [sys.executable, "-m", "ampcore", *argv])
+    except (ImportError, FileNotFoundError) as exc:
+        raise CommandError(f"--nproc needs mpi4py and mpiexec ({exc}); install them with: "
+                           "pip install 'ampcore[mpi]'") from exc
+    return subprocess.run(command, env=rank_environment(nproc)).returncode
+
+
+def _join_job() -> object:
+    from ..distributed import init
+
+    try:
+        return init()
+    except ImportError as exc:
+        raise CommandError(str(exc)) from exc
 
 
 def _check_conflicts(args: argparse.Namespace) -> None:
@@ -70,14 +132,15 @@ def _check_conflicts(args: argparse.Namespace) -> None:
                            "--dtype float32")
 
 
-def _train_with_progress(out: Any, config: training.TrainConfig) -> training.TrainResult:
+def _train_with_progress(out: Any, config: training.TrainConfig, group: Any = None) -> training.TrainResult:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     dtype = training.training_dtype(config, checked_device(config.device)).name
     scaling = "GradScaler on" if dtype == "float16" else "no loss scaling needed"
     mode = f"autocast to {dtype}, {scaling}" if dtype != "float32" else "float32 (no AMP)"
+    ranks = "" if group is None else f" x {group.size} ranks (data parallel)"
     out.print(f"training on {config.device} in {dtype}: {mode}; {config.epochs} epochs, batch size "
-              f"{config.batch_size}, lr {config.lr:g}, seed {config.seed}")
+              f"{config.batch_size}{ranks}, lr {config.lr:g}, seed {config.seed}")
     columns = (TextColumn("epoch {task.fields[epoch]}"), BarColumn(), TextColumn("step"), MofNCompleteColumn(),
                TextColumn("loss {task.fields[loss]:.4f}"), TextColumn("scale {task.fields[scale]}"),
                TextColumn("skipped {task.fields[skipped]}"), TimeElapsedColumn())
@@ -90,12 +153,17 @@ def _train_with_progress(out: Any, config: training.TrainConfig) -> training.Tra
             progress.update(task, completed=info.step, total=info.total_steps, epoch=f"{info.epoch}/{info.epochs}",
                             loss=info.loss, scale=scale, skipped=info.skipped_steps)
 
-        result = training.train(config, on_progress=on_progress)
+        result = training.train(config, on_progress=on_progress, process_group=group)
     scale = "" if result.loss_scale is None else f"  loss scale {result.loss_scale:g}"
     out.print(f"train accuracy {result.train_accuracy:.4f}  test accuracy {result.test_accuracy:.4f}  "
               f"final loss {result.final_loss:.4f}  {result.steps} steps ({result.skipped_steps} skipped) in "
               f"{result.seconds:.1f} s on {result.device} ({result.dtype}){scale}  "
               f"{result.host_syncs_per_step:.2f} host syncs/step{_progress_reads(result)}")
+    if result.world_size > 1:
+        share = result.collective_seconds / result.seconds if result.seconds else 0.0
+        out.print(f"data parallel on {result.world_size} ranks: {result.allreduce_bytes_per_step:,.0f} bytes "
+                  f"all-reduced per step per rank, {result.collective_seconds:.2f} s in collectives on rank 0 "
+                  f"({share:.0%} of its training time)")
     return result
 
 
