@@ -39,7 +39,7 @@ _REFUSED = (
     (re.compile(r"\bcooperative_groups\b"), "cooperative_groups"),
 )
 _SIGNATURE = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\((\d+)[^)]*\)\s*)?(\w+)\s*\(([^)]*)\)')
-_UNDECLARED = re.compile(r"'(\w+)' (?:was not declared in this scope|has not been declared|does not name a type)")
+_UNDECLARED = re.compile(r"['\u2018](\w+)['\u2019] (?:was not declared in this scope|has not been declared|does not name a type)")
 
 
 class SimulatorBuildError(RuntimeError):
@@ -130,7 +130,8 @@ def build(source: str, name: str) -> Path:
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
         cpp, out = Path(tmp) / f"{name}.cpp", Path(tmp) / f"{name}.so"
         cpp.write_text(unit)
-        proc = subprocess.run([cxx, *FLAGS, "-o", str(out), str(cpp)], capture_output=True, text=True)
+        env = {**os.environ, "LC_ALL": "C"}  # plain quotes in the compiler's messages
+        proc = subprocess.run([cxx, *FLAGS, "-o", str(out), str(cpp)], capture_output=True, text=True, env=env)
         if proc.returncode != 0:
             raise SimulatorBuildError(_explain(proc.stderr, name))
         os.replace(out, lib)  # atomic: a concurrent build of the same kernel writes the same bytes
