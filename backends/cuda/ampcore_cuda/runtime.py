@@ -266,5 +266,6 @@ def capabilities_from_properties(props: Mapping[str, Any], runtime_version: int 
             "tensor_cores": [d.name for d in tensor_cores],
             "multiprocessors": int(props.get("multiProcessorCount", 0)),
             "cuda_runtime": _cuda_version(runtime_version) if runtime_version else None,
+            **({"simulated": f"{_SIM_ENV}={os.environ.get(_SIM_ENV, '')}"} if simulated() else {}),
         },
     )
