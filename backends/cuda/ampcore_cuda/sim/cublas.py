@@ -91,7 +91,15 @@ def gemmStridedBatchedEx(handle: int, transa: int, transb: int, m: int, n: int, 
                              "would overlap")
     if not (m and n and batch):
         return
-    alpha32, beta32 = _host_float(alpha), _host_float(beta)
+    with np.errstate(all="ignore"):  # a GPU raises no floating-point warnings: inf/NaN are values here
+        _compute(transa, transb, m, n, k, _host_float(alpha), a, atype, lda, stride_a, b, ldb, stride_b,
+                 _host_float(beta), c, ldc, stride_c, batch)
+
+
+def _compute(transa: int, transb: int, m: int, n: int, k: int, alpha32: np.float32, a: int, atype: int, lda: int,
+             stride_a: int, b: int, ldb: int, stride_b: int, beta32: np.float32, c: int, ldc: int, stride_c: int,
+             batch: int) -> None:
+    ctype = btype = atype
     acc = np.zeros((batch, m, n), np.float32)
     if k:
         op_a = _matrices(a, atype, transa, m, k, lda, stride_a, batch, "a")
