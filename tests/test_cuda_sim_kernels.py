@@ -134,3 +134,32 @@ def test_device_arrays_refuse_host_arrays_as_cupy_does():
         cp.add(cp.zeros(3, dtype=np.float32), np.ones(3, np.float32))
     assert cp.ascontiguousarray(cp.asarray(np.float32(2))).shape == ()  # NumPy's would be (1,)
     assert cp.zeros((2, 3), dtype=np.float32)[1, 2].shape == ()  # a 0-d array, never a NumPy scalar
+
+
+def _two_sums_source(last_barrier: bool) -> str:
+    from ampcore_cuda.rows import reduce_helpers
+
+    helpers = reduce_helpers("float")
+    if not last_barrier:
+        helpers = helpers.replace("__syncthreads();  /* partial is reused by the next reduction */", "")
+        assert "partial is reused" not in helpers
+    return helpers + r"""
+extern "C" __global__ void two_sums(const float *x, float *out) {
+    const float a = block_reduce(x[threadIdx.x], false);
+    const float b = block_reduce(2.0f * x[threadIdx.x], false);
+    out[threadIdx.x] = a + 1000.0f * b;
+}
+"""
+
+
+def test_warps_run_independently_between_barriers_so_a_missing_barrier_shows():
+    """The row kernels' block_reduce ends with a barrier because the next reduction reuses its shared slots.
+    Warps here run ahead of each other as on a GPU: with the barrier every thread gets both sums, without it
+    a later warp reads a slot the first warp already overwrote."""
+    host = np.arange(1, 129, dtype=np.float32)
+    x, out = cp.asarray(host), cp.empty(128, dtype=np.float32)
+    expected = host.sum() + 1000.0 * 2 * host.sum()
+    cp.RawKernel(_two_sums_source(True), "two_sums")((1,), (128,), (x, out))
+    assert np.all(out.get() == expected)
+    cp.RawKernel(_two_sums_source(False), "two_sums")((1,), (128,), (x, out))
+    assert not np.all(out.get() == expected)

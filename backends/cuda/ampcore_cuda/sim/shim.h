@@ -1,7 +1,8 @@
 /* ampcore CUDA simulator: the part of CUDA C++ the cuda backend's kernels use, for the host C++ compiler.
  *
  * Every CUDA thread of a block is a fiber (ucontext, a small stack of its own); one OS thread runs a block's
- * fibers round-robin and the blocks of a grid one after another.  __syncthreads/__syncthreads_or is a real
+ * fibers and the blocks of a grid one after another: each warp runs as far as it can before the next, its
+ * lanes round-robin between shuffles.  __syncthreads/__syncthreads_or is a real
  * barrier: a fiber yields there until every thread of its block has arrived; a thread that exits while others
  * wait at a barrier is an error (undefined behaviour in CUDA).  Warp shuffles are a barrier over the 32 lanes
  * of a warp with a double-buffered exchange slot per lane.  Kernels with no barrier and no shuffle (the build
@@ -165,11 +166,30 @@ template <class T> static inline T atomicCAS(T *p, T cmp, T v) { T old = *p; if 
 
 namespace ampsim {
 
-static void fiber_main(unsigned lo, unsigned hi);
+/* Release warp ``w``'s shuffle barrier if every live lane of it waits there; false if it cannot move. */
+static bool release_warp(unsigned w) {
+    const unsigned lo = w * WARP, hi = lo + WARP < n_fibers ? lo + WARP : n_fibers;
+    unsigned present = 0;
+    for (unsigned i = lo; i < hi; ++i) {
+        if (fibers[i].state == AT_WARP_BARRIER) present |= 1u << (i - lo);
+        else if (fibers[i].state != DONE) return false;
+    }
+    if (!present) return false;
+    for (unsigned i = lo; i < hi; ++i) {
+        if (fibers[i].state == AT_WARP_BARRIER && fibers[i].mask != present) {
+            current = nullptr;
+            thread_idx = fibers[i].idx;
+            fail("a shuffle's mask names lanes that have exited or do not exist");
+            return false;
+        }
+    }
+    for (unsigned i = lo; i < hi; ++i) if (fibers[i].state == AT_WARP_BARRIER) fibers[i].state = RUNNABLE;
+    ++warp_phase[w];
+    return true;
+}
 
-/* Release every barrier whose participants have all arrived; false when nothing could move (a deadlock). */
-static bool release_barriers(void (*)(void)) {
-    bool moved = false;
+/* Release the block barrier if every live thread waits there; false if it cannot. */
+static bool release_block() {
     unsigned live = 0, at_block = 0, any = 0, all = 1, count = 0;
     for (unsigned i = 0; i < n_fibers; ++i) {
         if (fibers[i].state == DONE) continue;
@@ -181,36 +201,13 @@ static bool release_barriers(void (*)(void)) {
             count += fibers[i].predicate;
         }
     }
-    if (live && at_block == live) {
-        if (live != n_fibers) { fail("__syncthreads waits for threads that have exited"); return false; }
-        for (unsigned i = 0; i < n_fibers; ++i) {
-            fibers[i].state = RUNNABLE;
-            fibers[i].predicate = (int)(any | (all << 1) | (count << 2));
-        }
-        return true;
+    if (!live || at_block != live) return false;
+    if (live != n_fibers) { fail("__syncthreads waits for threads that have exited"); return false; }
+    for (unsigned i = 0; i < n_fibers; ++i) {
+        fibers[i].state = RUNNABLE;
+        fibers[i].predicate = (int)(any | (all << 1) | (count << 2));
     }
-    const unsigned warps = (n_fibers + WARP - 1) / WARP;
-    for (unsigned w = 0; w < warps; ++w) {
-        const unsigned lo = w * WARP, hi = lo + WARP < n_fibers ? lo + WARP : n_fibers;
-        unsigned waiting = 0, present = 0;
-        for (unsigned i = lo; i < hi; ++i) {
-            if (fibers[i].state == AT_WARP_BARRIER) { ++waiting; present |= 1u << (i - lo); }
-            else if (fibers[i].state != DONE) { waiting = 0; break; }
-        }
-        if (!waiting) continue;
-        for (unsigned i = lo; i < hi; ++i) {
-            if (fibers[i].state == AT_WARP_BARRIER && fibers[i].mask != present) {
-                current = nullptr;
-                thread_idx = fibers[i].idx;
-                fail("a shuffle's mask names lanes that have exited or do not exist");
-                return false;
-            }
-        }
-        for (unsigned i = lo; i < hi; ++i) if (fibers[i].state == AT_WARP_BARRIER) fibers[i].state = RUNNABLE;
-        ++warp_phase[w];
-        moved = true;
-    }
-    return moved;
+    return true;
 }
 
 }  // namespace ampsim
@@ -289,18 +286,27 @@ static int launch(void (*kernel)(A...), void **args, const unsigned *grid, const
             makecontext(&f.ctx, (void (*)())Launch<A...>::entry, 0);
         }
         for (unsigned w = 0; w < (threads + WARP - 1) / WARP; ++w) warp_phase[w] = 0;
+        /* Each warp runs as far as it can (to a block barrier or its end) before the next: warps are
+           independent between __syncthreads, as on a GPU, so a missing barrier shows as a wrong value rather
+           than being hidden by a lockstep schedule.  The lanes of a warp run round-robin between shuffles. */
+        const unsigned warps = (threads + WARP - 1) / WARP;
         unsigned live = threads;
         while (live && !failed) {
-            for (unsigned i = 0; i < threads && !failed; ++i) {
-                if (fibers[i].state != RUNNABLE) continue;
-                current = &fibers[i];
-                thread_idx = fibers[i].idx;
-                swapcontext(&scheduler, &fibers[i].ctx);
-                current = nullptr;
+            for (unsigned w = 0; w < warps && !failed; ++w) {
+                const unsigned lo = w * WARP, hi = lo + WARP < threads ? lo + WARP : threads;
+                do {
+                    for (unsigned i = lo; i < hi && !failed; ++i) {
+                        if (fibers[i].state != RUNNABLE) continue;
+                        current = &fibers[i];
+                        thread_idx = fibers[i].idx;
+                        swapcontext(&scheduler, &fibers[i].ctx);
+                        current = nullptr;
+                    }
+                } while (!failed && release_warp(w));
             }
             live = 0;
             for (unsigned i = 0; i < threads; ++i) live += fibers[i].state != DONE;
-            if (live && !failed && !release_barriers(nullptr) && !failed) {
+            if (live && !failed && !release_block() && !failed) {
                 fail("deadlock: the threads of a block wait at different barriers");
             }
         }
