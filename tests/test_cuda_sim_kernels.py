@@ -115,9 +115,9 @@ def test_an_unsupported_construct_fails_the_build_naming_it(body, construct):
         cp.RawKernel(source, "k")((1,), (1,), (cp.zeros(1, dtype=np.float32),))
 
 
-def test_include_is_refused_with_the_reason():
-    with pytest.raises(SimulatorBuildError, match="#include"):
-        build('#include <cuda_fp16.h>\nextern "C" __global__ void k(float *x) {}', "k")
+def test_an_include_is_refused_unless_the_shim_provides_the_header():
+    with pytest.raises(SimulatorBuildError, match="#include of a header other than cuda_fp16.h and cuda_bf16.h"):
+        build('#include <cooperative_groups.h>\nextern "C" __global__ void k(float *x) {}', "k")
 
 
 def test_a_built_kernel_is_cached_by_source_hash(tmp_path, monkeypatch):
@@ -163,3 +163,57 @@ def test_warps_run_independently_between_barriers_so_a_missing_barrier_shows():
     assert np.all(out.get() == expected)
     cp.RawKernel(_two_sums_source(False), "two_sums")((1,), (128,), (x, out))
     assert not np.all(out.get() == expected)
+
+
+HALF_INTRINSICS = r"""
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+extern "C" __global__ void convert_all(const float *x, const unsigned short *bits, unsigned short *h, float *hf,
+                                       unsigned short *b, float *bf, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        h[i] = __half_as_ushort(__float2half_rn(x[i]));
+        b[i] = __bfloat16_as_ushort(__float2bfloat16_rn(x[i]));
+        hf[i] = __half2float(__ushort_as_half(bits[i]));
+        bf[i] = __bfloat162float(__ushort_as_bfloat16(bits[i]));
+    }
+}
+"""
+
+
+def _conversion_inputs() -> np.ndarray:
+    """float32 values where rounding to 16 bits is decided: every tie between adjacent float16 and bfloat16
+    values (and one float32 ulp either side), the overflow boundaries, subnormals, inf, NaN, and random bits."""
+    h = np.arange(0x7c00, dtype=np.uint16).view(np.float16).astype(np.float64)
+    import ml_dtypes
+
+    b = np.arange(0x7f80, dtype=np.uint16).view(ml_dtypes.bfloat16).astype(np.float64)
+    ties = np.concatenate([(h[:-1] + h[1:]) / 2, (b[:-1] + b[1:]) / 2, [65504.0, 65519.99, 65520.0, 1e-8]])
+    ties32 = ties.astype(np.float32)
+    near = np.concatenate([ties32, np.nextafter(ties32, np.float32(np.inf)), np.nextafter(ties32, np.float32(0))])
+    special = np.array([np.inf, np.nan, 0.0, np.finfo(np.float32).max, np.finfo(np.float32).tiny], np.float32)
+    rand = np.random.default_rng(0).integers(0, 2 ** 32, 200_000, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    x = np.concatenate([near, special, rand]).astype(np.float32)
+    return np.concatenate([x, -x])
+
+
+def test_half_and_bfloat16_intrinsics_round_to_nearest_even_bit_for_bit():
+    import ml_dtypes
+
+    x = _conversion_inputs()
+    bits = np.resize(np.arange(1 << 16, dtype=np.uint16), x.size)  # every 16-bit pattern, widened
+    n = x.size
+    outs = [cp.empty(n, dtype=np.uint16), cp.empty(n, dtype=np.float32), cp.empty(n, dtype=np.uint16),
+            cp.empty(n, dtype=np.float32)]
+    cp.RawKernel(HALF_INTRINSICS, "convert_all")((1024,), (256,), (cp.asarray(x), cp.asarray(bits), *outs,
+                                                                    np.int64(n)))
+    h, hf, b, bf = (o.get() for o in outs)
+    nan = np.isnan(x)
+    with np.errstate(all="ignore"):
+        want_h, want_b = x.astype(np.float16).view(np.uint16), x.astype(ml_dtypes.bfloat16).view(np.uint16)
+    assert np.array_equal(h[~nan], want_h[~nan]) and np.array_equal(b[~nan], want_b[~nan])
+    assert np.isnan(h[nan].view(np.float16)).all() and np.isnan(b[nan].view(ml_dtypes.bfloat16).astype(np.float32)).all()
+    want_hf, want_bf = bits.view(np.float16).astype(np.float32), bits.view(ml_dtypes.bfloat16).astype(np.float32)
+    same = lambda a, e: np.array_equal(np.isnan(a), np.isnan(e)) and np.array_equal(  # noqa: E731
+        a[~np.isnan(a)].view(np.uint32), e[~np.isnan(e)].view(np.uint32))
+    assert same(hf, want_hf) and same(bf, want_bf)

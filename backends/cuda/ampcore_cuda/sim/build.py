@@ -28,11 +28,17 @@ SUPPORTED = frozenset({
     "__restrict__", "__syncthreads", "__syncthreads_or", "__syncthreads_and", "__syncthreads_count",
     "__shfl_down_sync", "__shfl_up_sync", "__shfl_xor_sync", "__shfl_sync", "__float_as_uint", "__float_as_int",
     "__uint_as_float", "__int_as_float", "__double_as_longlong", "__longlong_as_double", "__fadd_rn",
-    "__fmul_rn", "__double2float_rn", "__double2float_rz",
+    "__fmul_rn", "__double2float_rn", "__double2float_rz", "__half", "__nv_bfloat16", "__half_as_ushort",
+    "__ushort_as_half", "__bfloat16_as_ushort", "__ushort_as_bfloat16", "__half2float", "__float2half_rn",
+    "__bfloat162float", "__float2bfloat16_rn",
 })
+# Headers whose part the kernels may use the shim defines itself: their #include is dropped, any other refused.
+PROVIDED_HEADERS = ("cuda_fp16.h", "cuda_bf16.h")
+_PROVIDED_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](?:' + "|".join(map(re.escape, PROVIDED_HEADERS)) + r')[>"]\s*$',
+                               re.M)
 # Constructs outside the double-underscore names that the shim cannot honour.
 _REFUSED = (
-    (re.compile(r"^\s*#\s*include\b.*$", re.M), "#include (kernel sources must be standalone)"),
+    (re.compile(r"^\s*#\s*include\b.*$", re.M), "#include of a header other than " + " and ".join(PROVIDED_HEADERS)),
     (re.compile(r"\bextern\s+__shared__\b"), "extern __shared__ (dynamic shared memory)"),
     (re.compile(r"\basm\s*(volatile\s*)?\("), "inline PTX asm"),
     (re.compile(r"\b(texture|surface)\s*<"), "texture/surface references"),
@@ -82,6 +88,7 @@ def signature(source: str, name: str) -> Signature:
 
 def check_constructs(source: str) -> None:
     """SimulatorBuildError naming the first construct of ``source`` the shim does not support."""
+    source = _PROVIDED_INCLUDE.sub("", source)
     defined = set(re.findall(r"#\s*define\s+(__\w+)", source))
     for name in sorted(set(re.findall(r"\b__\w+", source)) - SUPPORTED - defined):
         raise SimulatorBuildError(f"the CUDA simulator does not support {name!r} (used in the kernel source); "
@@ -110,6 +117,7 @@ def cache_dir() -> Path:
 
 
 def _translation_unit(source: str, name: str) -> str:
+    source = _PROVIDED_INCLUDE.sub("// (provided by the simulator's shim)", source)
     return (f'#include "{SHIM}"\n#line 1 "{name}.cu"\n{source}\n#line 1 "ampsim-launch.cpp"\n'
             f'extern "C" int ampsim_launch(void **args, const unsigned *grid, const unsigned *block, int fibered, '
             f'char *err, int err_len) {{\n'

@@ -156,6 +156,43 @@ static inline float __double2float_rz(double d) {
     return f;
 }
 
+/* cuda_fp16.h / cuda_bf16.h: the storage types and their conversions, rounded to nearest even exactly as
+ * CUDA's (and as ampcore's own kernels convert by integer arithmetic): subnormals, overflow to inf, NaN kept
+ * NaN.  Arithmetic operators on __half / __nv_bfloat16 are not defined: such a kernel fails to build. */
+struct __half { unsigned short __x; };
+struct __nv_bfloat16 { unsigned short __x; };
+static inline unsigned short __half_as_ushort(__half h) { return h.__x; }
+static inline __half __ushort_as_half(unsigned short u) { __half h; h.__x = u; return h; }
+static inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 b) { return b.__x; }
+static inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) { __nv_bfloat16 b; b.__x = u; return b; }
+static inline float __half2float(__half h) {
+    const unsigned int e = h.__x & 0x7fffu, sign = (unsigned int)(h.__x & 0x8000u) << 16;
+    float f;
+    if (e < 0x400u) f = (float)e * 5.9604644775390625e-8f;          /* zero and subnormals: exact */
+    else if (e >= 0x7c00u) f = __uint_as_float((e << 13) | 0x7f800000u); /* inf, NaN (payload kept) */
+    else f = __uint_as_float((e << 13) + 0x38000000u);
+    return __uint_as_float(__float_as_uint(f) | sign);
+}
+static inline __half __float2half_rn(float f) {
+    const unsigned int x = __float_as_uint(f), sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
+    unsigned int out;
+    if (a > 0x7f800000u) out = sign | 0x7e00u | ((a >> 13) & 0x3ffu);
+    else if (a >= 0x477ff000u) out = sign | 0x7c00u;
+    else if (a >= 0x38800000u) {
+        unsigned int r = a - 0x38000000u;
+        r += 0xfffu + ((r >> 13) & 1u);
+        out = sign | (r >> 13);
+    } else out = sign | (__float_as_uint(__uint_as_float(a) + 0.5f) - 0x3f000000u);
+    return __ushort_as_half((unsigned short)out);
+}
+static inline float __bfloat162float(__nv_bfloat16 b) { return __uint_as_float((unsigned int)b.__x << 16); }
+static inline __nv_bfloat16 __float2bfloat16_rn(float f) {
+    unsigned int b = __float_as_uint(f);
+    if ((b & 0x7fffffffu) > 0x7f800000u) return __ushort_as_bfloat16((unsigned short)((b >> 16) | 0x40u));
+    b += 0x7fffu + ((b >> 16) & 1u);
+    return __ushort_as_bfloat16((unsigned short)(b >> 16));
+}
+
 /* Atomics: blocks and their threads never run at the same time, so a plain read-modify-write is atomic. */
 template <class T> static inline T atomicAdd(T *p, T v) { T old = *p; *p = old + v; return old; }
 template <class T> static inline T atomicMax(T *p, T v) { T old = *p; *p = old > v ? old : v; return old; }
