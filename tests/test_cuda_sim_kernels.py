@@ -72,6 +72,22 @@ extern "C" __global__ void early_exit(float *x) {
         cp.RawKernel(source, "early_exit")((1,), (32,), (cp.zeros(32, dtype=np.float32),))
 
 
+def test_a_failed_launch_leaves_the_kernel_runnable():
+    """Fibers abandoned mid-kernel by a failure start afresh at the next launch of the same kernel."""
+    source = r"""
+extern "C" __global__ void maybe_exit(float *x, int bad) {
+    if (bad && threadIdx.x == 3) return;
+    __syncthreads();
+    x[threadIdx.x] = (float)threadIdx.x;
+}
+"""
+    kernel, x = cp.RawKernel(source, "maybe_exit"), cp.zeros(64, dtype=np.float32)
+    with pytest.raises(LaunchError, match="exited"):
+        kernel((1,), (64,), (x, np.int32(1)))
+    kernel((2,), (64,), (x, np.int32(0)))
+    assert np.array_equal(x.get(), np.arange(64, dtype=np.float32))
+
+
 def test_threads_waiting_at_different_barriers_deadlock_with_a_message():
     source = r"""
 extern "C" __global__ void split(int *x) {

@@ -15,11 +15,14 @@
 #ifndef AMPCORE_CUDA_SIM_SHIM_H
 #define AMPCORE_CUDA_SIM_SHIM_H
 
+/* _longjmp between fiber stacks: glibc's fortified longjmp refuses a jump to another stack. */
+#undef _FORTIFY_SOURCE
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <setjmp.h>
 #include <ucontext.h>
 #include <type_traits>
 #include <utility>
@@ -47,8 +50,13 @@ enum State { RUNNABLE, AT_BLOCK_BARRIER, AT_WARP_BARRIER, DONE };
 const unsigned WARP = 32;
 const size_t STACK_BYTES = 64 * 1024;
 
+/* A fiber starts once, through makecontext/setcontext, on its own stack; from then on it switches with
+ * _setjmp/_longjmp, which save no signal mask (swapcontext makes two system calls per switch).  A finished
+ * thread parks at the end of fiber_loop and runs the next block's thread when resumed. */
 struct Fiber {
-    ucontext_t ctx;
+    jmp_buf ctx;
+    ucontext_t start;
+    bool started = false;
     char *stack = nullptr;
     State state = DONE;
     uint3 idx;
@@ -58,7 +66,8 @@ struct Fiber {
 
 static Fiber *fibers = nullptr;
 static unsigned n_fibers = 0, capacity = 0;
-static ucontext_t scheduler;
+static jmp_buf scheduler;
+static void (*body)() = nullptr;  /* runs the launched kernel as thread ``thread_idx`` */
 static Fiber *current = nullptr;
 static bool use_fibers = false;
 static char error[512];
@@ -73,15 +82,40 @@ static void fail(const char *what) {
                  block_idx.z, thread_idx.x, thread_idx.y, thread_idx.z);
         failed = true;
     }
-    if (current) swapcontext(&current->ctx, &scheduler);  /* never resumed: the launch is abandoned */
+    if (current) _longjmp(scheduler, 1);  /* never resumed: the launch is abandoned, its fibers restarted */
 }
 
 static unsigned linear_tid(const uint3 &t) { return t.x + block_dim.x * (t.y + block_dim.y * t.z); }
 
 static void yield(State why) {
     current->state = why;
-    swapcontext(&current->ctx, &scheduler);
+    if (!_setjmp(current->ctx)) _longjmp(scheduler, 1);
     thread_idx = current->idx;
+}
+
+static void fiber_loop() {
+    for (;;) {
+        body();
+        current->state = DONE;
+        if (!_setjmp(current->ctx)) _longjmp(scheduler, 1);
+    }
+}
+
+/* Run fiber ``f`` until it yields or finishes. */
+static void resume(Fiber &f) {
+    current = &f;
+    thread_idx = f.idx;
+    if (!_setjmp(scheduler)) {
+        if (f.started) _longjmp(f.ctx, 1);
+        f.started = true;
+        getcontext(&f.start);
+        f.start.uc_stack.ss_sp = f.stack;
+        f.start.uc_stack.ss_size = STACK_BYTES;
+        f.start.uc_link = nullptr;
+        makecontext(&f.start, fiber_loop, 0);
+        setcontext(&f.start);
+    }
+    current = nullptr;
 }
 
 }  // namespace ampsim
@@ -259,11 +293,7 @@ namespace ampsim {
 template <class... A> struct Launch {
     static void (*kernel)(A...);
     static void **args;
-    static void entry() {
-        __ampsim_call(kernel, args, std::index_sequence_for<A...>{});
-        current->state = DONE;
-        swapcontext(&current->ctx, &scheduler);
-    }
+    static void run() { __ampsim_call(kernel, args, std::index_sequence_for<A...>{}); }
 };
 template <class... A> void (*Launch<A...>::kernel)(A...) = nullptr;
 template <class... A> void **Launch<A...>::args = nullptr;
@@ -298,6 +328,7 @@ static int launch(void (*kernel)(A...), void **args, const unsigned *grid, const
     n_fibers = threads;
     Launch<A...>::kernel = kernel;
     Launch<A...>::args = args;
+    body = Launch<A...>::run;
     for (unsigned bz = 0; bz < grid[2] && !failed; ++bz)
     for (unsigned by = 0; by < grid[1] && !failed; ++by)
     for (unsigned bx = 0; bx < grid[0] && !failed; ++bx) {
@@ -316,11 +347,6 @@ static int launch(void (*kernel)(A...), void **args, const unsigned *grid, const
             f.idx = {i % block[0], (i / block[0]) % block[1], i / (block[0] * block[1])};
             f.state = RUNNABLE;
             f.predicate = 0;
-            getcontext(&f.ctx);
-            f.ctx.uc_stack.ss_sp = f.stack;
-            f.ctx.uc_stack.ss_size = STACK_BYTES;
-            f.ctx.uc_link = &scheduler;
-            makecontext(&f.ctx, (void (*)())Launch<A...>::entry, 0);
         }
         for (unsigned w = 0; w < (threads + WARP - 1) / WARP; ++w) warp_phase[w] = 0;
         /* Each warp runs as far as it can (to a block barrier or its end) before the next: warps are
@@ -333,11 +359,7 @@ static int launch(void (*kernel)(A...), void **args, const unsigned *grid, const
                 const unsigned lo = w * WARP, hi = lo + WARP < threads ? lo + WARP : threads;
                 do {
                     for (unsigned i = lo; i < hi && !failed; ++i) {
-                        if (fibers[i].state != RUNNABLE) continue;
-                        current = &fibers[i];
-                        thread_idx = fibers[i].idx;
-                        swapcontext(&scheduler, &fibers[i].ctx);
-                        current = nullptr;
+                        if (fibers[i].state == RUNNABLE) resume(fibers[i]);
                     }
                 } while (!failed && release_warp(w));
             }
@@ -349,7 +371,11 @@ static int launch(void (*kernel)(A...), void **args, const unsigned *grid, const
         }
     }
     current = nullptr;
-    if (failed) { snprintf(err, err_len, "%s", error); return 1; }
+    if (failed) {  /* fibers stopped mid-kernel start afresh next launch */
+        for (unsigned i = 0; i < capacity; ++i) fibers[i].started = false;
+        snprintf(err, err_len, "%s", error);
+        return 1;
+    }
     return 0;
 }
 
