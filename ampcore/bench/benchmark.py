@@ -52,7 +52,8 @@ from .models import ModelSpec, make_batches, parameter_count
 from .config import LR, Config, History
 from .runs import footprint, make_run
 
-__all__ = ["SCHEMA", "BenchSettings", "NothingMeasured", "Refusals", "SimulatedDeviceError", "check_not_simulated", "configurations", "run_benchmark"]
+__all__ = ["SCHEMA", "BenchSettings", "NothingMeasured", "Refusals", "SimulatedDeviceError",
+           "check_not_simulated", "configurations", "run_benchmark"]
 
 SCHEMA = "ampcore-bench/1"
 AMP_DTYPES = ("float16", "bfloat16")

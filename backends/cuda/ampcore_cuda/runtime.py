@@ -16,7 +16,8 @@ from typing import Any, Mapping
 import ampcore
 from ampcore import dtypes as dt
 
-__all__ = ["INSTALL_HINT", "import_cupy", "import_cupy_module", "simulated", "probe", "device_count", "properties", "capabilities_from_properties",
+__all__ = ["INSTALL_HINT", "import_cupy", "import_cupy_module", "simulated", "probe",
+           "device_count", "properties", "capabilities_from_properties",
            "GEMM_OPS", "MIN_CC_BY_CUDA_MAJOR"]
 
 INSTALL_HINT = "pip install 'ampcore-cuda[cuda12]' (CUDA 12 driver) or 'ampcore-cuda[cuda13]' (CUDA 13 driver)"

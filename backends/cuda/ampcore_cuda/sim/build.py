@@ -44,8 +44,10 @@ _REFUSED = (
     (re.compile(r"\b(texture|surface)\s*<"), "texture/surface references"),
     (re.compile(r"\bcooperative_groups\b"), "cooperative_groups"),
 )
-_SIGNATURE = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\((\d+)[^)]*\)\s*)?(\w+)\s*\(([^)]*)\)')
-_UNDECLARED = re.compile(r"['\u2018](\w+)['\u2019] (?:was not declared in this scope|has not been declared|does not name a type)")
+_SIGNATURE = re.compile(r'extern\s+"C"\s+__global__\s+void\s+'
+                        r'(?:__launch_bounds__\((\d+)[^)]*\)\s*)?(\w+)\s*\(([^)]*)\)')
+_UNDECLARED = re.compile(r"['\u2018](\w+)['\u2019] "
+                         r"(?:was not declared in this scope|has not been declared|does not name a type)")
 
 
 class SimulatorBuildError(RuntimeError):

@@ -65,7 +65,8 @@ def _matrices(ptr: int, kind: int, op: int, rows: int, cols: int, ld: int, strid
     return mats.astype(np.float32)
 
 
-def gemmStridedBatchedEx(handle: int, transa: int, transb: int, m: int, n: int, k: int, alpha: int, a: int,  # noqa: N802
+def gemmStridedBatchedEx(  # noqa: N802 - cuBLAS's name
+                         handle: int, transa: int, transb: int, m: int, n: int, k: int, alpha: int, a: int,
                          atype: int, lda: int, stride_a: int, b: int, btype: int, ldb: int, stride_b: int, beta: int,
                          c: int, ctype: int, ldc: int, stride_c: int, batch: int, compute_type: int,
                          algo: int) -> None:

@@ -155,23 +155,23 @@ static inline T __ampsim_shuffle(unsigned mask, T value, int src, bool in_range)
     memcpy(&out, &exchange[warp][phase][src], sizeof(T));
     return out;
 }
+static inline unsigned __ampsim_lane() { return ampsim::linear_tid(threadIdx) % 32; }
+/* A lane reading outside its ``width`` segment gets its own value, as in CUDA. */
 template <class T> static inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
-    const unsigned lane = threadIdx.x % (unsigned)width;
-    return __ampsim_shuffle(mask, v, (int)((ampsim::linear_tid(threadIdx) % 32) + delta), lane + delta < (unsigned)width);
+    const unsigned lane = __ampsim_lane();
+    return __ampsim_shuffle(mask, v, (int)(lane + delta), lane % width + delta < (unsigned)width);
 }
 template <class T> static inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
-    const unsigned lane = threadIdx.x % (unsigned)width;
-    return __ampsim_shuffle(mask, v, (int)(ampsim::linear_tid(threadIdx) % 32) - (int)delta, lane >= delta);
+    const unsigned lane = __ampsim_lane();
+    return __ampsim_shuffle(mask, v, (int)lane - (int)delta, lane % width >= delta);
 }
 template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
-    const unsigned lane = ampsim::linear_tid(threadIdx) % 32;
-    const unsigned src = lane ^ (unsigned)lane_mask;
-    return __ampsim_shuffle(mask, v, (int)src, (src / width) == (lane / width) || src < lane);
+    const unsigned lane = __ampsim_lane(), src = lane ^ (unsigned)lane_mask;
+    return __ampsim_shuffle(mask, v, (int)src, src < (lane / width + 1) * width);
 }
 template <class T> static inline T __shfl_sync(unsigned mask, T v, int src_lane, int width = 32) {
-    const unsigned lane = ampsim::linear_tid(threadIdx) % 32;
-    const unsigned src = (lane / width) * width + ((unsigned)src_lane % width);
-    return __ampsim_shuffle(mask, v, (int)src, true);
+    const unsigned lane = __ampsim_lane();
+    return __ampsim_shuffle(mask, v, (int)((lane / width) * width + (unsigned)src_lane % width), true);
 }
 
 /* Reinterpretations and the correctly rounded conversions (x86-64 SSE arithmetic is IEEE binary32/64). */
@@ -324,7 +324,10 @@ static int launch(void (*kernel)(A...), void **args, const unsigned *grid, const
     block_dim = dim3(block[0], block[1], block[2]);
     const unsigned threads = block[0] * block[1] * block[2];
     use_fibers = fibered != 0;
-    if (use_fibers && !reserve(threads)) { snprintf(err, err_len, "out of memory for %u fiber stacks", threads); return 1; }
+    if (use_fibers && !reserve(threads)) {
+        snprintf(err, err_len, "out of memory for %u fiber stacks", threads);
+        return 1;
+    }
     n_fibers = threads;
     Launch<A...>::kernel = kernel;
     Launch<A...>::args = args;
