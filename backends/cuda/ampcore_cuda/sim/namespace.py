@@ -39,8 +39,8 @@ def _device_function(name: str) -> Callable[..., Any]:
                  else a for a in args]
         with np.errstate(all="ignore"):  # a GPU raises no floating-point warnings
             result = fn(*plain, **kwargs)
-        if name in _HOST_IN and isinstance(result, np.ndarray) and any(r is result for r in plain):
-            result = result.copy()  # host -> device is always a copy
+        if name in _HOST_IN and any(r is result and not isinstance(a, ndarray) for r, a in zip(plain, args)):
+            result = result.copy()  # host -> device is always a copy; a device array passes through
         return to_device(result)
 
     return wrapper
