@@ -53,9 +53,10 @@ def _layout(rows: int, cols: int, sr: int, sc: int) -> tuple[int, int] | None:
     """How cuBLAS reads a row-major ``rows x cols`` matrix with element strides ``(sr, sc)`` as the transpose
     it needs (column-major ``C^T = B^T A^T``): ``(CUBLAS_OP_N, ld)`` for row-major storage, ``(CUBLAS_OP_T,
     ld)`` for column-major storage (a transposed view); None when neither (a copy is needed)."""
-    sc = 1 if cols == 1 else sc
-    sr = max(cols, 1) if rows == 1 and sc == 1 else sr
-    sr = 1 if rows == 1 and sc != 1 else sr
+    if cols == 1:  # a dimension of size 1 may have any stride: take the one that makes a layout valid
+        sc = 1
+    if rows == 1:
+        sr = max(cols, 1) if sc == 1 else 1
     if sc == 1 and sr >= max(1, cols):
         return CUBLAS_OP_N, sr
     if sr == 1 and sc >= max(1, rows):

@@ -62,7 +62,7 @@ def _simulator(value: str) -> tuple[Any, str]:
     """
     from . import sim
 
-    profile = sim.requested_profile()  # ValueError for an unknown value, naming the valid ones
+    profile = sim.requested_profile(value)  # ValueError for an unknown value, naming the valid ones
     if profile is None:
         return None, ""
     try:

@@ -21,10 +21,10 @@ ENV = "AMPCORE_CUDA_SIMULATOR"
 _modules: dict[str, types.ModuleType] = {}
 
 
-def requested_profile() -> Profile | None:
-    """The profile ``$AMPCORE_CUDA_SIMULATOR`` names, None when unset or empty; ValueError naming the valid
-    values for any other."""
-    value = os.environ.get(ENV, "").strip()
+def requested_profile(value: str | None = None) -> Profile | None:
+    """The profile ``value`` (default ``$AMPCORE_CUDA_SIMULATOR``) names, None when unset or empty; ValueError
+    naming the valid values for any other."""
+    value = (os.environ.get(ENV, "") if value is None else value).strip()
     if not value:
         return None
     try:
