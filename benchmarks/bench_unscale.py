@@ -45,6 +45,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import ampcore  # noqa: E402
+from ampcore.bench.benchmark import check_not_simulated  # noqa: E402
 from bench_overhead import add_common_arguments, parse_checked, time_interleaved, write_json  # noqa: E402
 
 ELEMENTS = 10_000_000
@@ -65,6 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not args.torch_worker:
         try:
             ampcore.get_backend(ampcore.device(args.device).type)
+            check_not_simulated(args.device)  # a simulated GPU's timings are the CPU's: refused
         except (ValueError, RuntimeError) as exc:  # unknown, unavailable or broken: one line, exit status 2
             parser.error(f"--device {args.device}: {exc}")
     return args

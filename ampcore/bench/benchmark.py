@@ -52,7 +52,8 @@ from .models import ModelSpec, make_batches, parameter_count
 from .config import LR, Config, History
 from .runs import footprint, make_run
 
-__all__ = ["SCHEMA", "BenchSettings", "NothingMeasured", "Refusals", "configurations", "run_benchmark"]
+__all__ = ["SCHEMA", "BenchSettings", "NothingMeasured", "Refusals", "SimulatedDeviceError",
+           "check_not_simulated", "configurations", "run_benchmark"]
 
 SCHEMA = "ampcore-bench/1"
 AMP_DTYPES = ("float16", "bfloat16")
@@ -138,9 +139,25 @@ def _reason(exc: Exception) -> str:
 
 
 def _usable_device(name: str) -> str:
-    """``name`` as ``type:index``; BackendUnavailableError with the reason when the device cannot run here."""
+    """``name`` as ``type:index``; BackendUnavailableError with the reason when the device cannot run here,
+    SimulatedDeviceError when it is a simulator."""
     d = resolve_device(name)
+    check_not_simulated(f"{d.type}:{d.index}")
     return f"{d.type}:{d.index}"
+
+
+class SimulatedDeviceError(ValueError):
+    """A benchmark asked to time a simulated device: its timings are the CPU's, never the device's."""
+
+
+def check_not_simulated(device: str) -> None:
+    """SimulatedDeviceError when ``device``'s capabilities say it is simulated (``extra["simulated"]``, as the
+    cuda backend's say under ``AMPCORE_CUDA_SIMULATOR``): a benchmark never reports those timings as GPU ones."""
+    d = resolve_device(device)
+    simulated = get_backend(d.type).capabilities(d.index).extra.get("simulated")
+    if simulated:
+        raise SimulatedDeviceError(f"{d.type}:{d.index} is simulated ({simulated}): its timings would be the CPU "
+                                   "running a simulation, not GPU figures; benchmark it on a real device")
 
 
 def _amp_dtypes(device: str, wanted: tuple[str, ...] | None) -> list[str]:

@@ -147,6 +147,22 @@ def test_unscale_finds_nonfinite_anywhere(backend, dtype, bad):
             assert_all_unscaled(result, host, where)
 
 
+@UNSCALE
+@pytest.mark.parametrize("dtype", GRAD_DTYPES)
+def test_unscale_flags_overflow_at_the_stored_dtypes_range(backend, dtype):
+    """The overflow check is against the gradient dtype's own range: its largest finite value at inv_scale 1
+    is not flagged (and stays as it was); at inv_scale 2 it overflows the dtype and is."""
+    backend.require_compute(dtype)
+    d = dt.as_dtype(dtype)
+    big = float(dt.finfo(d).max)
+    host = [np.asarray(dt.convert(np.array([big, -big, 1.0, -0.5]), d))]
+    result = unscale(backend, put_all(backend, host, d), inv=np.float32(1.0))
+    assert result.flag == 0.0, f"{dtype}'s largest finite value {big!r} at scale 1 set found_inf"
+    assert_unscaled(result.grads[0], host[0], np.float32(1.0), f"{dtype} max at scale 1")
+    result = unscale(backend, put_all(backend, host, d), inv=np.float32(2.0))
+    assert result.flag == 1.0, f"2 * {big!r} overflows {dtype}, but found_inf stayed {result.flag}"
+
+
 def _edge_lists() -> dict[str, tuple[list[np.ndarray], float]]:
     """Scenario -> (float32 gradients, expected found_inf); inv_scale is INV_SCALE unless in EDGE_INV."""
     big = np.float32(np.finfo(np.float32).max)

@@ -16,7 +16,7 @@ from ampcore import dtypes as dt
 from .array import CuArray
 from .codegen import ctype
 from .convert import LOW, convert, down, scalar_storage, up
-from .runtime import import_cupy
+from .runtime import import_cupy, import_cupy_module
 
 __all__ = ["kernels", "cast", "where"]
 
@@ -27,9 +27,7 @@ def _sigmoid(cp: Any, x: Any) -> Any:
 
 
 def _erf(cp: Any, x: Any) -> Any:
-    from cupyx.scipy import special  # cupyx ships with cupy
-
-    return special.erf(x)
+    return import_cupy_module("cupyx.scipy.special").erf(x)  # cupyx ships with cupy
 
 
 def _sign(cp: Any, x: Any) -> Any:

@@ -6,7 +6,9 @@ Batch dimensions broadcast; every matmul is one strided-batched call.  A
 bfloat16 GEMM on a device before compute capability 8.0 (no bfloat16 in
 cuBLAS there) is widened to float32 instead: the same numbers, without tensor
 cores.  Row-major ``C = A @ B`` is column-major ``C^T = B^T A^T``, so the
-operands are passed swapped and nothing is transposed.
+operands are passed swapped; a transposed operand (a ``.T`` view, as every
+linear layer's backward makes) goes to cuBLAS as ``CUBLAS_OP_T`` and a
+broadcast batch as batch stride 0, so neither is copied.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from ampcore import dtypes as dt
 
 from .array import CuArray
 from .convert import down, up
-from .runtime import import_cupy
+from .runtime import import_cupy, import_cupy_module
 
 __all__ = ["matmul", "kernels", "CUDA_R", "CUBLAS_COMPUTE_32F"]
 
@@ -27,7 +29,7 @@ __all__ = ["matmul", "kernels", "CUDA_R", "CUBLAS_COMPUTE_32F"]
 CUDA_R = {dt.float16: 2, dt.bfloat16: 14}
 CUBLAS_COMPUTE_32F = 68
 CUBLAS_GEMM_DEFAULT = -1
-CUBLAS_OP_N = 0
+CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
 CUBLAS_POINTER_MODE_HOST = 0
 _ONE, _ZERO = np.ones(1, np.float32), np.zeros(1, np.float32)  # host alpha/beta (float, as the compute type)
 
@@ -37,36 +39,73 @@ def _has_bf16_gemm(device: int) -> bool:
     return int(cupy.cuda.Device(device).compute_capability) >= 80
 
 
-def _batched(a: Any, b: Any) -> tuple[Any, Any, tuple[int, ...]]:
-    """Both operands broadcast to one batch shape, contiguous, as (batch, m, k) and (batch, k, n)."""
+def _batch_stride(shape: tuple[int, ...], strides: tuple[int, ...]) -> int | None:
+    """The one element stride between consecutive matrices of the flattened batch, None when there is none
+    (0 for a broadcast batch: cuBLAS reads the same matrix for every entry)."""
+    dims = [(n, s) for n, s in zip(shape, strides) if n > 1]
+    for (_, outer), (n, inner) in zip(dims, dims[1:]):
+        if outer != inner * n:
+            return None
+    return dims[-1][1] if dims else 0
+
+
+def _layout(rows: int, cols: int, sr: int, sc: int) -> tuple[int, int] | None:
+    """How cuBLAS reads a row-major ``rows x cols`` matrix with element strides ``(sr, sc)`` as the transpose
+    it needs (column-major ``C^T = B^T A^T``): ``(CUBLAS_OP_N, ld)`` for row-major storage, ``(CUBLAS_OP_T,
+    ld)`` for column-major storage (a transposed view); None when neither (a copy is needed)."""
+    if cols == 1:  # a dimension of size 1 may have any stride: take the one that makes a layout valid
+        sc = 1
+    if rows == 1:
+        sr = max(cols, 1) if sc == 1 else 1
+    if sc == 1 and sr >= max(1, cols):
+        return CUBLAS_OP_N, sr
+    if sr == 1 and sc >= max(1, rows):
+        return CUBLAS_OP_T, sc
+    return None
+
+
+def _operand(x: Any, batch: tuple[int, ...]) -> tuple[Any, int, int, int]:
+    """``x`` broadcast to ``batch`` as ``(array, op, ld, batch stride)`` for cuBLAS, without a copy when its
+    layout allows (a transposed view goes as CUBLAS_OP_T: no 32-64 MB copies per GEMM on mlp-large)."""
     cupy = import_cupy()
+    x = cupy.broadcast_to(x, batch + x.shape[-2:])
+    rows, cols = x.shape[-2:]
+    item = x.dtype.itemsize
+    if all(s % item == 0 and s >= 0 for s in x.strides):
+        strides = tuple(s // item for s in x.strides)
+        layout, stride = _layout(rows, cols, *strides[-2:]), _batch_stride(x.shape[:-2], strides[:-2])
+        if layout is not None and stride is not None:
+            return x, layout[0], layout[1], stride
+    x = cupy.ascontiguousarray(x)
+    return x, CUBLAS_OP_N, max(cols, 1), rows * cols
+
+
+def _batched(a: Any, b: Any) -> tuple[Any, Any, tuple[int, ...]]:
+    """Both operands as 3-d or more arrays of one broadcast batch shape (1-d operands as a row / a column)."""
     if a.ndim == 1:
         a = a[None, :]
     if b.ndim == 1:
         b = b[:, None]
-    batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
-    a = cupy.ascontiguousarray(cupy.broadcast_to(a, batch + a.shape[-2:]))
-    b = cupy.ascontiguousarray(cupy.broadcast_to(b, batch + b.shape[-2:]))
-    count = math.prod(batch)
-    return a.reshape((count,) + a.shape[-2:]), b.reshape((count,) + b.shape[-2:]), batch
+    return a, b, tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
 
 
 def _gemm_ex(a: CuArray, b: CuArray) -> CuArray:
     """A 16-bit GEMM on tensor cores with float32 accumulation, output rounded once by cuBLAS."""
-    from cupy.cuda import cublas, device
-
     cupy = import_cupy()
-    a3, b3, batch = _batched(a.data, b.data)
-    count, m, k = a3.shape
-    n = b3.shape[2]
+    cublas = import_cupy_module("cupy.cuda.cublas")
+    a2, b2, batch = _batched(a.data, b.data)
+    m, k = a2.shape[-2:]
+    n = b2.shape[-1]
+    count = math.prod(batch)
     out = cupy.empty((count, m, n), dtype=a.data.dtype)
     if out.size and k:
-        handle = device.get_cublas_handle()
+        (a3, op_a, lda, stride_a), (b3, op_b, ldb, stride_b) = _operand(a2, batch), _operand(b2, batch)
+        handle = import_cupy_module("cupy.cuda.device").get_cublas_handle()
         cublas.setPointerMode(handle, CUBLAS_POINTER_MODE_HOST)
         kind = CUDA_R[a.dtype]
         cublas.gemmStridedBatchedEx(
-            handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, _ONE.ctypes.data,
-            b3.data.ptr, kind, n, n * k, a3.data.ptr, kind, k, m * k,
+            handle, op_b, op_a, n, m, k, _ONE.ctypes.data,
+            b3.data.ptr, kind, ldb, stride_b, a3.data.ptr, kind, lda, stride_a,
             _ZERO.ctypes.data, out.data.ptr, kind, n, m * n, count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
     elif out.size:
         out[...] = 0  # k == 0: an empty sum

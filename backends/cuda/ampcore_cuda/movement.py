@@ -11,7 +11,7 @@ from ampcore import dtypes as dt
 from .array import CuArray
 from .codegen import ctype
 from .convert import LOW, down, scalar_storage, up
-from .runtime import import_cupy
+from .runtime import import_cupy, import_cupy_module
 
 __all__ = ["kernels"]
 
@@ -70,8 +70,7 @@ def take(x: CuArray, indices: CuArray, axis: int) -> CuArray:
 def scatter_add(src: CuArray, indices: CuArray, axis: int, size: int) -> CuArray:
     """Zeros with ``size`` along ``axis``, then ``out[.., indices[j], ..] += src[.., j, ..]`` (atomics: the
     order of additions, so float results, may vary between runs)."""
-    import cupyx
-
+    cupyx = import_cupy_module("cupyx")
     cp = import_cupy()
     with cp.cuda.Device(src.device_index):
         moved = cp.moveaxis(up(src), axis, 0)

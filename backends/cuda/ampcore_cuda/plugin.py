@@ -25,7 +25,13 @@ class CUDABackend(ampcore.Backend):
 
     name = "cuda"
     device_type = "cuda"
-    priority = 200  # above opencl's 150: on an NVIDIA GPU this is the faster path
+    # Above opencl's 150: on an NVIDIA GPU this is the faster path.  On the simulator, below cpu's 100: it is
+    # never the default device, only the one asked for by name.
+    GPU_PRIORITY, SIMULATOR_PRIORITY = 200, 10
+
+    @property
+    def priority(self) -> int:  # type: ignore[override]
+        return self.SIMULATOR_PRIORITY if runtime.simulated() else self.GPU_PRIORITY
 
     def availability(self) -> ampcore.Availability:
         return runtime.probe()
@@ -47,7 +53,8 @@ class CUDABackend(ampcore.Backend):
         cupy = runtime.import_cupy()
         dtype = dt.as_dtype(dtype)
         c = ctype(dtype)
-        host = np.ascontiguousarray(dt.convert(np.asarray(array), dtype)).view(c.cupy_dtype)  # rounded once, here
+        # rounded once, here; np.asarray, not np.ascontiguousarray, which makes a 0-d array 1-d
+        host = np.asarray(dt.convert(np.asarray(array), dtype), order="C").view(c.cupy_dtype)
         with cupy.cuda.Device(device_index):
             return CuArray(cupy.asarray(host), dtype)
 

@@ -8,6 +8,7 @@ becomes one sentence naming the cause and the command that fixes it.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 from typing import Any, Mapping
@@ -15,7 +16,8 @@ from typing import Any, Mapping
 import ampcore
 from ampcore import dtypes as dt
 
-__all__ = ["INSTALL_HINT", "import_cupy", "probe", "device_count", "properties", "capabilities_from_properties",
+__all__ = ["INSTALL_HINT", "import_cupy", "import_cupy_module", "simulated", "probe",
+           "device_count", "properties", "capabilities_from_properties",
            "GEMM_OPS", "MIN_CC_BY_CUDA_MAJOR"]
 
 INSTALL_HINT = "pip install 'ampcore-cuda[cuda12]' (CUDA 12 driver) or 'ampcore-cuda[cuda13]' (CUDA 13 driver)"
@@ -33,8 +35,51 @@ GEMM_OPS = frozenset({"matmul", "mm", "bmm", "addmm", "addbmm", "baddbmm", "line
 
 
 def import_cupy() -> Any:
-    """The ``cupy`` module (imported on first call); raises what the import raises."""
-    return importlib.import_module("cupy")
+    """The ``cupy`` module (imported on first call), or the simulated one when :func:`simulated` names a
+    profile; raises what the import raises, ValueError for an unknown ``AMPCORE_CUDA_SIMULATOR``."""
+    return import_cupy_module("cupy")
+
+
+def import_cupy_module(name: str) -> Any:
+    """``cupy`` or one of its modules the backend uses (``cupy.cuda.cublas``, ``cupyx``,
+    ``cupyx.scipy.special``): the real one, or the simulator's when it is on."""
+    profile, _ = _simulator(os.environ.get(_SIM_ENV, ""))
+    if profile is not None:
+        from . import sim
+
+        return sim.module(name, profile)
+    return importlib.import_module(name)
+
+
+_SIM_ENV = "AMPCORE_CUDA_SIMULATOR"
+
+
+@functools.lru_cache(maxsize=None)
+def _simulator(value: str) -> tuple[Any, str]:
+    """(the simulator profile to use or None, a note for ``ampcore info``) for ``AMPCORE_CUDA_SIMULATOR=value``.
+
+    Never the simulator when real CuPy sees a GPU: then the variable is ignored, and the note says so.
+    """
+    from . import sim
+
+    profile = sim.requested_profile(value)  # ValueError for an unknown value, naming the valid ones
+    if profile is None:
+        return None, ""
+    try:
+        if int(importlib.import_module("cupy").cuda.runtime.getDeviceCount()) > 0:
+            return None, f"{_SIM_ENV}={value!r} ignored: CuPy and a GPU are present, so the GPU runs the kernels"
+    except Exception:  # no CuPy or no GPU: the simulator stands in
+        pass
+    return profile, (f"simulated: {_SIM_ENV}={value!r} runs the CUDA kernels on the CPU with g++ (an "
+                     f"sm_{profile.major}{profile.minor} {profile.name}); no GPU, no speed figures")
+
+
+def simulated() -> bool:
+    """Whether the backend runs on the CUDA simulator (``AMPCORE_CUDA_SIMULATOR`` set, no real GPU)."""
+    try:
+        return _simulator(os.environ.get(_SIM_ENV, ""))[0] is not None
+    except ValueError:
+        return False
 
 
 def _wheel(runtime_version: int) -> str:
@@ -76,7 +121,33 @@ def _safe(fn: Any, default: Any) -> Any:
 
 
 def probe() -> ampcore.Availability:
-    """Whether CuPy, a driver and a supported device are present; the reason and the fix if not.  Never raises."""
+    """Whether CuPy, a driver and a supported device are present; the reason and the fix if not.  Never raises.
+
+    On the simulator: available, with a reason saying so (``ampcore info`` prints it in the status line).
+    """
+    try:
+        profile, note = _simulator(os.environ.get(_SIM_ENV, ""))
+    except ValueError as exc:
+        return ampcore.Availability(False, str(exc))
+    if profile is not None:
+        return _probe_simulator(note)
+    status = _probe_cupy()
+    if note and status.ok:  # the variable was set but a real GPU won: say so
+        return ampcore.Availability(True, note)
+    return status
+
+
+def _probe_simulator(note: str) -> ampcore.Availability:
+    from .sim import build
+
+    try:
+        build.compiler()
+    except build.SimulatorBuildError as exc:
+        return ampcore.Availability(False, str(exc))
+    return ampcore.Availability(True, note)
+
+
+def _probe_cupy() -> ampcore.Availability:
     try:
         cupy = import_cupy()
     except ModuleNotFoundError as exc:
@@ -196,5 +267,6 @@ def capabilities_from_properties(props: Mapping[str, Any], runtime_version: int 
             "tensor_cores": [d.name for d in tensor_cores],
             "multiprocessors": int(props.get("multiProcessorCount", 0)),
             "cuda_runtime": _cuda_version(runtime_version) if runtime_version else None,
+            **({"simulated": f"{_SIM_ENV}={os.environ.get(_SIM_ENV, '')}"} if simulated() else {}),
         },
     )

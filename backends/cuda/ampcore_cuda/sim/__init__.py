@@ -1,0 +1,59 @@
+"""A CUDA simulator for the cuda backend, in the spirit of Numba's ``NUMBA_ENABLE_CUDASIM``: a NumPy-backed
+CuPy whose ``RawKernel`` runs the kernel's own CUDA C on the CPU (built by g++ against ``shim.h``, one fiber
+per CUDA thread) and whose cuBLAS computes as ``CUBLAS_COMPUTE_32F`` does.
+
+Opt-in only: ``AMPCORE_CUDA_SIMULATOR=h100`` (sm_90, bfloat16 autocast) or ``t4`` (sm_75, float16 autocast,
+bfloat16 GEMMs fall back to float32).  It proves kernel logic and the glue around it; it says nothing about
+speed, NVRTC, real cuBLAS, the memory model or warp divergence.
+"""
+
+from __future__ import annotations
+
+import os
+import types
+from typing import Any
+
+from .devices import PROFILES, Profile
+
+__all__ = ["ENV", "PROFILES", "requested_profile", "cupy_module", "module"]
+
+ENV = "AMPCORE_CUDA_SIMULATOR"
+_modules: dict[str, types.ModuleType] = {}
+
+
+def requested_profile(value: str | None = None) -> Profile | None:
+    """The profile ``value`` (default ``$AMPCORE_CUDA_SIMULATOR``) names, None when unset or empty; ValueError
+    naming the valid values for any other."""
+    value = (os.environ.get(ENV, "") if value is None else value).strip()
+    if not value:
+        return None
+    try:
+        return PROFILES[value.lower()]
+    except KeyError:
+        raise ValueError(f"{ENV}={value!r} is not a simulator profile; use one of "
+                         f"{', '.join(repr(k) for k in PROFILES)}, or unset it") from None
+
+
+def cupy_module(profile: Profile) -> types.ModuleType:
+    """The simulated ``cupy`` for ``profile`` (one per profile and process)."""
+    from .namespace import make_cupy
+
+    if profile.key not in _modules:
+        _modules[profile.key] = make_cupy(profile)
+    return _modules[profile.key]
+
+
+def module(name: str, profile: Profile) -> Any:
+    """The simulated module ``cupy``, ``cupy.cuda.cublas``, ``cupyx`` or ``cupyx.scipy.special``."""
+    from .namespace import make_cupyx
+
+    cupy = cupy_module(profile)
+    if name == "cupyx" or name.startswith("cupyx."):
+        if "cupyx" not in _modules:
+            _modules["cupyx"] = make_cupyx()
+        root, parts = _modules["cupyx"], name.split(".")[1:]
+    else:
+        root, parts = cupy, name.split(".")[1:]
+    for part in parts:
+        root = getattr(root, part)
+    return root

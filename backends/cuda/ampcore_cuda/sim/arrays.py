@@ -1,0 +1,104 @@
+"""Device arrays of the simulated CuPy: NumPy arrays that know their device and, like CuPy's, refuse to mix
+with host (NumPy) arrays in arithmetic.  ``.data.ptr`` is the address kernels and cuBLAS receive."""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .devices import MemoryPool, current_device
+
+__all__ = ["ndarray", "MemoryPointer", "POOL", "to_device", "check_no_host_arrays"]
+
+POOL = MemoryPool()
+
+
+@dataclass(frozen=True)
+class MemoryPointer:
+    """``ndarray.data``: the address of the first element and the device it lives on."""
+
+    ptr: int
+    device_id: int
+
+
+class _DeviceRef:
+    __slots__ = ("id",)
+
+    def __init__(self, index: int):
+        self.id = index
+
+
+def _count(owner: np.ndarray) -> None:
+    """Charge ``owner``'s buffer to the pool until it is garbage collected."""
+    POOL.allocated(owner.nbytes)
+    weakref.finalize(owner, POOL.freed, owner.nbytes)
+
+
+class ndarray(np.ndarray):  # noqa: N801 - CuPy's name
+    """A device array: NumPy memory, CuPy's surface (``data.ptr``, ``device``, ``get()``)."""
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self._device_id = getattr(obj, "_device_id", current_device())
+        if self.base is None and self.nbytes:
+            _count(self)
+
+    @property
+    def data(self) -> MemoryPointer:  # type: ignore[override]
+        return MemoryPointer(self.__array_interface__["data"][0], self._device_id)
+
+    @property
+    def device(self) -> _DeviceRef:  # type: ignore[override]
+        return _DeviceRef(self._device_id)
+
+    def get(self) -> np.ndarray:
+        """A host copy (a plain NumPy array)."""
+        return np.array(self.view(np.ndarray), copy=True)
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        check_no_host_arrays(inputs, ufunc.__name__)
+        args = [x.view(np.ndarray) if isinstance(x, ndarray) else x for x in inputs]
+        if "out" in kwargs:
+            kwargs["out"] = tuple(o.view(np.ndarray) if isinstance(o, ndarray) else o for o in kwargs["out"])
+        with np.errstate(all="ignore"):  # a GPU raises no floating-point warnings
+            result = getattr(ufunc, method)(*args, **kwargs)
+        return to_device(result)
+
+    def __getitem__(self, key: Any) -> Any:
+        result = np.ndarray.__getitem__(self, key)
+        if isinstance(result, np.generic):  # CuPy gives a 0-d view where NumPy gives a scalar
+            result = np.ndarray.__getitem__(self, (*(key if isinstance(key, tuple) else (key,)), Ellipsis))
+        return result
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        plain = value.view(np.ndarray) if isinstance(value, ndarray) else value
+        np.ndarray.__setitem__(self.view(np.ndarray), key, plain)
+
+
+def check_no_host_arrays(values: Any, what: str) -> None:
+    """TypeError (CuPy's) when a NumPy array meets device arrays in a device function."""
+    for v in values:
+        if isinstance(v, np.ndarray) and not isinstance(v, ndarray):
+            raise TypeError(f"Unsupported type {type(v)} in {what}: a host (NumPy) array in a device function; "
+                            "copy it with cupy.asarray first")
+        if isinstance(v, (list, tuple)):
+            check_no_host_arrays(v, what)
+
+
+def to_device(value: Any) -> Any:
+    """NumPy results as device arrays on the current device (tuples element by element); scalars unchanged."""
+    if isinstance(value, tuple):
+        return tuple(to_device(v) for v in value)
+    if isinstance(value, ndarray):
+        return value
+    if isinstance(value, np.generic):  # CuPy's ufuncs and reductions return 0-d arrays, never scalars
+        value = np.asarray(value)
+    if isinstance(value, np.ndarray):
+        if value.base is None and value.nbytes:
+            _count(value)
+        out = value.view(ndarray)
+        out._device_id = current_device()
+        return out
+    return value

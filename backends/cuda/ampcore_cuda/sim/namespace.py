@@ -1,0 +1,126 @@
+"""The simulated ``cupy`` and ``cupyx`` modules: exactly the part of CuPy the cuda backend uses, over NumPy.
+
+Array functions are NumPy's, returning device arrays and refusing host arrays as CuPy does (``asarray`` and
+``array`` copy host data in).  Random numbers come from NumPy's generator, so they are not CuPy's numbers;
+the backend promises only determinism in the seed.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import types
+from typing import Any, Callable
+
+import numpy as np
+
+from . import cublas as _cublas
+from .arrays import POOL, MemoryPointer, check_no_host_arrays, ndarray, to_device
+from .devices import Device, Profile, Runtime
+from .kernel import RawKernel
+
+__all__ = ["make_cupy", "make_cupyx"]
+
+_HOST_IN = frozenset({"asarray", "array"})
+_NOT_ARRAY_FUNCTIONS = frozenset({"dtype", "float16", "float32", "float64", "int32", "int64", "uint16", "uint32",
+                                  "uint64", "bool_", "int8", "uint8", "int16", "newaxis", "pi", "inf", "nan", "e"})
+
+
+def _device_function(name: str) -> Callable[..., Any]:
+    fn = getattr(np, name)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if name not in _HOST_IN:
+            check_no_host_arrays(args, f"cupy.{name}")
+            check_no_host_arrays(kwargs.values(), f"cupy.{name}")
+        plain = [a.view(np.ndarray) if isinstance(a, ndarray) else
+                 [x.view(np.ndarray) if isinstance(x, ndarray) else x for x in a] if isinstance(a, (list, tuple))
+                 else a for a in args]
+        with np.errstate(all="ignore"):  # a GPU raises no floating-point warnings
+            result = fn(*plain, **kwargs)
+        if name in _HOST_IN and any(r is result and not isinstance(a, ndarray) for r, a in zip(plain, args)):
+            result = result.copy()  # host -> device is always a copy; a device array passes through
+        return to_device(result)
+
+    return wrapper
+
+
+def _ascontiguousarray(a: Any, dtype: Any = None) -> ndarray:
+    """CuPy's: C-contiguous, same shape (NumPy's makes a 0-d array 1-d)."""
+    check_no_host_arrays((a,), "cupy.ascontiguousarray")
+    plain = a.view(np.ndarray) if isinstance(a, ndarray) else a
+    return to_device(np.asarray(plain, dtype=dtype, order="C"))
+
+
+class _Module(types.ModuleType):
+    """A module whose unknown attributes are NumPy's array functions, made device functions."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or not hasattr(np, name):
+            raise AttributeError(f"the simulated cupy has no attribute {name!r}")
+        value = getattr(np, name)
+        if name in _NOT_ARRAY_FUNCTIONS or not callable(value) or isinstance(value, type):
+            return value
+        wrapped = _device_function(name)
+        setattr(self, name, wrapped)
+        return wrapped
+
+
+class _Generator:
+    """``cupy.random.default_rng(seed)``: NumPy's PCG64, on the device."""
+
+    def __init__(self, seed: Any):
+        self._rng = np.random.default_rng(seed)
+
+    def random(self, shape: Any, dtype: Any = np.float64) -> ndarray:
+        return to_device(self._rng.random(shape, dtype=dtype))
+
+    def standard_normal(self, shape: Any, dtype: Any = np.float64) -> ndarray:
+        return to_device(self._rng.standard_normal(shape, dtype=dtype))
+
+
+def _nvrtc_unavailable() -> tuple[int, int]:
+    raise RuntimeError("the CUDA simulator has no NVRTC: kernels are built by the host C++ compiler")
+
+
+def make_cupy(profile: Profile) -> types.ModuleType:
+    """A fresh simulated ``cupy`` for ``profile``."""
+    runtime = Runtime(profile)
+    cuda = types.ModuleType("cupy.cuda")
+    cuda.runtime = runtime
+    cuda.Device = functools.partial(Device, runtime=runtime)
+    cuda.cublas = _cublas
+    cuda.device = types.SimpleNamespace(get_cublas_handle=_cublas.get_cublas_handle)
+    cuda.nvrtc = types.SimpleNamespace(getVersion=_nvrtc_unavailable)
+    cuda.MemoryPointer = MemoryPointer
+    module = _Module("cupy", "simulated CuPy (ampcore_cuda.sim): NumPy arrays, kernels run on the CPU")
+    module.cuda = cuda
+    module.ndarray = ndarray
+    module.ascontiguousarray = _ascontiguousarray
+    module.RawKernel = RawKernel
+    module.get_default_memory_pool = lambda: POOL
+    module.random = types.SimpleNamespace(default_rng=_Generator)
+    module.simulated_profile = profile
+    return module
+
+
+def _erf(x: Any) -> ndarray:
+    check_no_host_arrays((x,), "cupyx.scipy.special.erf")
+    host = np.asarray(x)
+    with np.errstate(all="ignore"):
+        return to_device(np.vectorize(math.erf, otypes=[np.float64])(host).astype(host.dtype, copy=False))
+
+
+def _scatter_add(out: ndarray, indices: Any, values: ndarray) -> None:
+    check_no_host_arrays((out, indices, values), "cupyx.scatter_add")
+    np.add.at(out.view(np.ndarray), np.asarray(indices), np.asarray(values))
+
+
+def make_cupyx() -> types.ModuleType:
+    """The simulated ``cupyx``: ``scatter_add`` and ``scipy.special.erf``."""
+    module = types.ModuleType("cupyx")
+    module.scatter_add = _scatter_add
+    special = types.SimpleNamespace(erf=_erf)
+    module.scipy = types.SimpleNamespace(special=special)
+    return module

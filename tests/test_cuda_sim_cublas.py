@@ -1,0 +1,153 @@
+"""The simulator's ``gemmStridedBatchedEx`` against a float64 reference for every transpose, leading dimension
+and batch stride, its refusals, and the cuda backend's matmul passing transposed and broadcast operands to it
+as CUBLAS_OP_T and batch stride 0 (no copy) with the right numbers."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+
+import numpy as np
+import pytest
+
+from ampcore import dtypes as dt
+from ampcore_cuda.sim import PROFILES, cublas, cupy_module
+
+cp = cupy_module(PROFILES["h100"])
+KINDS = {"float16": cublas.CUDA_R_16F, "bfloat16": cublas.CUDA_R_16BF}
+EPS = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
+
+
+def _store(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Host values rounded to ``dtype`` and their 16-bit storage (bfloat16 as uint16 words)."""
+    rounded = np.asarray(dt.convert(values, dt.as_dtype(dtype)))
+    return rounded, rounded.view(np.uint16) if dtype == "bfloat16" else rounded
+
+
+def _tolerance(ref: np.ndarray, abs_products: np.ndarray, k: int, dtype: str) -> np.ndarray:
+    """One rounding to the dtype plus float32 accumulation of k products."""
+    return EPS[dtype] * np.abs(ref) + k * 2.0 ** -24 * abs_products + 1e-30
+
+
+def _column_major(mats: np.ndarray, op: int, ld: int, stride: int) -> np.ndarray:
+    """``mats`` (batch, rows, cols) = op(X) laid out column-major with leading dimension ``ld`` and batch stride
+    ``stride`` (0: one matrix shared by the batch), as a flat buffer with NaN-free padding."""
+    stored = mats if op == cublas.CUBLAS_OP_N else mats.transpose(0, 2, 1)
+    batch, rows, cols = stored.shape
+    flat = np.full(max(stride * (batch - 1), 0) + ld * cols, 0, dtype=mats.dtype)
+    for b in range(1 if stride == 0 else batch):
+        for j in range(cols):
+            flat[b * stride + j * ld: b * stride + j * ld + rows] = stored[b, :, j]
+    return flat
+
+
+@pytest.mark.parametrize("dtype", KINDS)
+@pytest.mark.parametrize("transa, transb", list(itertools.product((0, 1), repeat=2)))
+@pytest.mark.parametrize("pad, shared_b", [(0, False), (3, False), (2, True)])
+def test_every_transpose_ld_and_stride_matches_a_float64_reference(dtype, transa, transb, pad, shared_b):
+    rng = np.random.default_rng(transa * 4 + transb * 2 + pad)
+    batch, m, n, k = 3, 5, 4, 33
+    a_vals, a_store = _store(rng.standard_normal((batch, m, k)), dtype)
+    b_vals, b_store = _store(rng.standard_normal((1 if shared_b else batch, k, n)), dtype)
+    lda = (m if transa == 0 else k) + pad
+    ldb = (k if transb == 0 else n) + pad
+    stride_a, stride_b = lda * (k if transa == 0 else m) + 1, 0 if shared_b else ldb * (n if transb == 0 else k) + 2
+    a_buf = cp.asarray(_column_major(a_store, transa, lda, stride_a))
+    b_buf = cp.asarray(_column_major(b_store, transb, ldb, stride_b))
+    ldc, stride_c = m + pad, (m + pad) * n + 5
+    c_buf = cp.zeros(stride_c * batch, dtype=a_buf.dtype)
+    one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)
+    cublas.gemmStridedBatchedEx(cublas.get_cublas_handle(), transa, transb, m, n, k, one.ctypes.data,
+                                a_buf.data.ptr, KINDS[dtype], lda, stride_a, b_buf.data.ptr, KINDS[dtype], ldb,
+                                stride_b, zero.ctypes.data, c_buf.data.ptr, KINDS[dtype], ldc, stride_c, batch,
+                                cublas.CUBLAS_COMPUTE_32F, cublas.CUBLAS_GEMM_DEFAULT)
+    host = c_buf.get().view(np.uint16) if dtype == "bfloat16" else c_buf.get()
+    raw = np.lib.stride_tricks.as_strided(host, (batch, m, n), (stride_c * 2, 2, ldc * 2))
+    got = (raw.astype(np.uint32) << 16).view(np.float32) if dtype == "bfloat16" else raw.astype(np.float32)
+    a64, b64 = a_vals.astype(np.float64), np.broadcast_to(b_vals.astype(np.float64), (batch, k, n))
+    ref = a64 @ b64
+    assert np.all(np.abs(got - ref) <= _tolerance(ref, np.abs(a64) @ np.abs(b64), k, dtype))
+
+
+@pytest.mark.parametrize("change, match", [
+    (dict(transa=2), "transa = 2; the simulator implements CUBLAS_OP_N \\(0\\) and CUBLAS_OP_T \\(1\\)"),
+    (dict(btype=cublas.CUDA_R_16BF), "types A=2, B=14, C=2"),
+    (dict(compute_type=64), "computeType 64"),
+    (dict(lda=3), "lda = 3 < 4"),
+    (dict(stride_c=4), "output matrices would overlap"),
+])
+def test_a_combination_the_simulator_does_not_implement_raises(change, match):
+    buf = cp.zeros(64, dtype=np.float16)
+    args = dict(handle=cublas.get_cublas_handle(), transa=0, transb=0, m=4, n=2, k=2,
+                alpha=np.ones(1, np.float32).ctypes.data, a=buf.data.ptr, atype=2, lda=4, stride_a=8,
+                b=buf.data.ptr, btype=2, ldb=2, stride_b=4, beta=np.zeros(1, np.float32).ctypes.data,
+                c=buf.data.ptr, ctype=2, ldc=4, stride_c=8, batch=2, compute_type=68, algo=-1)
+    args.update(change)
+    with pytest.raises(cublas.CublasSimError, match=match):
+        cublas.gemmStridedBatchedEx(**args)
+
+
+@pytest.fixture
+def simulated(monkeypatch):
+    """The cuda backend on the h100 profile, with every gemmStridedBatchedEx call's (transa, transb, strides).
+
+    Only the backend object, never ampcore's registry: it caches availability for the rest of the process."""
+    if shutil.which("g++") is None:
+        pytest.skip("the CUDA simulator needs g++ on PATH")
+    monkeypatch.setenv("AMPCORE_CUDA_SIMULATOR", "h100")
+    calls = []
+    real = cublas.gemmStridedBatchedEx
+
+    def spy(*args):
+        calls.append({"transa": args[1], "transb": args[2], "stride_a": args[10], "stride_b": args[14]})
+        return real(*args)
+
+    monkeypatch.setattr(cublas, "gemmStridedBatchedEx", spy)
+    from ampcore_cuda.plugin import CUDABackend
+
+    return CUDABackend(), calls
+
+
+CASES = {  # name: (a of the product, b of the product) built from host arrays; cuBLAS sees (B, A) swapped
+    "plain": (lambda a: a, lambda b: b),
+    "a transposed": (lambda a: a.T, lambda b: b),
+    "b transposed": (lambda a: a, lambda b: b.T),
+    "both transposed": (lambda a: a.T, lambda b: b.T),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case", CASES)
+def test_matmul_passes_transposed_views_as_op_t_without_copying(simulated, case, dtype):
+    backend, calls = simulated
+    rng = np.random.default_rng(1)
+    make_a, make_b = CASES[case]
+    a_host = rng.standard_normal((6, 40) if case in ("plain", "b transposed") else (40, 6))
+    b_host = rng.standard_normal((40, 3) if case in ("plain", "a transposed") else (3, 40))
+    a_arr, b_arr = backend.from_numpy(a_host, dtype), backend.from_numpy(b_host, dtype)
+    from ampcore_cuda.array import CuArray
+    from ampcore_cuda.gemm import matmul
+
+    a_view, b_view = CuArray(make_a(a_arr.data), a_arr.dtype), CuArray(make_b(b_arr.data), b_arr.dtype)
+    got = backend.to_numpy(matmul(a_view, b_view)).astype(np.float64)
+    a64 = make_a(backend.to_numpy(a_arr).astype(np.float64))
+    b64 = make_b(backend.to_numpy(b_arr).astype(np.float64))
+    ref = a64 @ b64
+    assert np.all(np.abs(got - ref) <= _tolerance(ref, np.abs(a64) @ np.abs(b64), 40, dtype))
+    (call,) = calls
+    assert (call["transb"], call["transa"]) == (int("a transposed" in case or "both" in case),
+                                                int("b transposed" in case or "both" in case))
+
+
+def test_a_broadcast_batch_goes_as_stride_zero(simulated):
+    backend, calls = simulated
+    from ampcore_cuda.gemm import matmul
+
+    rng = np.random.default_rng(2)
+    a, w = backend.from_numpy(rng.standard_normal((4, 5, 8)), "float16"), backend.from_numpy(
+        rng.standard_normal((8, 3)), "float16")
+    got = backend.to_numpy(matmul(a, w)).astype(np.float64)
+    a64, w64 = backend.to_numpy(a).astype(np.float64), backend.to_numpy(w).astype(np.float64)
+    ref = a64 @ w64
+    assert np.all(np.abs(got - ref) <= _tolerance(ref, np.abs(a64) @ np.abs(w64), 8, "float16"))
+    assert calls[-1]["stride_a"] == 0  # cuBLAS's A is w, shared by the batch

@@ -1,0 +1,194 @@
+"""The cuda backend on the CUDA simulator (``AMPCORE_CUDA_SIMULATOR``): opt-in and loud, never the default,
+never over a real GPU; the whole conformance suite passes on both profiles; AMP training (autocast, GradScaler
+skip and resume, ``ampcore train``) runs end to end; benchmarks refuse it.
+
+Each check runs in a fresh interpreter: the variable is read per process, as a user sets it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from ampcore_cuda import runtime
+
+needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the CUDA simulator needs g++ on PATH")
+PROFILES = ("h100", "t4")
+
+
+def _env(profile: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AMPCORE_")}
+    if profile:
+        env["AMPCORE_CUDA_SIMULATOR"] = profile
+    return env
+
+
+def _ampcore(*args: str, profile: str | None, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ampcore", *args], capture_output=True, text=True,
+                          env=_env(profile), timeout=timeout)
+
+
+def _python(code: str, profile: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(profile),
+                          timeout=300)
+
+
+def _cuda_info(profile: str | None) -> dict:
+    proc = _ampcore("info", "--json", profile=profile)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    return report, next(b for b in report["backends"] if b["name"] == "cuda")
+
+
+@needs_gxx
+@pytest.mark.parametrize("profile, cc, autocast", [("h100", "9.0", "bfloat16"), ("t4", "7.5", "float16")])
+def test_info_shows_cuda_available_and_simulated_but_never_the_default(profile, cc, autocast):
+    report, cuda = _cuda_info(profile)
+    assert cuda["available"] and "simulated" in cuda["reason"] and f"AMPCORE_CUDA_SIMULATOR='{profile}'" in cuda["reason"]
+    (device,) = cuda["devices"]
+    assert device["usable"] and "simulator" in device["device_name"]
+    assert device["compute_capability"] == cc and device["autocast_dtype"] == autocast
+    assert device["simulated"] == f"AMPCORE_CUDA_SIMULATOR={profile}"
+    assert report["default_device"] != "cuda:0", "the simulator is never chosen by default"
+    text = _ampcore("info", profile=profile).stdout
+    assert "available (note: simulated" in " ".join(text.split())
+
+
+def test_without_the_variable_cuda_is_unavailable_with_the_real_reason():
+    _, cuda = _cuda_info(None)
+    status = runtime._probe_cupy()
+    assert cuda["available"] == status.ok and cuda["reason"] == status.reason
+    assert "simulat" not in cuda["reason"]
+
+
+def test_an_unknown_profile_is_an_error_naming_the_valid_ones(monkeypatch):
+    monkeypatch.setenv("AMPCORE_CUDA_SIMULATOR", "a100")
+    status = runtime.probe()
+    assert not status.ok and "AMPCORE_CUDA_SIMULATOR='a100' is not a simulator profile" in status.reason
+    assert "'h100', 't4'" in status.reason
+    with pytest.raises(ValueError, match="use one of 'h100', 't4'"):
+        runtime.import_cupy()
+
+
+def test_the_variable_is_ignored_and_says_so_when_cupy_sees_a_gpu(monkeypatch):
+    fake = SimpleNamespace(cuda=SimpleNamespace(runtime=SimpleNamespace(getDeviceCount=lambda: 1)))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setenv("AMPCORE_CUDA_SIMULATOR", "h100")
+    runtime._simulator.cache_clear()
+    try:
+        profile, note = runtime._simulator("h100")
+        assert profile is None and "ignored: CuPy and a GPU are present" in note
+        assert runtime.import_cupy() is fake and not runtime.simulated()
+    finally:
+        runtime._simulator.cache_clear()
+
+
+@needs_gxx
+@pytest.mark.slow
+@pytest.mark.parametrize("profile", PROFILES)
+def test_the_whole_conformance_suite_passes_on_the_simulator(profile, tmp_path):
+    start = time.perf_counter()
+    path = tmp_path / "report.json"
+    proc = _ampcore("conformance", "--backend", "cuda", "--json", str(path), "--report", "summary", "--",
+                    "-p", "no:cacheprovider", "-q", profile=profile)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    (report,) = json.loads(path.read_text())["backends"]
+    assert report["passed"] and report["summary"]["fail"] == 0
+    assert report["summary"]["pass"] > 1000, report["summary"]  # ran, not skipped
+    cells = {(c["check"], c["op"], c["dtype"]): c["outcome"] for c in report["cells"]}
+    for dtype in ("float16", "bfloat16"):  # the kernels ran in both 16-bit types on both profiles
+        assert cells[("kernels", "add", dtype)] == "pass"
+        assert cells[("amp_kernels", "unscale_and_check", dtype)] == "pass"
+    print(f"{profile}: {report['summary']} in {time.perf_counter() - start:.0f} s")
+
+
+TRAIN_STEPS = r"""
+import numpy as np, ampcore, json
+from ampcore import nn, optim
+from ampcore.nn import functional as F
+dev = "cuda:0"
+ampcore.manual_seed(0)
+model = nn.Sequential(nn.Linear(20, 32, device=dev), nn.GELU(), nn.Linear(32, 5, device=dev))
+opt = optim.AdamW(model.parameters(), lr=1e-2)
+scaler = ampcore.GradScaler("cuda", init_scale=2.0 ** 30)  # float16 gradients overflow at this scale
+rng = np.random.default_rng(0)
+x = ampcore.tensor(rng.standard_normal((16, 20), dtype=np.float32), device=dev)
+y = ampcore.tensor(rng.integers(0, 5, 16), device=dev)
+def step():
+    opt.zero_grad()
+    with ampcore.autocast("cuda", dtype=ampcore.float16):
+        logits = model(x)
+        loss = F.cross_entropy(logits, y)
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    return logits.dtype.name, float(loss.item())
+before = [p.numpy().copy() for p in model.parameters()]
+kind, first = step()
+skipped = all(np.array_equal(b, p.numpy()) for b, p in zip(before, model.parameters()))
+scales = [scaler.get_scale()]
+for _ in range(20):
+    step()
+    scales.append(scaler.get_scale())
+state = (scaler.state_dict(), opt.state_dict(), [p.numpy().copy() for p in model.parameters()])
+cont = [step()[1] for _ in range(3)]
+scaler.load_state_dict(state[0]); opt.load_state_dict(state[1])
+with ampcore.no_grad():
+    for p, v in zip(model.parameters(), state[2]):
+        p.copy_(ampcore.tensor(v, device=dev))
+resumed = [step()[1] for _ in range(3)]
+print(json.dumps(dict(kind=kind, skipped=skipped, scales=scales, first=first, last=cont[-1], cont=cont,
+                      resumed=resumed)))
+"""
+
+
+@needs_gxx
+@pytest.mark.parametrize("profile", PROFILES)
+def test_autocast_and_grad_scaler_skip_back_off_and_resume_bit_identically(profile):
+    proc = _python(TRAIN_STEPS, profile)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["kind"] == "float16", "linear ran under autocast in float16"
+    assert out["skipped"], "an overflowing step leaves every parameter exactly as it was"
+    assert out["scales"][0] == 2.0 ** 29 and min(out["scales"]) < 2.0 ** 20, out["scales"]
+    assert out["last"] < out["first"], "training went on after the back-off"
+    assert out["resumed"] == out["cont"], "a resumed run continues bit-identically"
+
+
+@needs_gxx
+@pytest.mark.slow
+@pytest.mark.parametrize("profile", PROFILES)
+def test_ampcore_train_on_simulated_cuda_learns_the_digits(profile):
+    proc = _ampcore("train", "--device", "cuda:0", "--epochs", "3", "--json", profile=profile)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["device"] == "cuda:0" and result["amp"]
+    assert result["dtype"] == {"h100": "bfloat16", "t4": "float16"}[profile]
+    assert result["test_accuracy"] >= 0.85, result
+    assert result["epoch_losses"][-1] < result["epoch_losses"][0] / 3
+
+
+@needs_gxx
+def test_bench_refuses_to_time_the_simulator_as_a_gpu():
+    proc = _ampcore("bench", "--device", "cuda:0", "--steps", "1", "--warmup", "0", "--no-torch", profile="h100")
+    assert proc.returncode != 0
+    assert "cuda:0 is simulated (AMPCORE_CUDA_SIMULATOR=h100)" in proc.stdout + proc.stderr
+    assert "not GPU figures" in proc.stdout + proc.stderr
+
+
+@needs_gxx
+def test_a_zero_dimensional_host_array_stays_zero_dimensional_on_the_device():
+    """Regression: from_numpy used np.ascontiguousarray, which makes a 0-d array shape (1,)."""
+    proc = _python("import numpy as np, ampcore\n"
+                   "t = ampcore.tensor(np.float32(2.5), device='cuda:0')\n"
+                   "print(t.shape, ampcore.get_backend('cuda').shape_of(t._data) if hasattr(t, '_data') else '')",
+                   "h100")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("()"), proc.stdout
