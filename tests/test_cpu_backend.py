@@ -264,3 +264,19 @@ def test_erf_edge_values():
     assert out[2] == 1.0 and out[3] == -1.0 and np.isnan(out[4])
     np.testing.assert_allclose(out[5:], [0.8427007929497149, -0.8427007929497149, 1.0], rtol=2.0 ** -52)
     assert K.erf(np.array([0.5], np.float32)).dtype == np.float32
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
+def test_blockwise_gelu_gives_the_whole_array_bits(dtype, approximate):
+    """GELU runs over cache-sized blocks past CHUNK elements; every bit must match the one-pass kernel."""
+    from ampcore_cpu import fused_nn
+    from ampcore_cpu.kernels import CHUNK, _lowp, _quiet
+
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((2, CHUNK + 5)) * 3).astype(dtype)
+    gy = rng.standard_normal((2, CHUNK + 5)).astype(dtype)
+    fast, whole = fused_nn.NN_KERNELS, {f.__name__: _quiet(_lowp(f)) for f in (fused_nn.gelu, fused_nn.gelu_backward)}
+    assert np.array_equal(fast["gelu"](x, approximate).view(np.uint8), whole["gelu"](x, approximate).view(np.uint8))
+    assert np.array_equal(fast["gelu_backward"](x, gy, approximate).view(np.uint8),
+                          whole["gelu_backward"](x, gy, approximate).view(np.uint8))

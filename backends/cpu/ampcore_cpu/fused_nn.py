@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .kernels import _erf, _lowp, _quiet
+from .kernels import CHUNK, _erf, _lowp, _quiet
 
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -65,8 +65,33 @@ def gelu_backward(x: np.ndarray, gy: np.ndarray, approximate: str) -> np.ndarray
     return gy * (cdf + x * pdf)
 
 
+def _blockwise(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """An elementwise ``fn(x, gy?, approximate)`` run over cache-sized blocks of ``x`` (and ``gy``).
+
+    GELU's float64 erf takes ~15 whole-array passes; on arrays past the cache each pass streams
+    memory, block by block they stay in L2 (about 2x faster on a 1M-element GELU).  The same
+    float64 arithmetic per element and the same single rounding on output: results are unchanged.
+    """
+
+    def kernel(*args: Any) -> Any:
+        *arrays, approximate = args
+        x = arrays[0]
+        if x.size <= CHUNK:
+            return fn(*arrays, approximate)
+        flats = [np.ascontiguousarray(np.broadcast_to(a, x.shape)).reshape(-1) for a in arrays]
+        first = np.asarray(fn(*[f[:CHUNK] for f in flats], approximate))
+        out = np.empty(x.size, dtype=first.dtype)  # float64 from erf: _lowp still rounds only once
+        out[:CHUNK] = first
+        for start in range(CHUNK, x.size, CHUNK):
+            out[start:start + CHUNK] = fn(*[f[start:start + CHUNK] for f in flats], approximate)
+        return out.reshape(x.shape)
+
+    kernel.__name__ = fn.__name__
+    return kernel
+
+
 def _kernel(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return _quiet(_lowp(fn))
+    return _quiet(_lowp(_blockwise(fn) if fn in (gelu, gelu_backward) else fn))
 
 
 NN_KERNELS: dict[str, Callable[..., Any]] = {
