@@ -14,9 +14,10 @@ import numpy as np
 
 from ampcore import dtypes as dt
 
-from . import special
+from . import halfconv, special
 
 F32 = np.dtype(np.float32)
+F16 = np.dtype(np.float16)
 LOW = frozenset({dt.float16.numpy, dt.bfloat16.numpy})
 CHUNK = 1 << 16  # elements per cache-sized block in the fused passes
 # unscale_and_check's block.  Each block costs ~5 us of Python/ufunc calls, so it must be big against
@@ -32,7 +33,14 @@ def _np(dtype: Any) -> np.dtype:
 
 def _up(x: Any) -> Any:
     """float16/bfloat16 arrays as float32; everything else unchanged (scalars too)."""
-    return x.astype(F32) if isinstance(x, np.ndarray) and x.dtype in LOW else x
+    if not isinstance(x, np.ndarray) or x.dtype not in LOW:
+        return x
+    return halfconv.to_float32(x) if x.dtype == F16 else x.astype(F32)
+
+
+def _down(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``x`` rounded once to ``dtype`` (float16 from float32 through :mod:`.halfconv`, the same bits)."""
+    return halfconv.to_float16(x) if dtype == F16 and x.dtype == F32 else x.astype(dtype)
 
 
 def _lowp(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -42,7 +50,7 @@ def _lowp(fn: Callable[..., Any]) -> Callable[..., Any]:
         arrays = [a for a in args if isinstance(a, np.ndarray)]
         dtype = arrays[0].dtype
         if dtype in LOW:
-            return np.asarray(fn(*[_up(a) for a in args])).astype(dtype)
+            return _down(np.asarray(fn(*[_up(a) for a in args])), dtype)
         out = np.asarray(fn(*args))
         return out if out.dtype == dtype else out.astype(dtype)
 
@@ -95,6 +103,9 @@ COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equa
 
 
 def cast(x: np.ndarray, dtype: Any) -> np.ndarray:
+    target = _np(dtype)
+    if (x.dtype, target) in ((F32, F16), (F16, F32)):  # through halfconv: NumPy's bits, faster
+        return _down(x, target) if target == F16 else _up(x)
     return dt.convert(x, dtype)  # always a new array (the contract), rounded once even float64 -> bfloat16
 
 
@@ -153,8 +164,9 @@ def _reduced_dtype(x: np.ndarray) -> Any:
 
 def reduce_sum(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
     acc = _accumulator(x)
-    out = np.sum(x, axis=axes, dtype=acc, keepdims=keepdims)
-    return np.asarray(out).astype(_reduced_dtype(x), copy=False)
+    # float16 widened first: NumPy's reduction would widen it element by element, far slower.
+    out = np.asarray(np.sum(_up(x) if x.dtype == F16 else x, axis=axes, dtype=acc, keepdims=keepdims))
+    return _down(out, x.dtype) if x.dtype == F16 else out.astype(_reduced_dtype(x), copy=False)
 
 
 def reduce_max(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
@@ -183,7 +195,7 @@ def _blas_ready(x: np.ndarray) -> np.ndarray:
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype in LOW:
         # BLAS sgemm: fp32 products and accumulation, one rounding on output.
-        return np.matmul(_blas_ready(a.astype(F32)), _blas_ready(b.astype(F32))).astype(a.dtype)
+        return _down(np.matmul(_blas_ready(_up(a)), _blas_ready(_up(b))), a.dtype)
     return np.matmul(_blas_ready(a), _blas_ready(b))
 
 
