@@ -122,6 +122,22 @@ def test_pooling_backward():
     assert gradcheck(lambda t: F.avg_pool2d(t, 3, 2, 1, count_include_pad=False), [x])
 
 
+def test_tiled_max_pool_rectangular_windows_nan_and_unbatched_input():
+    """stride = kernel (the one-op path): rectangular windows, a NaN is the window's maximum and takes its
+    gradient, unread edge rows and columns get none, and a (C, H, W) input works."""
+    a = np.arange(2 * 5 * 7, dtype=np.float64).reshape(2, 5, 7) % 11
+    a[1, 0, 1] = np.nan
+    x = ampcore.tensor(a, requires_grad=True)
+    out = F.max_pool2d(x, (2, 3))
+    expected = ref.pool2d(a[None], 1, 1, 0, "max")[0, :, :4, :6].reshape(2, 2, 2, 2, 3).max((2, 4))
+    np.testing.assert_array_equal(out.numpy(), expected)  # NaN propagates, as np.max
+    out.sum().backward()
+    grad = x.grad.numpy()
+    assert grad[1, 0, 1] == 1.0 and grad[1, :2, :3].sum() == 1.0  # the NaN window sends it to the NaN only
+    assert grad.sum() == out.numel() and not grad[:, 4, :].any() and not grad[:, :, 6].any()
+    assert gradcheck(lambda t: F.max_pool2d(t, (2, 3)), [distinct(1, 2, 5, 7)])
+
+
 def test_max_pool_sends_the_gradient_to_the_first_maximum():
     x = ampcore.tensor([[[[1.0, 1.0], [0.0, 1.0]]]], requires_grad=True)
     F.max_pool2d(x, 2).sum().backward()

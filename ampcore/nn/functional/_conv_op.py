@@ -28,10 +28,10 @@ from ._windows import output_size
 _ALL = slice(None)
 
 
-def _im2col_cm(k: Any, xt: Any, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int],
+def im2col(k: Any, xt: Any, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int],
                out_hw: tuple[int, int]) -> Any:
-    """(C, N, H, W) already padded -> (C, kh*kw, N, Ho, Wo): tap ``i*kw + j`` at (r, c) is
-    ``x[..., i*dh + sh*r, j*dw + sw*c]``."""
+    """(A, B, H, W) already padded -> (A, kh*kw, B, Ho, Wo): tap ``i*kw + j`` at (r, c) is
+    ``x[..., i*dh + sh*r, j*dw + sw*c]`` (conv passes A, B = C, N; pooling N, C)."""
     (kh, kw), (sh, sw), (dh, dw), (ho, wo) = kernel, stride, dilation, out_hw
     c, n = k.shape_of(xt)[:2]
     taps = [k.reshape(k.slice(xt, (_ALL, _ALL, slice(i * dh, i * dh + sh * (ho - 1) + 1, sh),
@@ -69,7 +69,7 @@ class Conv2d(Op):
     @staticmethod
     def _columns(k, x, geometry):
         stride, pads, dilation, groups, (n, _, _, _), (_, cg, kh, kw), (ho, wo) = geometry
-        cols = _im2col_cm(k, _channel_major(k, x, pads), (kh, kw), stride, dilation, (ho, wo))
+        cols = im2col(k, _channel_major(k, x, pads), (kh, kw), stride, dilation, (ho, wo))
         return k.reshape(cols, (groups, cg * kh * kw, n * ho * wo))
 
     def backward(self, ctx, k, g):
@@ -101,7 +101,7 @@ class Conv2d(Op):
                        (dw * (kw - 1), wp - (wo - 1) * sw - 1)), 0.0)
         q = k.slice(q, (_ALL, _ALL, slice(pads[0][0], pads[0][0] + h + dh * (kh - 1)),
                         slice(pads[1][0], pads[1][0] + wd + dw * (kw - 1))))
-        cols = k.reshape(_im2col_cm(k, q, (kh, kw), (1, 1), dilation, (h, wd)), (groups, (o // groups) * kh * kw,
+        cols = k.reshape(im2col(k, q, (kh, kw), (1, 1), dilation, (h, wd)), (groups, (o // groups) * kh * kw,
                                                                                  n * h * wd))
         flipped = k.slice(ctx.w, (_ALL, _ALL, slice(None, None, -1), slice(None, None, -1)))
         wt = k.reshape(k.transpose(k.reshape(flipped, (groups, o // groups, cg, kh * kw)), (0, 2, 1, 3)),
