@@ -7,9 +7,9 @@ import pytest
 
 from ampcore_cpu import halfconv
 
-pytestmark = pytest.mark.skipif(halfconv.engine() != "numba",
-                                reason="numba is not installed: the cpu backend converts float16 with NumPy's "
-                                       "own astype, so there is no second implementation to check")
+needs_numba = pytest.mark.skipif(halfconv.engine() != "numba",
+                                 reason="numba is not installed: the cpu backend converts float16 with NumPy's "
+                                        "own astype, so there is no second implementation to check")
 
 
 def _structured_float32_bits() -> np.ndarray:
@@ -29,6 +29,7 @@ def _structured_float32_bits() -> np.ndarray:
     return np.concatenate([bits, bits | np.uint32(0x80000000)])
 
 
+@needs_numba
 def test_float32_to_float16_matches_numpy_bit_for_bit_on_a_structured_sample():
     x = _structured_float32_bits().view(np.float32)
     with np.errstate(all="ignore"):
@@ -39,6 +40,7 @@ def test_float32_to_float16_matches_numpy_bit_for_bit_on_a_structured_sample():
                            zip(x.view(np.uint32)[bad[:5]], got[bad[:5]], expected[bad[:5]])]
 
 
+@needs_numba
 def test_every_float16_widens_to_numpys_float32_and_rounds_back_to_itself():
     h = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
     wide = halfconv.to_float32(h)
@@ -46,6 +48,7 @@ def test_every_float16_widens_to_numpys_float32_and_rounds_back_to_itself():
     assert np.array_equal(halfconv.to_float16(wide).view(np.uint16), h.view(np.uint16))
 
 
+@needs_numba
 @pytest.mark.parametrize("layout", ["c", "fortran", "strided", "small", "empty", "0-d"])
 def test_conversion_keeps_shape_and_memory_order_and_returns_a_new_array(layout):
     base = np.random.default_rng(1).standard_normal((64, 48)).astype(np.float32) * 1e3
@@ -57,3 +60,13 @@ def test_conversion_keeps_shape_and_memory_order_and_returns_a_new_array(layout)
     assert down.flags.f_contiguous == x.astype(np.float16).flags.f_contiguous
     up = halfconv.to_float32(down)
     assert up.dtype == np.float32 and np.array_equal(up, down.astype(np.float32))
+
+
+def test_without_numba_the_conversions_are_numpys_astype(monkeypatch):
+    """The quick start installs no numba: both directions fall back to astype, new arrays of the right dtype."""
+    monkeypatch.setattr(halfconv, "_engine", lambda: None)
+    x = np.random.default_rng(2).standard_normal((40, 50)).astype(np.float32)
+    assert halfconv.engine() == "numpy"
+    down = halfconv.to_float16(x)
+    assert down.dtype == np.float16 and np.array_equal(down.view(np.uint16), x.astype(np.float16).view(np.uint16))
+    assert halfconv.to_float32(down).dtype == np.float32 and not np.shares_memory(halfconv.to_float32(down), down)
