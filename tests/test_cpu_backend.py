@@ -280,3 +280,42 @@ def test_blockwise_gelu_gives_the_whole_array_bits(dtype, approximate):
     assert np.array_equal(fast["gelu"](x, approximate).view(np.uint8), whole["gelu"](x, approximate).view(np.uint8))
     assert np.array_equal(fast["gelu_backward"](x, gy, approximate).view(np.uint8),
                           whole["gelu_backward"](x, gy, approximate).view(np.uint8))
+
+
+@pytest.mark.parametrize("shape, axis", [((8, 4, 6, 5), 1), ((5, 9, 7), 0), ((5, 9, 7), 1), ((3, 16, 2), 1), ((3, 17, 2), 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, ml_dtypes.bfloat16])
+def test_argmax_over_a_short_axis_is_numpys(shape, axis, dtype):
+    """The short-axis path (pooling taps) gives np.argmax's index: the first maximum, the first NaN,
+    -0.0 tied with +0.0, -inf rows; ties are made common by drawing from five values."""
+    rng = np.random.default_rng(7)
+    for trial in range(12):
+        x = rng.integers(-2, 3, size=shape).astype(np.float32)
+        x[rng.random(shape) < 0.1 * (trial % 3)] = np.nan
+        x[rng.random(shape) < 0.2 * (trial % 2)] = -0.0
+        x[rng.random(shape) < 0.3 * (trial % 4 == 0)] = -np.inf
+        x = x.astype(dtype)
+        got = K.argmax(x, axis)
+        assert got.dtype == np.int64 and np.array_equal(got, np.argmax(x.astype(np.float64), axis)), trial
+
+
+def test_reshape_of_permuted_views_copies_the_same_elements():
+    """reshape copies a view it cannot reinterpret in the source's memory order; the result is np.reshape's."""
+    x = np.arange(2 * 3 * 4 * 5 * 2 * 2, dtype=np.float32).reshape(2, 4, 3, 5, 2, 2)
+    cases = [x.transpose(0, 2, 3, 1, 5, 4), x[:, ::-1, :, ::2].transpose(1, 0, 2, 3, 4, 5),
+             np.broadcast_to(x[:, :1], x.shape).transpose(0, 2, 1, 3, 4, 5), x.transpose(5, 4, 3, 2, 1, 0)]
+    for view in cases:
+        got = K.reshape(view, (view.shape[0], -1))
+        assert got.flags.c_contiguous and np.array_equal(got, np.reshape(view, (view.shape[0], -1)))
+    assert np.shares_memory(K.reshape(x, (2, -1)), x)  # a reshape that can be a view stays one
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
+def test_matmul_of_single_batch_transposed_operands_matches_the_batched_product(dtype):
+    """Batch dimensions all 1 run as one 2-D GEMM (transposed operands go to BLAS as they are)."""
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((1, 7, 300)).astype(dtype)
+    b = rng.standard_normal((1, 11, 300)).astype(dtype).transpose(0, 2, 1)
+    got = K.matmul(a, b)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    assert got.shape == (1, 7, 11) and got.dtype == dtype
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=2 ** -7 if dtype != np.float32 else 1e-5, atol=1e-3)
