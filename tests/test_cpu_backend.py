@@ -1,6 +1,7 @@
 """Numerics of the NumPy CPU backend: exact rounding of the 2-byte float types,
 storage size, low-precision compute and the AMP kernels."""
 
+import math
 import struct
 import warnings
 
@@ -276,7 +277,8 @@ def test_blockwise_gelu_gives_the_whole_array_bits(dtype, approximate):
     rng = np.random.default_rng(3)
     x = (rng.standard_normal((2, CHUNK + 5)) * 3).astype(dtype)
     gy = rng.standard_normal((2, CHUNK + 5)).astype(dtype)
-    fast, whole = fused_nn.NN_KERNELS, {f.__name__: _quiet(_lowp(f)) for f in (fused_nn.gelu, fused_nn.gelu_backward)}
+    whole = {f.__name__: _quiet(_lowp(f)) for f in (fused_nn.gelu, fused_nn.gelu_backward)}
+    fast = {f.__name__: _quiet(_lowp(fused_nn._blockwise(f))) for f in (fused_nn.gelu, fused_nn.gelu_backward)}
     assert np.array_equal(fast["gelu"](x, approximate).view(np.uint8), whole["gelu"](x, approximate).view(np.uint8))
     assert np.array_equal(fast["gelu_backward"](x, gy, approximate).view(np.uint8),
                           whole["gelu_backward"](x, gy, approximate).view(np.uint8))
@@ -319,3 +321,38 @@ def test_matmul_of_single_batch_transposed_operands_matches_the_batched_product(
     want = np.matmul(a.astype(np.float64), b.astype(np.float64))
     assert got.shape == (1, 7, 11) and got.dtype == dtype
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=2 ** -7 if dtype != np.float32 else 1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
+def test_compiled_gelu_forward_is_the_numpy_kernels_bits_and_backward_float32_accurate(dtype):
+    """With numba, exact-erf GELU runs as one compiled loop: the forward repeats the NumPy kernel's
+    arithmetic (same bits in every dtype); the backward (float64 density, erfc for the cdf) is held,
+    element by element, to no worse than the NumPy kernel against a float64 erfc reference, but for
+    an ulp of its terms."""
+    pytest.importorskip("numba")
+    from ampcore_cpu import fused_nn
+    from ampcore_cpu.kernels import _lowp, _quiet
+
+    rng = np.random.default_rng(11)
+    x = np.concatenate([(rng.standard_normal(40000) * 3), [0.0, -0.0, 1e-30, -1e-30, 8.0, -8.0, 40.0, -40.0,
+                                                           np.inf, -np.inf, np.nan]]).astype(dtype)
+    gy = rng.standard_normal(x.size).astype(dtype)
+    numpy_gelu = _quiet(_lowp(fused_nn.gelu))
+    bits = np.uint32 if dtype == np.float32 else np.uint16
+    assert fused_nn._compiled_gelu() is not None
+    assert np.array_equal(fused_nn.NN_KERNELS["gelu"](x, "none").view(bits), numpy_gelu(x, "none").view(bits))
+    x64, g64 = x.astype(np.float64), gy.astype(np.float64)
+    with np.errstate(all="ignore"):
+        cdf = 0.5 * np.array([math.erfc(-v) for v in x64 / math.sqrt(2.0)])  # 1 + erf would cancel for x << 0
+        pdf = np.exp(-0.5 * x64 * x64) / math.sqrt(2.0 * math.pi)
+        want = g64 * (cdf + x64 * pdf)
+        scale = np.abs(g64) * (np.abs(cdf) + np.abs(x64 * pdf))
+    got = fused_nn.NN_KERNELS["gelu_backward"](x, gy, "none").astype(np.float64)
+    old = _quiet(_lowp(fused_nn.gelu_backward))(x, gy, "none").astype(np.float64)
+    finite = np.isfinite(want)
+    info = ml_dtypes.finfo(dtype)
+    err, old_err = np.abs(got - want)[finite], np.abs(old - want)[finite]
+    # No worse than the NumPy kernel element by element, but for an ulp (both round x / sqrt 2 to the
+    # input's precision first, which dominates in the far tail); and float32-accurate where terms are O(1).
+    assert np.all(err <= old_err + float(info.eps) * scale[finite] + float(info.smallest_subnormal))
+    assert np.array_equal(np.isnan(got), np.isnan(want))

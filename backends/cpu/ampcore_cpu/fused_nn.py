@@ -7,6 +7,7 @@ subtracts the maximum first, so no input overflows ``exp``.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable
 
@@ -90,8 +91,41 @@ def _blockwise(fn: Callable[..., Any]) -> Callable[..., Any]:
     return kernel
 
 
+@functools.cache
+def _compiled_gelu() -> Any:
+    """:mod:`._gelu_numba` where numba is installed, else None."""
+    try:
+        from . import _gelu_numba
+    except ImportError:
+        return None
+    return _gelu_numba
+
+
+def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The exact-erf GELU kernels through :mod:`._gelu_numba` when numba is installed.
+
+    A transformer's (16, 64, 1024) hidden layer: forward 69 -> 28 ms, backward 57 -> 29 ms (single core,
+    2-core Zen 3).  Other forms and inputs, and without numba, run ``fn`` (blockwise NumPy).
+    """
+    numpy_kernel = _blockwise(fn)
+
+    def kernel(*args: Any) -> Any:
+        *arrays, approximate = args
+        loops = _compiled_gelu()
+        x = arrays[0]
+        if loops is None or approximate != "none" or x.dtype != np.float32 or x.size < 1024:
+            return numpy_kernel(*args)
+        flats = [np.ascontiguousarray(np.broadcast_to(a, x.shape), dtype=np.float32).reshape(-1) for a in arrays]
+        out = np.empty(x.size, dtype=np.float64)  # float64 as the NumPy kernel's: _lowp rounds once
+        getattr(loops, fn.__name__)(*flats, out)
+        return out.reshape(x.shape)
+
+    kernel.__name__ = fn.__name__
+    return kernel
+
+
 def _kernel(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return _quiet(_lowp(_blockwise(fn) if fn in (gelu, gelu_backward) else fn))
+    return _quiet(_lowp(_compiled(fn) if fn in (gelu, gelu_backward) else fn))
 
 
 NN_KERNELS: dict[str, Callable[..., Any]] = {
