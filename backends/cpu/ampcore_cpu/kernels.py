@@ -14,10 +14,11 @@ import numpy as np
 
 from ampcore import dtypes as dt
 
-from . import halfconv, special
+from . import bf16conv, halfconv, special
 
 F32 = np.dtype(np.float32)
 F16 = np.dtype(np.float16)
+BF16 = np.dtype(dt.bfloat16.numpy)
 LOW = frozenset({dt.float16.numpy, dt.bfloat16.numpy})
 CHUNK = 1 << 16  # elements per cache-sized block in the fused passes
 # unscale_and_check's block.  Each block costs ~5 us of Python/ufunc calls, so it must be big against
@@ -39,8 +40,10 @@ def _up(x: Any) -> Any:
 
 
 def _down(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """``x`` rounded once to ``dtype`` (float16 from float32 through :mod:`.halfconv`, the same bits)."""
-    return halfconv.to_float16(x) if dtype == F16 and x.dtype == F32 else x.astype(dtype)
+    """``x`` rounded once to ``dtype`` (from float32 through :mod:`.halfconv` / :mod:`.bf16conv`, the same bits)."""
+    if x.dtype == F32 and dtype in LOW:
+        return halfconv.to_float16(x) if dtype == F16 else bf16conv.to_bfloat16(x)
+    return x.astype(dtype)
 
 
 def _lowp(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -104,8 +107,8 @@ COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equa
 
 def cast(x: np.ndarray, dtype: Any) -> np.ndarray:
     target = _np(dtype)
-    if (x.dtype, target) in ((F32, F16), (F16, F32)):  # through halfconv: NumPy's bits, faster
-        return _down(x, target) if target == F16 else _up(x)
+    if (x.dtype, target) in ((F32, F16), (F16, F32), (F32, BF16)):  # halfconv / bf16conv: the same bits, faster
+        return _down(x, target) if target.itemsize == 2 else _up(x)
     return dt.convert(x, dtype)  # always a new array (the contract), rounded once even float64 -> bfloat16
 
 
