@@ -1,6 +1,6 @@
 """Compare the cpu backend's compiled float32 -> bfloat16 rounding with ml_dtypes' on all 2**32 float32 inputs.
 
-Not part of the test run (about a minute on one core, as numba and ml_dtypes are both fast);
+Not part of the test run (24 s on one core of a 2-core Zen 3: numba and ml_dtypes are both fast);
 ``tests/test_cpu_bf16conv.py`` checks a structured sample and every bfloat16 value.
 
     python benchmarks/check_bfloat16_exhaustive.py
@@ -27,7 +27,8 @@ def main() -> int:
     for first in range(0, 1 << 32, BLOCK):
         x = np.arange(first, first + BLOCK, dtype=np.uint64).astype(np.uint32).view(np.float32)
         got = bf16conv.to_bfloat16(x).view(np.uint16)
-        want = x.astype(ml_dtypes.bfloat16).view(np.uint16)
+        with np.errstate(invalid="ignore"):  # ml_dtypes warns on NaN inputs
+            want = x.astype(ml_dtypes.bfloat16).view(np.uint16)
         bad = np.flatnonzero(got != want)
         mismatches += bad.size
         for i in bad[:3]:
