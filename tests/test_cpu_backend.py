@@ -356,3 +356,17 @@ def test_compiled_gelu_forward_is_the_numpy_kernels_bits_and_backward_float32_ac
     # input's precision first, which dominates in the far tail); and float32-accurate where terms are O(1).
     assert np.all(err <= old_err + float(info.eps) * scale[finite] + float(info.smallest_subnormal))
     assert np.array_equal(np.isnan(got), np.isnan(want))
+
+
+def test_gelu_without_numba_runs_the_numpy_kernels(monkeypatch):
+    """The quick start installs no numba: GELU and its backward are the blockwise NumPy kernels' bits."""
+    from ampcore_cpu import fused_nn
+    from ampcore_cpu.kernels import CHUNK, _lowp, _quiet
+
+    monkeypatch.setattr(fused_nn, "_compiled_gelu", lambda: None)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(CHUNK + 9).astype(np.float32)
+    gy = rng.standard_normal(CHUNK + 9).astype(np.float32)
+    for name, args in (("gelu", (x,)), ("gelu_backward", (x, gy))):
+        want = _quiet(_lowp(getattr(fused_nn, name)))(*args, "none")
+        assert np.array_equal(fused_nn.NN_KERNELS[name](*args, "none").view(np.uint32), want.view(np.uint32))

@@ -66,3 +66,12 @@ def test_the_backend_casts_and_rounds_through_it():
     a = x.astype(BF16)
     want = np.matmul(a.astype(np.float32), a.astype(np.float32)).astype(BF16)
     assert np.array_equal(k.matmul(a, a).view(np.uint16), want.view(np.uint16))
+
+
+def test_without_numba_the_rounding_is_ml_dtypes_astype(monkeypatch):
+    """The quick start installs no numba: to_bfloat16 falls back to ml_dtypes' astype, a new array."""
+    monkeypatch.setattr(bf16conv, "_engine", lambda: None)
+    x = np.random.default_rng(2).standard_normal((40, 50)).astype(np.float32)
+    assert bf16conv.engine() == "ml_dtypes"
+    got = bf16conv.to_bfloat16(x)
+    assert got.dtype == BF16 and np.array_equal(got.view(np.uint16), x.astype(BF16).view(np.uint16))
