@@ -83,6 +83,21 @@ def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride: tuple[int
     return out if b is None else out + b.reshape(1, o, 1, 1)
 
 
+def conv2d_vjp(x: np.ndarray, w: np.ndarray, g: np.ndarray, stride: tuple[int, int],
+               padding: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Input and weight gradients of an ungrouped, undilated conv2d for output gradient ``g``, by direct loops."""
+    (sh, sw), (ph, pw) = stride, padding
+    kh, kw = w.shape[2:]
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    gxp, gw = np.zeros_like(xp), np.zeros_like(w)
+    for r in range(g.shape[2]):
+        for s in range(g.shape[3]):
+            window = (slice(None), slice(None), slice(r * sh, r * sh + kh), slice(s * sw, s * sw + kw))
+            gw += np.einsum("no,nchw->ochw", g[:, :, r, s], xp[window])
+            gxp[window] += np.einsum("no,ochw->nchw", g[:, :, r, s], w)
+    return gxp[:, :, ph:ph + x.shape[2], pw:pw + x.shape[3]], gw
+
+
 def pool2d(x: np.ndarray, kernel: int, stride: int, padding: int, mode: str,
            count_include_pad: bool = True) -> np.ndarray:
     """max or avg pooling by an explicit loop over output positions."""

@@ -1,6 +1,7 @@
 """Numerics of the NumPy CPU backend: exact rounding of the 2-byte float types,
 storage size, low-precision compute and the AMP kernels."""
 
+import math
 import struct
 import warnings
 
@@ -264,3 +265,108 @@ def test_erf_edge_values():
     assert out[2] == 1.0 and out[3] == -1.0 and np.isnan(out[4])
     np.testing.assert_allclose(out[5:], [0.8427007929497149, -0.8427007929497149, 1.0], rtol=2.0 ** -52)
     assert K.erf(np.array([0.5], np.float32)).dtype == np.float32
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
+def test_blockwise_gelu_gives_the_whole_array_bits(dtype, approximate):
+    """GELU runs over cache-sized blocks past CHUNK elements; every bit must match the one-pass kernel."""
+    from ampcore_cpu import fused_nn
+    from ampcore_cpu.kernels import CHUNK, _lowp, _quiet
+
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((2, CHUNK + 5)) * 3).astype(dtype)
+    gy = rng.standard_normal((2, CHUNK + 5)).astype(dtype)
+    whole = {f.__name__: _quiet(_lowp(f)) for f in (fused_nn.gelu, fused_nn.gelu_backward)}
+    fast = {f.__name__: _quiet(_lowp(fused_nn._blockwise(f))) for f in (fused_nn.gelu, fused_nn.gelu_backward)}
+    assert np.array_equal(fast["gelu"](x, approximate).view(np.uint8), whole["gelu"](x, approximate).view(np.uint8))
+    assert np.array_equal(fast["gelu_backward"](x, gy, approximate).view(np.uint8),
+                          whole["gelu_backward"](x, gy, approximate).view(np.uint8))
+
+
+@pytest.mark.parametrize("shape, axis", [((8, 4, 6, 5), 1), ((5, 9, 7), 0), ((5, 9, 7), 1), ((3, 16, 2), 1), ((3, 17, 2), 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, ml_dtypes.bfloat16])
+def test_argmax_over_a_short_axis_is_numpys(shape, axis, dtype):
+    """The short-axis path (pooling taps) gives np.argmax's index: the first maximum, the first NaN,
+    -0.0 tied with +0.0, -inf rows; ties are made common by drawing from five values."""
+    rng = np.random.default_rng(7)
+    for trial in range(12):
+        x = rng.integers(-2, 3, size=shape).astype(np.float32)
+        x[rng.random(shape) < 0.1 * (trial % 3)] = np.nan
+        x[rng.random(shape) < 0.2 * (trial % 2)] = -0.0
+        x[rng.random(shape) < 0.3 * (trial % 4 == 0)] = -np.inf
+        x = x.astype(dtype)
+        got = K.argmax(x, axis)
+        assert got.dtype == np.int64 and np.array_equal(got, np.argmax(x.astype(np.float64), axis)), trial
+
+
+def test_reshape_of_permuted_views_copies_the_same_elements():
+    """reshape copies a view it cannot reinterpret in the source's memory order; the result is np.reshape's."""
+    x = np.arange(2 * 3 * 4 * 5 * 2 * 2, dtype=np.float32).reshape(2, 4, 3, 5, 2, 2)
+    cases = [x.transpose(0, 2, 3, 1, 5, 4), x[:, ::-1, :, ::2].transpose(1, 0, 2, 3, 4, 5),
+             np.broadcast_to(x[:, :1], x.shape).transpose(0, 2, 1, 3, 4, 5), x.transpose(5, 4, 3, 2, 1, 0)]
+    for view in cases:
+        got = K.reshape(view, (view.shape[0], -1))
+        assert got.flags.c_contiguous and np.array_equal(got, np.reshape(view, (view.shape[0], -1)))
+    assert np.shares_memory(K.reshape(x, (2, -1)), x)  # a reshape that can be a view stays one
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
+def test_matmul_of_single_batch_transposed_operands_matches_the_batched_product(dtype):
+    """Batch dimensions all 1 run as one 2-D GEMM (transposed operands go to BLAS as they are)."""
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((1, 7, 300)).astype(dtype)
+    b = rng.standard_normal((1, 11, 300)).astype(dtype).transpose(0, 2, 1)
+    got = K.matmul(a, b)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    assert got.shape == (1, 7, 11) and got.dtype == dtype
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=2 ** -7 if dtype != np.float32 else 1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
+def test_compiled_gelu_forward_is_the_numpy_kernels_bits_and_backward_float32_accurate(dtype):
+    """With numba, exact-erf GELU runs as one compiled loop: the forward repeats the NumPy kernel's
+    arithmetic (same bits in every dtype); the backward (float64 density, erfc for the cdf) is held,
+    element by element, to no worse than the NumPy kernel against a float64 erfc reference, but for
+    an ulp of its terms."""
+    pytest.importorskip("numba")
+    from ampcore_cpu import fused_nn
+    from ampcore_cpu.kernels import _lowp, _quiet
+
+    rng = np.random.default_rng(11)
+    x = np.concatenate([(rng.standard_normal(40000) * 3), [0.0, -0.0, 1e-30, -1e-30, 8.0, -8.0, 40.0, -40.0,
+                                                           np.inf, -np.inf, np.nan]]).astype(dtype)
+    gy = rng.standard_normal(x.size).astype(dtype)
+    numpy_gelu = _quiet(_lowp(fused_nn.gelu))
+    bits = np.uint32 if dtype == np.float32 else np.uint16
+    assert fused_nn._compiled_gelu() is not None
+    assert np.array_equal(fused_nn.NN_KERNELS["gelu"](x, "none").view(bits), numpy_gelu(x, "none").view(bits))
+    x64, g64 = x.astype(np.float64), gy.astype(np.float64)
+    with np.errstate(all="ignore"):
+        cdf = 0.5 * np.array([math.erfc(-v) for v in x64 / math.sqrt(2.0)])  # 1 + erf would cancel for x << 0
+        pdf = np.exp(-0.5 * x64 * x64) / math.sqrt(2.0 * math.pi)
+        want = g64 * (cdf + x64 * pdf)
+        scale = np.abs(g64) * (np.abs(cdf) + np.abs(x64 * pdf))
+    got = fused_nn.NN_KERNELS["gelu_backward"](x, gy, "none").astype(np.float64)
+    old = _quiet(_lowp(fused_nn.gelu_backward))(x, gy, "none").astype(np.float64)
+    finite = np.isfinite(want)
+    info = ml_dtypes.finfo(dtype)
+    err, old_err = np.abs(got - want)[finite], np.abs(old - want)[finite]
+    # No worse than the NumPy kernel element by element, but for an ulp (both round x / sqrt 2 to the
+    # input's precision first, which dominates in the far tail); and float32-accurate where terms are O(1).
+    assert np.all(err <= old_err + float(info.eps) * scale[finite] + float(info.smallest_subnormal))
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+
+
+def test_gelu_without_numba_runs_the_numpy_kernels(monkeypatch):
+    """The quick start installs no numba: GELU and its backward are the blockwise NumPy kernels' bits."""
+    from ampcore_cpu import fused_nn
+    from ampcore_cpu.kernels import CHUNK, _lowp, _quiet
+
+    monkeypatch.setattr(fused_nn, "_compiled_gelu", lambda: None)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(CHUNK + 9).astype(np.float32)
+    gy = rng.standard_normal(CHUNK + 9).astype(np.float32)
+    for name, args in (("gelu", (x,)), ("gelu_backward", (x, gy))):
+        want = _quiet(_lowp(getattr(fused_nn, name)))(*args, "none")
+        assert np.array_equal(fused_nn.NN_KERNELS[name](*args, "none").view(np.uint32), want.view(np.uint32))

@@ -18,6 +18,8 @@ CONV_CASES = {
     "dilation2": ((1, 2, 7, 7), (3, 2, 3, 3), 1, 2, 2, 1),
     "rect": ((1, 2, 6, 7), (2, 2, 2, 3), (2, 1), (1, 0), (1, 2), 1),
     "depthwise": ((1, 3, 5, 5), (3, 1, 3, 3), 2, 1, 1, 3),
+    # stride 2 leaves the last row and column unread; stride, dilation and groups together
+    "uncovered_edge": ((2, 4, 6, 8), (4, 2, 3, 2), (2, 3), (0, 1), (1, 2), 2),
 }
 
 
@@ -36,13 +38,27 @@ def test_conv2d_matches_direct_convolution(case, dtype):
     assert_close(out, expected, n=ws[1] * ws[2] * ws[3])
 
 
-@pytest.mark.parametrize("case", ["stride2_pad1", "groups2", "dilation2", "rect"])
+@pytest.mark.parametrize("case", ["stride2_pad1", "groups2", "dilation2", "rect", "depthwise", "uncovered_edge"])
 def test_conv2d_backward(case):
     xs, ws, stride, padding, dilation, groups = CONV_CASES[case]
-    x = randn(1, *xs[1:], dtype=dt.float64, requires_grad=True)
+    x = randn(2, *xs[1:], dtype=dt.float64, requires_grad=True)
     w = randn(*ws, seed=1, dtype=dt.float64, requires_grad=True)
     b = randn(ws[0], seed=2, dtype=dt.float64, requires_grad=True)
     assert gradcheck(lambda x, w, b: F.conv2d(x, w, b, stride, padding, dilation, groups), [x, w, b])
+
+
+@pytest.mark.parametrize("dtype", [dt.float16, dt.bfloat16], ids=str)
+def test_low_precision_conv2d_gradients_accumulate_in_float32_and_round_once(dtype):
+    """Both gradients are one GEMM each: summed over batch and positions in float32, then rounded once."""
+    x = randn(4, 3, 6, 6, dtype=dtype, requires_grad=True)
+    w = randn(5, 3, 3, 3, seed=1, dtype=dtype, requires_grad=True)
+    g = randn(4, 5, 3, 3, seed=2, dtype=dtype)
+    F.conv2d(x, w, stride=2, padding=1).backward(g)
+    x64, w64, g64 = f64(x), f64(w), f64(g)
+    gx, gw = ref.conv2d_vjp(x64, w64, g64, (2, 2), (1, 1))
+    assert x.grad.dtype is dtype and w.grad.dtype is dtype
+    assert_close(w.grad, gw, n=4 * 3 * 3)
+    assert_close(x.grad, gx, n=5 * 3 * 3)
 
 
 def test_conv2d_same_and_valid_padding_and_unbatched_input():
@@ -104,6 +120,22 @@ def test_pooling_backward():
     assert gradcheck(lambda t: F.max_pool2d(t, 2, 1, dilation=2), [x])
     assert gradcheck(lambda t: F.avg_pool2d(t, 3, 2, 1), [x])
     assert gradcheck(lambda t: F.avg_pool2d(t, 3, 2, 1, count_include_pad=False), [x])
+
+
+def test_tiled_max_pool_rectangular_windows_nan_and_unbatched_input():
+    """stride = kernel (the one-op path): rectangular windows, a NaN is the window's maximum and takes its
+    gradient, unread edge rows and columns get none, and a (C, H, W) input works."""
+    a = np.arange(2 * 5 * 7, dtype=np.float64).reshape(2, 5, 7) % 11
+    a[1, 0, 1] = np.nan
+    x = ampcore.tensor(a, requires_grad=True)
+    out = F.max_pool2d(x, (2, 3))
+    expected = ref.pool2d(a[None], 1, 1, 0, "max")[0, :, :4, :6].reshape(2, 2, 2, 2, 3).max((2, 4))
+    np.testing.assert_array_equal(out.numpy(), expected)  # NaN propagates, as np.max
+    out.sum().backward()
+    grad = x.grad.numpy()
+    assert grad[1, 0, 1] == 1.0 and grad[1, :2, :3].sum() == 1.0  # the NaN window sends it to the NaN only
+    assert grad.sum() == out.numel() and not grad[:, 4, :].any() and not grad[:, :, 6].any()
+    assert gradcheck(lambda t: F.max_pool2d(t, (2, 3)), [distinct(1, 2, 5, 7)])
 
 
 def test_max_pool_sends_the_gradient_to_the_first_maximum():

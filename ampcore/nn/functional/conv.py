@@ -1,19 +1,21 @@
 """Convolutions (conv1d, conv2d) by im2col: sliding windows times the weight matrix, per group.
 
 For input (N, C, H, W) and weight (O, C/G, kh, kw) the windows form
-(N, G, C/G * kh * kw, Ho * Wo); the weight, viewed as (G, O/G, C/G * kh * kw),
-multiplies them in one batched matmul (float32 accumulation for low
-precision).  conv1d is conv2d over a height-1 image.
+(G, C/G * kh * kw, N * Ho * Wo); the weight, viewed as (G, O/G, C/G * kh * kw),
+multiplies them in one GEMM per group (float32 accumulation for low
+precision).  The op and its backward are in :mod:`._conv_op`.  conv1d is
+conv2d over a height-1 image.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ...dispatch import composite
+from ...dispatch import call, composite
 from ...tensor import Tensor
 from ._utils import check_float, check_tensor, ntuple
-from ._windows import Pads, output_size, pad2d, windows
+from ._conv_op import CONV2D
+from ._windows import Pads, output_size
 
 __all__ = ["conv1d", "conv2d"]
 
@@ -65,10 +67,7 @@ def _conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple[int, i
     if ho <= 0 or wo <= 0:
         raise ValueError(f"convolution kernel of shape {weight.shape} (dilation {dilation}) is larger than the "
                          f"padded input: input shape {x.shape}, padding {pads}")
-    cols = windows(pad2d(x, pads), (kh, kw), stride, dilation)  # (N, C, kh*kw, Ho, Wo)
-    cols = cols.reshape(n, groups, cg * kh * kw, ho * wo)
-    out = weight.reshape(groups, o // groups, cg * kh * kw) @ cols  # (N, G, O/G, Ho*Wo)
-    out = out.reshape(n, o, ho, wo)
+    out = call(CONV2D, x, weight, stride=stride, pads=pads, dilation=dilation, groups=groups)
     return out if bias is None else out + bias.reshape(1, o, 1, 1)
 
 

@@ -10,6 +10,7 @@ from ...ops import elementwise as ew
 from ...ops import reduction
 from ...tensor import Tensor
 from ._utils import check_float, ntuple, opmath
+from ._pool_op import TILED_MAX_POOL2D, tiles
 from ._windows import output_size, pad2d, windows
 
 __all__ = ["max_pool2d", "avg_pool2d"]
@@ -28,6 +29,10 @@ def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     """
     _unsupported("max_pool2d", ceil_mode=ceil_mode, return_indices=return_indices)
     kernel, stride_, pads, dilation_ = _args("max_pool2d", input, kernel_size, stride, padding, dilation)
+    if tiles(kernel, stride_, pads, dilation_):
+        x = input.unsqueeze(0) if input.ndim == 3 else input
+        out = call(TILED_MAX_POOL2D, x, kernel=kernel)
+        return out.squeeze(0) if input.ndim == 3 else out
     taps = windows(pad2d(input, pads, float("-inf")), kernel, stride_, dilation_)
     axis = input.ndim - 2
     if pads == ((0, 0), (0, 0)):

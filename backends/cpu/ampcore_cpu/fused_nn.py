@@ -7,12 +7,13 @@ subtracts the maximum first, so no input overflows ``exp``.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable
 
 import numpy as np
 
-from .kernels import _erf, _lowp, _quiet
+from .kernels import CHUNK, _erf, _lowp, _quiet
 
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -65,8 +66,66 @@ def gelu_backward(x: np.ndarray, gy: np.ndarray, approximate: str) -> np.ndarray
     return gy * (cdf + x * pdf)
 
 
+def _blockwise(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """An elementwise ``fn(x, gy?, approximate)`` run over cache-sized blocks of ``x`` (and ``gy``).
+
+    GELU's float64 erf takes ~15 whole-array passes; on arrays past the cache each pass streams
+    memory, block by block they stay in L2 (about 2x faster on a 1M-element GELU).  The same
+    float64 arithmetic per element and the same single rounding on output: results are unchanged.
+    """
+
+    def kernel(*args: Any) -> Any:
+        *arrays, approximate = args
+        x = arrays[0]
+        if x.size <= CHUNK:
+            return fn(*arrays, approximate)
+        flats = [np.ascontiguousarray(np.broadcast_to(a, x.shape)).reshape(-1) for a in arrays]
+        first = np.asarray(fn(*[f[:CHUNK] for f in flats], approximate))
+        out = np.empty(x.size, dtype=first.dtype)  # float64 from erf: _lowp still rounds only once
+        out[:CHUNK] = first
+        for start in range(CHUNK, x.size, CHUNK):
+            out[start:start + CHUNK] = fn(*[f[start:start + CHUNK] for f in flats], approximate)
+        return out.reshape(x.shape)
+
+    kernel.__name__ = fn.__name__
+    return kernel
+
+
+@functools.cache
+def _compiled_gelu() -> Any:
+    """:mod:`._gelu_numba` where numba is installed, else None."""
+    try:
+        from . import _gelu_numba
+    except ImportError:
+        return None
+    return _gelu_numba
+
+
+def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The exact-erf GELU kernels through :mod:`._gelu_numba` when numba is installed.
+
+    A (16, 64, 1024) array of N(0, 9) values: forward 72 -> 31 ms, backward 68 -> 43 ms against the
+    blockwise NumPy kernels (single core of a 2-core Zen 3).  Other forms and inputs, and without numba, run ``fn`` (blockwise NumPy).
+    """
+    numpy_kernel = _blockwise(fn)
+
+    def kernel(*args: Any) -> Any:
+        *arrays, approximate = args
+        loops = _compiled_gelu()
+        x = arrays[0]
+        if loops is None or approximate != "none" or x.dtype != np.float32 or x.size < 1024:
+            return numpy_kernel(*args)
+        flats = [np.ascontiguousarray(np.broadcast_to(a, x.shape), dtype=np.float32).reshape(-1) for a in arrays]
+        out = np.empty(x.size, dtype=np.float64)  # float64 as the NumPy kernel's: _lowp rounds once
+        getattr(loops, fn.__name__)(*flats, out)
+        return out.reshape(x.shape)
+
+    kernel.__name__ = fn.__name__
+    return kernel
+
+
 def _kernel(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return _quiet(_lowp(fn))
+    return _quiet(_lowp(_compiled(fn) if fn in (gelu, gelu_backward) else fn))
 
 
 NN_KERNELS: dict[str, Callable[..., Any]] = {

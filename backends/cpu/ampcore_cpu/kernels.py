@@ -14,9 +14,11 @@ import numpy as np
 
 from ampcore import dtypes as dt
 
-from . import special
+from . import bf16conv, halfconv, special
 
 F32 = np.dtype(np.float32)
+F16 = np.dtype(np.float16)
+BF16 = np.dtype(dt.bfloat16.numpy)
 LOW = frozenset({dt.float16.numpy, dt.bfloat16.numpy})
 CHUNK = 1 << 16  # elements per cache-sized block in the fused passes
 # unscale_and_check's block.  Each block costs ~5 us of Python/ufunc calls, so it must be big against
@@ -32,7 +34,16 @@ def _np(dtype: Any) -> np.dtype:
 
 def _up(x: Any) -> Any:
     """float16/bfloat16 arrays as float32; everything else unchanged (scalars too)."""
-    return x.astype(F32) if isinstance(x, np.ndarray) and x.dtype in LOW else x
+    if not isinstance(x, np.ndarray) or x.dtype not in LOW:
+        return x
+    return halfconv.to_float32(x) if x.dtype == F16 else x.astype(F32)
+
+
+def _down(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``x`` rounded once to ``dtype`` (from float32 through :mod:`.halfconv` / :mod:`.bf16conv`, the same bits)."""
+    if x.dtype == F32 and dtype in LOW:
+        return halfconv.to_float16(x) if dtype == F16 else bf16conv.to_bfloat16(x)
+    return x.astype(dtype)
 
 
 def _lowp(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -42,7 +53,7 @@ def _lowp(fn: Callable[..., Any]) -> Callable[..., Any]:
         arrays = [a for a in args if isinstance(a, np.ndarray)]
         dtype = arrays[0].dtype
         if dtype in LOW:
-            return np.asarray(fn(*[_up(a) for a in args])).astype(dtype)
+            return _down(np.asarray(fn(*[_up(a) for a in args])), dtype)
         out = np.asarray(fn(*args))
         return out if out.dtype == dtype else out.astype(dtype)
 
@@ -95,6 +106,9 @@ COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equa
 
 
 def cast(x: np.ndarray, dtype: Any) -> np.ndarray:
+    target = _np(dtype)
+    if (x.dtype, target) in ((F32, F16), (F16, F32), (F32, BF16)):  # halfconv / bf16conv: the same bits, faster
+        return _down(x, target) if target.itemsize == 2 else _up(x)
     return dt.convert(x, dtype)  # always a new array (the contract), rounded once even float64 -> bfloat16
 
 
@@ -153,16 +167,45 @@ def _reduced_dtype(x: np.ndarray) -> Any:
 
 def reduce_sum(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
     acc = _accumulator(x)
-    out = np.sum(x, axis=axes, dtype=acc, keepdims=keepdims)
-    return np.asarray(out).astype(_reduced_dtype(x), copy=False)
+    # float16 widened first: NumPy's reduction would widen it element by element, far slower.
+    out = np.asarray(np.sum(_up(x) if x.dtype == F16 else x, axis=axes, dtype=acc, keepdims=keepdims))
+    return _down(out, x.dtype) if x.dtype == F16 else out.astype(_reduced_dtype(x), copy=False)
 
 
 def reduce_max(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
     return np.asarray(np.max(x, axis=axes, keepdims=keepdims))
 
 
+_SHORT_AXIS = 16  # taps of a pooling window and the like: argmax by comparison against the maximum
+
+
+def _argmax_short(x: np.ndarray, axis: int) -> np.ndarray:
+    """np.argmax over a short, not-last float ``axis``: first maximum, first NaN where there is one.
+
+    NumPy's argmax runs along the last axis only and copies the array to get there; over a 2x2
+    pooling window's tap axis of a (32, 4, 32, 16, 16) float32 array it took 8.6 ms, this 1.6 ms
+    (2-core Zen 3).  ``x == max`` marks every maximum (a NaN maximum matches nothing, so NaNs are
+    marked by ``isnan``); the index counts down from the last tap to the first marked one.
+    """
+    n = x.shape[axis]
+    marked = x == np.max(x, axis=axis, keepdims=True)
+    marked |= np.isnan(x)
+    at = lambda i: marked[(slice(None),) * axis + (i,)]  # noqa: E731
+    idx = np.full(at(0).shape, n - 1, dtype=np.int8 if n <= 127 else np.int64)
+    open_ = np.ones(idx.shape, dtype=np.bool_)  # no maximum found yet in an earlier tap
+    for i in range(n - 1):
+        first = at(i) & open_
+        idx -= first * idx.dtype.type(n - 1 - i)
+        open_ &= ~first
+    return idx.astype(np.int64)
+
+
 def argmax(x: np.ndarray, axis: int) -> np.ndarray:
-    return np.asarray(np.argmax(_up(x), axis=axis)).astype(np.int64, copy=False)
+    x = _up(x)
+    axis %= max(x.ndim, 1)
+    if x.dtype.kind == "f" and x.ndim > 1 and axis < x.ndim - 1 and 1 < x.shape[axis] <= _SHORT_AXIS and x.size:
+        return _argmax_short(x, axis)
+    return np.asarray(np.argmax(x, axis=axis)).astype(np.int64, copy=False)
 
 
 def cumsum(x: np.ndarray, axis: int) -> np.ndarray:
@@ -170,11 +213,54 @@ def cumsum(x: np.ndarray, axis: int) -> np.ndarray:
     return np.cumsum(x, axis=axis, dtype=acc).astype(_reduced_dtype(x), copy=False)
 
 
+def _blas_ready(x: np.ndarray) -> np.ndarray:
+    """``x``, or a C-contiguous copy of a batched (>2-D) operand that is not one.
+
+    NumPy's batched matmul hands BLAS only operands it can describe as a run of matrices; a transposed
+    view such as ``a.mT`` sends the whole product to its slow non-BLAS loop: (16, 1024, 64) @ (16, 64, 1024)
+    with the first a transposed view took 217 ms against 47 ms with a copy, on a 2-core Zen 3.
+    """
+    return x if x.ndim <= 2 or x.flags.c_contiguous else np.ascontiguousarray(x)
+
+
+def _gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """np.matmul; a product whose batch dimensions are all 1 runs as one 2-D GEMM.
+
+    A 2-D product hands a transposed operand to BLAS as it is (its transpose flag); a batched one needs
+    :func:`_blas_ready`'s copy.  conv's weight gradient for one group, (1, 32768, 32) transposed, spent
+    ~4.5 ms per step in that copy (2-core Zen 3).
+    """
+    if a.ndim > 2 and a.ndim == b.ndim and all(n == 1 for n in a.shape[:-2] + b.shape[:-2]):
+        lead = a.shape[:-2]
+        out = np.matmul(a.reshape(a.shape[-2:]), b.reshape(b.shape[-2:]))
+        return out.reshape(lead + out.shape)
+    return np.matmul(_blas_ready(a), _blas_ready(b))
+
+
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype in LOW:
         # BLAS sgemm: fp32 products and accumulation, one rounding on output.
-        return np.matmul(a.astype(F32), b.astype(F32)).astype(a.dtype)
-    return np.matmul(a, b)
+        return _down(_gemm(_up(a), _up(b)), a.dtype)
+    return _gemm(a, b)
+
+
+def reshape(x: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+    """np.reshape; where that must copy a permuted view, the copy walks the source in memory order.
+
+    NumPy's copy walks the output's order, so un-permuting short axes reads with a large stride in its
+    inner loop: max-pool's backward, (32, 2, 2, 32, 16, 16) transposed to (32, 32, 16, 2, 16, 2) and
+    flattened, took 5.3 ms; writing into the output's matching permuted view, 2.7 ms (2-core Zen 3).
+    The same elements are copied, so the bits are the same.
+    """
+    if x.flags.c_contiguous or x.ndim < 3:
+        return np.reshape(x, shape)
+    try:
+        return np.reshape(x, shape, copy=False)
+    except ValueError:  # no view: copy in the source's memory order
+        order = sorted(range(x.ndim), key=lambda axis: -abs(x.strides[axis]))
+        out = np.empty(x.shape, dtype=x.dtype)
+        out.transpose(order)[...] = x.transpose(order)
+        return out.reshape(shape)
 
 
 def slice_(x: np.ndarray, index: tuple) -> np.ndarray:
@@ -301,7 +387,7 @@ def primitive_table() -> dict[str, Callable[..., Any]]:
         table[name] = _compare(fn)
     table.update(
         cast=_quiet(cast), where=where, sum=_quiet(reduce_sum), max=_quiet(reduce_max), argmax=argmax,
-        cumsum=_quiet(cumsum), matmul=_quiet(matmul), reshape=np.reshape, transpose=np.transpose,
+        cumsum=_quiet(cumsum), matmul=_quiet(matmul), reshape=reshape, transpose=np.transpose,
         broadcast_to=np.broadcast_to, slice=slice_, slice_assign=slice_assign, pad=pad, concat=concat, take=take,
         scatter_add=_quiet(scatter_add),
         full=full, arange=arange, uniform=uniform, normal=normal,

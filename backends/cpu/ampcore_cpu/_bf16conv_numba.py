@@ -1,0 +1,26 @@
+"""The compiled loop of :mod:`.bf16conv` (importing this module imports numba; ImportError without it).
+
+Integer-only, branch-free body (a select, not a jump), so LLVM vectorises it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+import numpy as np
+
+u16, u32 = np.uint16, np.uint32
+
+
+@numba.njit(nogil=True, cache=True)
+def down(w: Any, out: Any) -> None:  # pragma: no cover - compiled
+    """float32 bits ``w`` -> bfloat16 bits ``out``, rounded to nearest even (both flat, one length).
+
+    A NaN becomes the quiet NaN 0x7FC0 with its sign (ml_dtypes' bits: the payload is not kept).
+    """
+    for i in range(w.size):
+        x = w[i]
+        high = x >> u32(16)
+        rounded = (x + u32(0x7FFF) + (high & u32(1))) >> u32(16)
+        out[i] = u16(((high & u32(0x8000)) | u32(0x7FC0)) if (x & u32(0x7FFFFFFF)) > u32(0x7F800000) else rounded)

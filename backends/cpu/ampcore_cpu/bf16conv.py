@@ -1,0 +1,52 @@
+"""float32 -> bfloat16 rounding, bit for bit ml_dtypes', compiled with numba where it is installed.
+
+ml_dtypes' cast takes 0.53 ms per million elements on a 2-core Zen 3 (no
+AVX-512 BF16); the same round-to-nearest-even on the bit pattern as one
+compiled integer loop takes 0.39, 0.44 with the output's allocation (0.18 for
+a copy): a modest gain, taken because every bfloat16 op's output goes through it.  The other direction is a
+16-bit shift that ml_dtypes already does at copy speed, so it stays ml_dtypes'.
+
+numba is optional (the ``fast-float16`` extra); without it the cast is
+ml_dtypes' ``astype``.  The bits are ml_dtypes': every bfloat16 value and a
+structured float32 sample in ``tests/test_cpu_halfconv.py``, all 2**32 float32
+inputs by ``benchmarks/check_bfloat16_exhaustive.py``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import ml_dtypes
+import numpy as np
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+F32 = np.dtype(np.float32)
+
+
+@functools.cache
+def _engine() -> Callable[..., None] | None:
+    """The compiled loop of :mod:`._bf16conv_numba`, or None without numba."""
+    try:
+        from . import _bf16conv_numba
+    except ImportError:
+        return None
+    return _bf16conv_numba.down
+
+
+def engine() -> str:
+    """Which conversion runs: ``"numba"`` or ``"ml_dtypes"`` (numba not installed)."""
+    return "numba" if _engine() is not None else "ml_dtypes"
+
+
+def to_bfloat16(a: np.ndarray) -> np.ndarray:
+    """A float32 array rounded to bfloat16 (a new array), exactly as ``a.astype(ml_dtypes.bfloat16)``."""
+    down: Any = _engine()
+    if down is None or a.dtype != F32 or a.size < 1024:
+        return a.astype(BF16)
+    if a.flags.f_contiguous and not a.flags.c_contiguous:
+        return to_bfloat16(a.T).T
+    src = np.ascontiguousarray(a)
+    out = np.empty(src.shape, BF16)
+    down(src.reshape(-1).view(np.uint32), out.reshape(-1).view(np.uint16))
+    return out
