@@ -16,13 +16,14 @@ is such a deadlock.  Two guards turn that into a prompt, named failure:
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import threading
 import time
 import traceback
 from typing import Any, Callable, Iterator
 
-__all__ = ["Watchdog", "install_excepthook", "ABORT_EXIT_CODE"]
+__all__ = ["Watchdog", "install_excepthook", "report_and_abort", "ABORT_EXIT_CODE", "ABORT_GRACE_SECONDS"]
 
 ABORT_EXIT_CODE = 17
 """The status ``MPI_Abort`` is called with, so a launcher can tell an ampcore abort from other failures."""
@@ -67,13 +68,33 @@ class Watchdog:
                 waiting = self._waiting
             if waiting is not None and time.monotonic() - waiting[1] > self.timeout:
                 name, since = waiting
-                sys.stderr.write(
+                report_and_abort(
                     f"ampcore.distributed: rank {self.rank} of {self.size} waited {time.monotonic() - since:.1f} s "
                     f"(timeout {self.timeout:g} s) in {name}: another rank failed, exited or never called it; "
-                    "aborting every rank\n")
-                sys.stderr.flush()
-                self._abort(ABORT_EXIT_CODE)
+                    "aborting every rank\n", self._abort)
                 return
+
+
+ABORT_GRACE_SECONDS = 1.0
+"""How long a rank waits between writing why it aborts and ``MPI_Abort``.
+
+``MPI_Abort`` makes mpiexec's proxy kill every rank and stop forwarding their
+output at once; text still in the pipe is lost.  Seen on a loaded 2-core host:
+a job aborted with status 17 and an empty stderr.  The wait lets the proxy
+forward the message first.
+"""
+
+
+def report_and_abort(message: str, abort: Callable[[int], Any]) -> None:
+    """Write ``message`` straight to file descriptor 2, give the launcher time to forward it, then abort."""
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    data = message.encode(errors="replace")
+    with contextlib.suppress(OSError):
+        while data:
+            data = data[os.write(2, data):]
+    time.sleep(ABORT_GRACE_SECONDS)
+    abort(ABORT_EXIT_CODE)
 
 
 def install_excepthook(rank: int, size: int, abort: Callable[[int], Any]) -> None:
@@ -85,9 +106,7 @@ def install_excepthook(rank: int, size: int, abort: Callable[[int], Any]) -> Non
             previous(kind, value, tb)
             return
         text = "".join(traceback.format_exception(kind, value, tb))
-        sys.stderr.write(f"ampcore.distributed: rank {rank} of {size} raised {kind.__name__}: {value}; "
-                         f"aborting every rank\n{text}")
-        sys.stderr.flush()
-        abort(ABORT_EXIT_CODE)
+        report_and_abort(f"ampcore.distributed: rank {rank} of {size} raised {kind.__name__}: {value}; "
+                         f"aborting every rank\n{text}", abort)
 
     sys.excepthook = hook
