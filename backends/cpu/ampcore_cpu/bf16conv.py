@@ -20,6 +20,8 @@ from typing import Any, Callable
 import ml_dtypes
 import numpy as np
 
+from .halfconv import convert_bits
+
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F32 = np.dtype(np.float32)
 
@@ -44,9 +46,4 @@ def to_bfloat16(a: np.ndarray) -> np.ndarray:
     down: Any = _engine()
     if down is None or a.dtype != F32 or a.size < 1024:
         return a.astype(BF16)
-    if a.flags.f_contiguous and not a.flags.c_contiguous:
-        return to_bfloat16(a.T).T
-    src = np.ascontiguousarray(a)
-    out = np.empty(src.shape, BF16)
-    down(src.reshape(-1).view(np.uint32), out.reshape(-1).view(np.uint16))
-    return out
+    return convert_bits(a, BF16, np.uint32, np.uint16, down)

@@ -52,11 +52,14 @@ def engine() -> str:
     return "numba" if _engine() is not None else "numpy"
 
 
-def _convert(a: np.ndarray, out_dtype: np.dtype, in_bits: Any, out_bits: Any,
+def convert_bits(a: np.ndarray, out_dtype: np.dtype, in_bits: Any, out_bits: Any,
              run: Callable[[np.ndarray, np.ndarray], None]) -> np.ndarray:
-    """Run ``run(flat_in_bits, flat_out_bits)`` in ``a``'s memory order (C, or F as a transpose)."""
+    """Run ``run(flat_in_bits, flat_out_bits)`` in ``a``'s memory order (C, or F as a transpose).
+
+    Shared by the compiled float16 and bfloat16 conversions (:mod:`.bf16conv`).
+    """
     if a.flags.f_contiguous and not a.flags.c_contiguous:
-        return _convert(a.T, out_dtype, in_bits, out_bits, run).T
+        return convert_bits(a.T, out_dtype, in_bits, out_bits, run).T
     src = np.ascontiguousarray(a)
     out = np.empty(src.shape, out_dtype)
     run(src.reshape(-1).view(in_bits), out.reshape(-1).view(out_bits))
@@ -68,7 +71,7 @@ def to_float16(a: np.ndarray) -> np.ndarray:
     kernels = _engine()
     if kernels is None or a.dtype != F32 or a.size < 1024:
         return a.astype(F16)
-    return _convert(a, F16, np.uint32, np.uint16, kernels[0])
+    return convert_bits(a, F16, np.uint32, np.uint16, kernels[0])
 
 
 def to_float32(a: np.ndarray) -> np.ndarray:
@@ -77,4 +80,4 @@ def to_float32(a: np.ndarray) -> np.ndarray:
     if kernels is None or a.dtype != F16 or a.size < 1024:
         return a.astype(F32)
     up, table = kernels[1], _table()
-    return _convert(a, F32, np.uint16, np.uint32, lambda h, out: up(h, table, out))
+    return convert_bits(a, F32, np.uint16, np.uint32, lambda h, out: up(h, table, out))
