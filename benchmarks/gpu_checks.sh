@@ -18,6 +18,13 @@ step() {  # step NAME COMMAND...: run it, keep its output, remember a failure
     if "$@" >"$out/$name.txt" 2>&1; then echo "   ok"; else echo "   FAILED (exit $?), see $out/$name.txt"; status=1; fi
 }
 python=${PYTHON:-python3}
+# A bench run exits 0 when torch's rows ran but ampcore's were refused; that is a failure here.
+bench_ran_ampcore() {  # bench_ran_ampcore JSON
+    "$python" -c 'import json, sys
+refused = [r for r in json.load(open(sys.argv[1]))["refused"] if r["framework"] == "ampcore"]
+for r in refused: print("ampcore", r["device"], "refused:", r["reason"])
+sys.exit(1 if refused else 0)' "$1"
+}
 step info             "$python" -m ampcore info
 step cuda-tests       "$python" -m pytest -q -p no:cacheprovider tests/test_cuda_backend.py tests/test_cuda_device.py \
                                 tests/test_cuda_launch.py tests/test_cuda_codegen.py tests/test_cuda_kernels_compile.py
@@ -26,6 +33,8 @@ step bench-mlp-large  "$python" -m ampcore bench --device cuda:0 --model mlp-lar
                                 --json "$out/bench-mlp-large.json"
 step bench-transformer-large "$python" -m ampcore bench --device cuda:0 --model transformer-large --steps 20 \
                                 --json "$out/bench-transformer-large.json"
+step bench-mlp-large-ran-ampcore        bench_ran_ampcore "$out/bench-mlp-large.json"
+step bench-transformer-large-ran-ampcore bench_ran_ampcore "$out/bench-transformer-large.json"
 step bench-unscale    "$python" benchmarks/bench_unscale.py --device cuda:0 --elements 100000000 --steps 20 \
                                 --json "$out/bench-unscale.json"
 exit $status
