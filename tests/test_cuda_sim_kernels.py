@@ -148,7 +148,7 @@ def test_a_built_kernel_is_cached_by_source_hash(tmp_path, monkeypatch):
 def test_device_arrays_refuse_host_arrays_as_cupy_does():
     with pytest.raises(TypeError, match="host \\(NumPy\\) array"):
         cp.add(cp.zeros(3, dtype=np.float32), np.ones(3, np.float32))
-    assert cp.ascontiguousarray(cp.asarray(np.float32(2))).shape == ()  # NumPy's would be (1,)
+    assert cp.ascontiguousarray(cp.asarray(np.float32(2))).shape == (1,)  # CuPy 14 follows NumPy (13 kept ())
     assert cp.zeros((2, 3), dtype=np.float32)[1, 2].shape == ()  # a 0-d array, never a NumPy scalar
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from ampcore import dtypes as dt
 
-from .array import CuArray
+from .array import CuArray, contiguous
 from .codegen import PRELUDE, ctype
 from .launch import BLOCK, raw_kernel
 from .runtime import import_cupy
@@ -51,7 +51,7 @@ def sources() -> dict[str, str]:
 def _run(data: Any, src: dt.DType, dst: dt.DType) -> Any:
     cupy = import_cupy()
     s, d = ctype(src).tag, ctype(dst).tag
-    x = cupy.ascontiguousarray(data)
+    x = contiguous(data)
     out = cupy.empty(x.shape, dtype=ctype(dst).cupy_dtype)
     if x.size:
         kernel = raw_kernel(("convert", s, d), lambda: _source(s, d), f"convert_{s}_{d}")

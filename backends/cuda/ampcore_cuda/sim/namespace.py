@@ -47,10 +47,11 @@ def _device_function(name: str) -> Callable[..., Any]:
 
 
 def _ascontiguousarray(a: Any, dtype: Any = None) -> ndarray:
-    """CuPy's: C-contiguous, same shape (NumPy's makes a 0-d array 1-d)."""
+    """CuPy 14's: C-contiguous and, like NumPy's, at least 1-d (a 0-d array comes back with shape (1,); CuPy 13
+    kept it 0-d, and the backend relied on that until it ran on CuPy 14)."""
     check_no_host_arrays((a,), "cupy.ascontiguousarray")
     plain = a.view(np.ndarray) if isinstance(a, ndarray) else a
-    return to_device(np.asarray(plain, dtype=dtype, order="C"))
+    return to_device(np.ascontiguousarray(plain, dtype=dtype))
 
 
 class _Module(types.ModuleType):
