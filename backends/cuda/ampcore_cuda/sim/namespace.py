@@ -17,7 +17,9 @@ import numpy as np
 from . import cublas as _cublas
 from .arrays import POOL, MemoryPointer, check_no_host_arrays, ndarray, to_device
 from .devices import Device, Profile, Runtime
+from .build import SimulatorBuildError
 from .kernel import RawKernel
+from .nvrtc import Module, Nvrtc
 
 __all__ = ["make_cupy", "make_cupyx"]
 
@@ -81,8 +83,14 @@ class _Generator:
         return to_device(self._rng.standard_normal(shape, dtype=dtype))
 
 
-def _nvrtc_unavailable() -> tuple[int, int]:
-    raise RuntimeError("the CUDA simulator has no NVRTC: kernels are built by the host C++ compiler")
+def _cupy_raw_kernel(code: str, name: str, options: Any = (), **_: Any) -> RawKernel:
+    """``cupy.RawKernel``, refused: CuPy compiles every RawKernel with ``-ftz=true``, flushing float32
+    subnormals, which the simulator's IEEE arithmetic cannot reproduce, so a kernel built this way would pass
+    here and fail on a GPU."""
+    raise SimulatorBuildError(
+        f"cupy.RawKernel({name!r}) compiles with -ftz=true (CuPy appends it to every NVRTC compile), flushing "
+        "float32 subnormals, which the CUDA simulator cannot model: build kernels with "
+        "ampcore_cuda.launch.raw_kernel (NVRTC directly, --ftz=false)")
 
 
 def make_cupy(profile: Profile) -> types.ModuleType:
@@ -93,13 +101,14 @@ def make_cupy(profile: Profile) -> types.ModuleType:
     cuda.Device = functools.partial(Device, runtime=runtime)
     cuda.cublas = _cublas
     cuda.device = types.SimpleNamespace(get_cublas_handle=_cublas.get_cublas_handle)
-    cuda.nvrtc = types.SimpleNamespace(getVersion=_nvrtc_unavailable)
+    cuda.nvrtc = Nvrtc(profile.major * 10 + profile.minor)
+    cuda.function = types.SimpleNamespace(Module=Module)
     cuda.MemoryPointer = MemoryPointer
     module = _Module("cupy", "simulated CuPy (ampcore_cuda.sim): NumPy arrays, kernels run on the CPU")
     module.cuda = cuda
     module.ndarray = ndarray
     module.ascontiguousarray = _ascontiguousarray
-    module.RawKernel = RawKernel
+    module.RawKernel = _cupy_raw_kernel
     module.get_default_memory_pool = lambda: POOL
     module.random = types.SimpleNamespace(default_rng=_Generator)
     module.simulated_profile = profile
