@@ -56,6 +56,21 @@ def test_contiguous_keeps_the_shape_where_cupy14s_ascontiguousarray_makes_0_d_1_
 SUB32 = np.array([1e-45, -1e-45, 1e-39, -1.1754942e-38], dtype=np.float32)  # float32 subnormals
 
 
+def test_the_simulators_cupy_flushes_float32_subnormals_as_cupys_ftz_kernels_do(backend):
+    from ampcore_cuda.runtime import import_cupy
+
+    cp = import_cupy()
+    x = cp.asarray(SUB32)
+    zeros = np.copysign(np.zeros(4, np.float32), SUB32)
+    for flushed in (x * 1, x.astype(np.float64).astype(np.float32)):
+        assert flushed.get().tobytes() == zeros.tobytes()  # a zero of the subnormal's sign
+    assert not cp.add(x, 0).get().any() and not cp.sqrt(cp.abs(x)).get().any()
+    assert not (x != 0).get().any()  # comparisons read subnormals as zero too
+    assert float(cp.sum(x)) == 0.0
+    assert cp.matmul(x[None, :1], cp.ones((1, 1), np.float32)).get()[0, 0] == SUB32[0]  # cuBLAS does not flush
+    assert x.get().tobytes() == SUB32.tobytes()  # the inputs themselves are left alone
+
+
 @pytest.mark.parametrize("op", ["neg", "abs", "sqrt", "sign"])
 def test_unary_float32_kernels_keep_subnormals(backend, op):
     x = backend.from_numpy(np.abs(SUB32) if op == "sqrt" else SUB32, dt.float32)

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import cublas as _cublas
-from .arrays import POOL, MemoryPointer, check_no_host_arrays, ndarray, to_device
+from .arrays import FTZ_EXEMPT, POOL, MemoryPointer, check_no_host_arrays, flush_float32, ndarray, to_device
 from .devices import Device, Profile, Runtime
 from .build import SimulatorBuildError
 from .kernel import RawKernel
@@ -28,8 +28,14 @@ _NOT_ARRAY_FUNCTIONS = frozenset({"dtype", "float16", "float32", "float64", "int
                                   "uint64", "bool_", "int8", "uint8", "int16", "newaxis", "pi", "inf", "nan", "e"})
 
 
+# Reductions CuPy runs as its own (flushing) kernels; ufuncs flush too, but for FTZ_EXEMPT.
+_FLUSHING_REDUCTIONS = frozenset({"sum", "max", "min", "amax", "amin", "cumsum", "mean", "prod", "argmax", "argmin",
+                                  "nansum", "nanmax", "nanmin", "var", "std"})
+
+
 def _device_function(name: str) -> Callable[..., Any]:
     fn = getattr(np, name)
+    flush = (isinstance(fn, np.ufunc) and name not in FTZ_EXEMPT) or name in _FLUSHING_REDUCTIONS
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -39,8 +45,12 @@ def _device_function(name: str) -> Callable[..., Any]:
         plain = [a.view(np.ndarray) if isinstance(a, ndarray) else
                  [x.view(np.ndarray) if isinstance(x, ndarray) else x for x in a] if isinstance(a, (list, tuple))
                  else a for a in args]
+        if flush:  # CuPy's kernels are built with -ftz=true: float32 subnormals read and written as zeros
+            plain = [flush_float32(a) for a in plain]
         with np.errstate(all="ignore"):  # a GPU raises no floating-point warnings
             result = fn(*plain, **kwargs)
+        if flush:
+            result = flush_float32(result, copy=False) if isinstance(result, np.ndarray) else flush_float32(result)
         if name in _HOST_IN and any(r is result and not isinstance(a, ndarray) for r, a in zip(plain, args)):
             result = result.copy()  # host -> device is always a copy; a device array passes through
         return to_device(result)
