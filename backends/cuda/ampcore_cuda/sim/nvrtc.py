@@ -46,7 +46,8 @@ class Nvrtc:
     def getSupportedArchs(self) -> tuple[int, ...]:  # noqa: N802
         return SUPPORTED_ARCHS
 
-    def createProgram(self, src: str, name: str, headers: Sequence[Any], include_names: Sequence[Any]) -> _Program:  # noqa: N802
+    def createProgram(self, src: str, name: str, headers: Sequence[Any],  # noqa: N802
+                      include_names: Sequence[Any]) -> _Program:
         if headers or include_names:
             raise NVRTCError("NVRTC_ERROR_INVALID_INPUT (the simulator takes no headers)")
         return _Program(src, name)
