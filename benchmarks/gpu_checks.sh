@@ -27,7 +27,8 @@ sys.exit(1 if refused else 0)' "$1"
 }
 step info             "$python" -m ampcore info
 step cuda-tests       "$python" -m pytest -q -p no:cacheprovider tests/test_cuda_backend.py tests/test_cuda_device.py \
-                                tests/test_cuda_launch.py tests/test_cuda_codegen.py tests/test_cuda_kernels_compile.py
+                                tests/test_cuda_launch.py tests/test_cuda_codegen.py tests/test_cuda_kernels_compile.py \
+                                tests/test_cuda_compiler.py tests/test_cuda_sim_elementwise.py
 step conformance      "$python" -m ampcore conformance --backend cuda --json "$out/conformance.json"
 step bench-mlp-large  "$python" -m ampcore bench --device cuda:0 --model mlp-large --steps 20 \
                                 --json "$out/bench-mlp-large.json"

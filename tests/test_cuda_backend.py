@@ -141,6 +141,47 @@ def test_a_gpu_without_nvrtc_is_unavailable_and_pointed_at_the_ctk_extra(monkeyp
     assert "pip install 'cupy-cuda13x[ctk]'" in reason and "CUDA Toolkit 13" in reason
 
 
+def _cupy14_importer(missing: str = ""):
+    """``importlib.import_module`` over a CuPy 14 layout: ``cupy.cuda.cublas`` is an attribute, not a module."""
+    cublas = ModuleType("cupy_backends.cuda.libs.cublas")
+    cuda = SimpleNamespace(cublas=cublas)
+    modules = {"cupy": SimpleNamespace(cuda=cuda), "cupy.cuda": cuda}
+
+    def import_module(name: str):
+        parts = name.split(".")
+        for first in (".".join(parts[:i]) for i in range(1, len(parts) + 1)):  # parents first, as Python does
+            if first not in modules or first == missing:
+                raise ModuleNotFoundError(f"No module named {first!r}", name=first)
+        return modules[name]
+
+    return import_module, cublas
+
+
+def test_cupy14s_cublas_is_found_as_an_attribute_of_cupy_cuda():
+    import_module, cublas = _cupy14_importer()
+    assert runtime.resolve_module("cupy.cuda.cublas", import_module) is cublas
+    with pytest.raises(ModuleNotFoundError, match="cupy.cuda.nvrtc"):
+        runtime.resolve_module("cupy.cuda.nvrtc", import_module)  # no such attribute either: the original error
+
+
+def test_a_missing_cupy_is_reported_as_cupy_not_as_the_submodule():
+    import_module, _ = _cupy14_importer(missing="cupy")
+    with pytest.raises(ModuleNotFoundError) as err:
+        runtime.resolve_module("cupy.cuda.cublas", import_module)
+    assert err.value.name == "cupy"
+
+
+def test_the_simulator_imports_submodules_as_cupy14_does(monkeypatch):
+    from ampcore_cuda import sim
+    from ampcore_cuda.sim import cublas
+
+    with pytest.raises(ModuleNotFoundError):
+        sim.module("cupy.cuda.cublas", sim.PROFILES["h100"])  # a bare import_module("cupy.cuda.cublas") fails
+    monkeypatch.setenv("AMPCORE_CUDA_SIMULATOR", "h100")
+    monkeypatch.setattr(runtime, "_simulator", lambda value: (sim.PROFILES["h100"], ""))
+    assert runtime.import_cupy_module("cupy.cuda.cublas") is cublas
+
+
 def test_availability_on_this_machine_never_raises():
     status = CUDABackend().availability()  # the real CuPy, if installed: no GPU in CI, so a reason
     assert status.ok or status.reason

@@ -3,7 +3,7 @@
 CuPy passes each kernel argument by its own type: an ndarray as its pointer,
 a NumPy scalar as its bytes, a Python int as int64 and a float as double.  A
 scalar of the wrong width shifts every argument after it, silently.  Here a
-NumPy-backed stand-in for CuPy runs each launcher; its ``RawKernel`` parses
+NumPy-backed stand-in for CuPy runs each launcher; the kernel compiler.load hands it parses
 the ``extern "C"`` signature of the source it was given and checks, argument
 by argument, the scalar's exact NumPy type and the array's element type and
 contiguity, and that the block fits the kernel's ``__launch_bounds__``.
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from ampcore import dtypes as dt
-from ampcore_cuda import launch
+from ampcore_cuda import compiler, launch
 from ampcore_cuda.array import CuArray
 from ampcore_cuda.codegen import ctype
 
@@ -72,10 +72,12 @@ def _check_argument(name: str, i: int, param: str, arg: Any, typedefs: dict[str,
 
 
 class FakeRawKernel:
+    """Stands in for the ``Function`` that compiler.load returns (called as a RawKernel is)."""
+
     launches: list[tuple[str, tuple, tuple]] = []
 
     def __init__(self, source: str, name: str, options: tuple = ()):
-        assert f"{name}(" in source and isinstance(options, tuple)
+        assert f"{name}(" in source and isinstance(options, tuple) and "--ftz=false" in options
         self.source, self.name = source, name
         bounds = re.search(rf"__launch_bounds__\((\d+)\)\s*{name}\(", source)
         self.max_block = int(bounds.group(1)) if bounds else 1024
@@ -120,9 +122,9 @@ class _FakeCupy(ModuleType):
 @pytest.fixture
 def fake_cupy(monkeypatch):
     fake = _FakeCupy("cupy")
-    fake.RawKernel = FakeRawKernel
-    fake.cuda = SimpleNamespace(Device=_Device)
+    fake.cuda = SimpleNamespace(Device=_Device, runtime=SimpleNamespace(getDevice=lambda: 0))
     monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(compiler, "load", FakeRawKernel)  # what launch.raw_kernel compiles and loads
     monkeypatch.setattr(launch, "_kernels", {})
     monkeypatch.setattr(launch, "_metas", launch.OrderedDict())
     FakeRawKernel.launches = []

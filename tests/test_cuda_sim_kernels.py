@@ -11,7 +11,7 @@ import pytest
 
 from ampcore_cuda.sim import PROFILES, cupy_module
 from ampcore_cuda.sim.build import SimulatorBuildError, build
-from ampcore_cuda.sim.kernel import LaunchError
+from ampcore_cuda.sim.kernel import LaunchError, RawKernel
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the CUDA simulator needs g++ on PATH")
 cp = cupy_module(PROFILES["h100"])
@@ -39,7 +39,7 @@ extern "C" __global__ void shuffles(const int *x, int *down, int *xr, int *up, i
 def test_syncthreads_is_a_real_barrier_across_the_block_and_shared_memory_is_per_block():
     x = cp.asarray(np.arange(512, dtype=np.float32))
     out = cp.empty(512, dtype=np.float32)
-    cp.RawKernel(REVERSE, "reverse")((2,), (256,), (x, out, np.int32(512)))
+    RawKernel(REVERSE, "reverse")((2,), (256,), (x, out, np.int32(512)))
     expected = np.concatenate([np.arange(255, -1, -1), np.arange(511, 255, -1)]).astype(np.float32)
     assert np.array_equal(out.get(), expected)
 
@@ -47,7 +47,7 @@ def test_syncthreads_is_a_real_barrier_across_the_block_and_shared_memory_is_per
 def test_warp_shuffles_read_the_right_lane_and_keep_their_own_value_out_of_range():
     host = np.arange(64, dtype=np.int32) * 10
     outs = [cp.empty(64, dtype=np.int32) for _ in range(4)]
-    cp.RawKernel(SHUFFLES, "shuffles")((1,), (64,), (cp.asarray(host), *outs))
+    RawKernel(SHUFFLES, "shuffles")((1,), (64,), (cp.asarray(host), *outs))
     lane, warp = np.arange(64) % 32, np.arange(64) // 32 * 32
     down = np.where(lane + 3 < 32, host[warp + np.minimum(lane + 3, 31)], host)
     up = np.where(lane >= 2, host[warp + np.maximum(lane - 2, 0)], host)
@@ -56,7 +56,7 @@ def test_warp_shuffles_read_the_right_lane_and_keep_their_own_value_out_of_range
     assert np.array_equal(outs[2].get(), up)
     assert not outs[3].get().any()
     host[40] = 77
-    cp.RawKernel(SHUFFLES, "shuffles")((1,), (64,), (cp.asarray(host), *outs))
+    RawKernel(SHUFFLES, "shuffles")((1,), (64,), (cp.asarray(host), *outs))
     assert outs[3].get().all(), "__syncthreads_or is the OR over the whole block"
 
 
@@ -69,7 +69,7 @@ extern "C" __global__ void early_exit(float *x) {
 }
 """
     with pytest.raises(LaunchError, match="__syncthreads waits for threads that have exited"):
-        cp.RawKernel(source, "early_exit")((1,), (32,), (cp.zeros(32, dtype=np.float32),))
+        RawKernel(source, "early_exit")((1,), (32,), (cp.zeros(32, dtype=np.float32),))
 
 
 def test_a_failed_launch_leaves_the_kernel_runnable():
@@ -81,7 +81,7 @@ extern "C" __global__ void maybe_exit(float *x, int bad) {
     x[threadIdx.x] = (float)threadIdx.x;
 }
 """
-    kernel, x = cp.RawKernel(source, "maybe_exit"), cp.zeros(64, dtype=np.float32)
+    kernel, x = RawKernel(source, "maybe_exit"), cp.zeros(64, dtype=np.float32)
     with pytest.raises(LaunchError, match="exited"):
         kernel((1,), (64,), (x, np.int32(1)))
     kernel((2,), (64,), (x, np.int32(0)))
@@ -96,7 +96,7 @@ extern "C" __global__ void split(int *x) {
 }
 """
     with pytest.raises(LaunchError, match="deadlock|exited"):
-        cp.RawKernel(source, "split")((1,), (64,), (cp.zeros(64, dtype=np.int32),))
+        RawKernel(source, "split")((1,), (64,), (cp.zeros(64, dtype=np.int32),))
 
 
 @pytest.mark.parametrize("args, match", [
@@ -110,12 +110,12 @@ def test_arguments_are_checked_against_the_c_signature(args, match):
     source = 'extern "C" __global__ void fill(float *x, int n) { if (threadIdx.x < n) x[threadIdx.x] = 1.0f; }'
     arrays = {"device int32": cp.zeros(4, dtype=np.int32), "device float32": cp.zeros(4, dtype=np.float32)}
     with pytest.raises(LaunchError, match=match):
-        cp.RawKernel(source, "fill")((1,), (4,), tuple(arrays.get(a, a) if isinstance(a, str) else a for a in args))
+        RawKernel(source, "fill")((1,), (4,), tuple(arrays.get(a, a) if isinstance(a, str) else a for a in args))
 
 
 def test_a_block_above_the_launch_bound_is_refused_as_the_gpu_refuses_it():
     with pytest.raises(LaunchError, match="512 threads exceeds its launch bound of 256"):
-        cp.RawKernel(REVERSE, "reverse")((1,), (512,), (cp.zeros(512, dtype=np.float32),
+        RawKernel(REVERSE, "reverse")((1,), (512,), (cp.zeros(512, dtype=np.float32),
                                                         cp.zeros(512, dtype=np.float32), np.int32(512)))
 
 
@@ -128,7 +128,7 @@ def test_a_block_above_the_launch_bound_is_refused_as_the_gpu_refuses_it():
 def test_an_unsupported_construct_fails_the_build_naming_it(body, construct):
     source = f'extern "C" __global__ void k(float *x) {{ {body} }}'
     with pytest.raises(SimulatorBuildError, match=f"does not support {construct}"):
-        cp.RawKernel(source, "k")((1,), (1,), (cp.zeros(1, dtype=np.float32),))
+        RawKernel(source, "k")((1,), (1,), (cp.zeros(1, dtype=np.float32),))
 
 
 def test_an_include_is_refused_unless_the_shim_provides_the_header():
@@ -148,7 +148,7 @@ def test_a_built_kernel_is_cached_by_source_hash(tmp_path, monkeypatch):
 def test_device_arrays_refuse_host_arrays_as_cupy_does():
     with pytest.raises(TypeError, match="host \\(NumPy\\) array"):
         cp.add(cp.zeros(3, dtype=np.float32), np.ones(3, np.float32))
-    assert cp.ascontiguousarray(cp.asarray(np.float32(2))).shape == ()  # NumPy's would be (1,)
+    assert cp.ascontiguousarray(cp.asarray(np.float32(2))).shape == (1,)  # CuPy 14 follows NumPy (13 kept ())
     assert cp.zeros((2, 3), dtype=np.float32)[1, 2].shape == ()  # a 0-d array, never a NumPy scalar
 
 
@@ -175,9 +175,9 @@ def test_warps_run_independently_between_barriers_so_a_missing_barrier_shows():
     host = np.arange(1, 129, dtype=np.float32)
     x, out = cp.asarray(host), cp.empty(128, dtype=np.float32)
     expected = host.sum() + 1000.0 * 2 * host.sum()
-    cp.RawKernel(_two_sums_source(True), "two_sums")((1,), (128,), (x, out))
+    RawKernel(_two_sums_source(True), "two_sums")((1,), (128,), (x, out))
     assert np.all(out.get() == expected)
-    cp.RawKernel(_two_sums_source(False), "two_sums")((1,), (128,), (x, out))
+    RawKernel(_two_sums_source(False), "two_sums")((1,), (128,), (x, out))
     assert not np.all(out.get() == expected)
 
 
@@ -221,7 +221,7 @@ def test_half_and_bfloat16_intrinsics_round_to_nearest_even_bit_for_bit():
     n = x.size
     outs = [cp.empty(n, dtype=np.uint16), cp.empty(n, dtype=np.float32), cp.empty(n, dtype=np.uint16),
             cp.empty(n, dtype=np.float32)]
-    cp.RawKernel(HALF_INTRINSICS, "convert_all")((1024,), (256,), (cp.asarray(x), cp.asarray(bits), *outs,
+    RawKernel(HALF_INTRINSICS, "convert_all")((1024,), (256,), (cp.asarray(x), cp.asarray(bits), *outs,
                                                                     np.int64(n)))
     h, hf, b, bf = (o.get() for o in outs)
     nan = np.isnan(x)

@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from ampcore import dtypes as dt
 
-from .array import CuArray, unwrap_all
+from .array import CuArray, contiguous, unwrap_all
 from .codegen import FLOAT_CTYPES, PRELUDE, CType, ctype
 from .launch import BLOCK, ILP, MULTI_TENSOR_HELPERS, TILE, multi_tensor_meta, raw_kernel
 from .runtime import import_cupy
@@ -123,7 +123,7 @@ def unscale_and_check(grads: Sequence[CuArray], inv_scale: CuArray, found_inf: C
             # A strided or broadcast view: the kernel scales a dense block of memory, so scale a copy (and
             # return it) rather than write through the view's gaps.
             with cupy.cuda.Device(device):
-                g = grads[i] = CuArray(cupy.ascontiguousarray(g.data), g.dtype)
+                g = grads[i] = CuArray(contiguous(g.data), g.dtype)
         key = (g.data.data.ptr, g.size)
         if g.size and key not in seen:
             seen.add(key)

@@ -13,8 +13,9 @@ from typing import Any
 from ampcore import dtypes as dt
 
 from .codegen import ctype
+from .runtime import import_cupy
 
-__all__ = ["CuArray", "unwrap_all"]
+__all__ = ["CuArray", "unwrap_all", "contiguous"]
 
 
 class CuArray:
@@ -60,3 +61,14 @@ def unwrap_all(arrays: Any, what: str) -> list[Any]:
             raise TypeError(f"{what}: argument {i} is a {type(a).__name__}, expected a cuda device array")
         out.append(a.data)
     return out
+
+
+def contiguous(data: Any, dtype: Any = None) -> Any:
+    """``data`` (a CuPy array) as a C-contiguous CuPy array of the same shape, ``dtype`` if given.
+
+    Not ``cupy.ascontiguousarray`` alone: since CuPy 14 it follows NumPy and returns at least 1-d, so a 0-d
+    array (a full reduction, a scalar cast) would come back as shape (1,).
+    """
+    out = import_cupy().ascontiguousarray(data, dtype=dtype)
+    shape = getattr(data, "shape", out.shape)
+    return out if out.shape == shape else out.reshape(shape)

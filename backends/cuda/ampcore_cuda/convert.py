@@ -1,10 +1,13 @@
-"""Conversions to and from the 16-bit dtypes, and the widen-compute-round pattern the primitives use.
+"""Conversions between the floating dtypes (and from them to bool), and the widen-compute-round pattern the
+primitives use.
 
-A float16/bfloat16 primitive widens its inputs to float32 (exact), lets CuPy
-compute in float32, and rounds the result once to nearest-even with a kernel of
-this module: CuPy's own float16 arithmetic rounds after every operation of a
+A float16/bfloat16 primitive widens its inputs to float32 (exact), computes in
+float32, and rounds the result once to nearest-even with a kernel of this
+module: CuPy's own float16 arithmetic rounds after every operation of a
 composite function, and CuPy has no bfloat16 at all.  float64 -> 16 bits goes
-through round-to-odd float, so it is rounded once too.
+through round-to-odd float, so it is rounded once too.  float32 <-> float64 and
+float -> bool are kernels here as well, not ``astype``: CuPy's cast kernels
+flush float32 subnormals to zero on a GPU (they compile with ``-ftz=true``).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any
 import numpy as np
 from ampcore import dtypes as dt
 
-from .array import CuArray
+from .array import CuArray, contiguous
 from .codegen import PRELUDE, ctype
 from .launch import BLOCK, raw_kernel
 from .runtime import import_cupy
@@ -22,15 +25,17 @@ from .runtime import import_cupy
 __all__ = ["sources", "LOW", "convert", "up", "down", "scalar_storage"]
 
 LOW = frozenset({dt.float16, dt.bfloat16})
+FLOATS = frozenset({dt.float16, dt.bfloat16, dt.float32, dt.float64})
 _PAIRS = (("f16", "f32"), ("bf16", "f32"), ("f32", "f16"), ("f32", "bf16"), ("f64", "f16"), ("f64", "bf16"),
-          ("f16", "bf16"), ("bf16", "f16"))
-_TAGS = {"f16": dt.float16, "bf16": dt.bfloat16, "f32": dt.float32, "f64": dt.float64}
+          ("f16", "bf16"), ("bf16", "f16"), ("f32", "f64"), ("f64", "f32"), ("f16", "f64"), ("bf16", "f64"),
+          ("f16", "b8"), ("bf16", "b8"), ("f32", "b8"), ("f64", "b8"))
+_TAGS = {"f16": dt.float16, "bf16": dt.bfloat16, "f32": dt.float32, "f64": dt.float64, "b8": dt.bool_}
 
 
 def _source(src: str, dst: str) -> str:
     s, d = ctype(_TAGS[src]), ctype(_TAGS[dst])
     value = s.load("x", "i")
-    if src == "f64":
+    if src == "f64" and dst in ("f16", "bf16"):
         value = f"double_to_float_odd({value})"
     return PRELUDE + f"""
 extern "C" __global__ void __launch_bounds__({BLOCK})
@@ -51,7 +56,7 @@ def sources() -> dict[str, str]:
 def _run(data: Any, src: dt.DType, dst: dt.DType) -> Any:
     cupy = import_cupy()
     s, d = ctype(src).tag, ctype(dst).tag
-    x = cupy.ascontiguousarray(data)
+    x = contiguous(data)
     out = cupy.empty(x.shape, dtype=ctype(dst).cupy_dtype)
     if x.size:
         kernel = raw_kernel(("convert", s, d), lambda: _source(s, d), f"convert_{s}_{d}")
@@ -63,12 +68,11 @@ def convert(data: Any, src: dt.DType, dst: dt.DType) -> Any:
     """A new CuPy array (``dst``'s storage dtype) holding ``data`` (``src`` storage) converted, rounded once."""
     if src == dst:
         return data.copy()
-    if src in LOW or dst in LOW:
-        if src in LOW and dst in LOW or src in (dt.float32, dt.float64) or dst == dt.float32:
-            return _run(data, src, dst)
-        if src in LOW:  # to float64/int/bool: float32 holds the value exactly
-            return convert(_run(data, src, dt.float32), dt.float32, dst)
-        # int/bool -> 16 bits: float64 holds int32 exactly (and int64 up to 2^53), then one rounding
+    if src in FLOATS and (dst in FLOATS or dst == dt.bool_):
+        return _run(data, src, dst)
+    if src in LOW:  # to an integer: float32 holds the value exactly, and truncating it flushes nothing
+        return convert(_run(data, src, dt.float32), dt.float32, dst)
+    if dst in LOW:  # int/bool -> 16 bits: float64 holds int32 exactly (and int64 up to 2^53), then one rounding
         return _run(data.astype(np.float64), dt.float64, dst)
     if dst == dt.bool_:
         return data != 0
@@ -86,7 +90,11 @@ def down(data: Any, dtype: dt.DType) -> CuArray:
         src = dt.float64 if data.dtype == np.float64 else dt.float32
         return CuArray(_run(data.astype(np.float32, copy=False) if src == dt.float32 else data, src, dtype), dtype)
     want = ctype(dtype).cupy_dtype
-    return CuArray(data if data.dtype == want else data.astype(want), dtype)
+    if data.dtype == want:
+        return CuArray(data, dtype)
+    if dtype in FLOATS and data.dtype in (np.float32, np.float64):  # float32 <-> float64: no flushing astype
+        return CuArray(_run(data, dt.float64 if data.dtype == np.float64 else dt.float32, dtype), dtype)
+    return CuArray(data.astype(want), dtype)
 
 
 def scalar_storage(value: Any, dtype: dt.DType) -> np.generic:

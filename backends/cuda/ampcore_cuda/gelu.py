@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .array import CuArray
+from .array import CuArray, contiguous
 from .codegen import FLOAT_CTYPES, PRELUDE, CType, ctype
 from .launch import BLOCK, raw_kernel
 from .runtime import import_cupy
@@ -88,7 +88,7 @@ def _launch(x: CuArray, gy: CuArray | None, approximate: str) -> CuArray:
             backward = gy is not None
             kernel = raw_kernel(("gelu", c.tag, approximate, backward), lambda: _source(c, approximate, backward),
                                 _name(c, approximate, backward))
-            inputs = [cupy.ascontiguousarray(x.data)] + ([cupy.ascontiguousarray(gy.data)] if backward else [])
+            inputs = [contiguous(x.data)] + ([contiguous(gy.data)] if backward else [])
             grid = min(-(-x.size // BLOCK), 65535 * 8)  # grid-stride loop beyond this
             kernel((grid,), (BLOCK,), (*inputs, out, np.int64(x.size)))
     return CuArray(out, x.dtype)

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 from ampcore import dtypes as dt
 
-from .array import CuArray
+from .array import CuArray, contiguous
 from .convert import down, up
 from .runtime import import_cupy, import_cupy_module
 
@@ -76,7 +76,7 @@ def _operand(x: Any, batch: tuple[int, ...]) -> tuple[Any, int, int, int]:
         layout, stride = _layout(rows, cols, *strides[-2:]), _batch_stride(x.shape[:-2], strides[:-2])
         if layout is not None and stride is not None:
             return x, layout[0], layout[1], stride
-    x = cupy.ascontiguousarray(x)
+    x = contiguous(x)
     return x, CUBLAS_OP_N, max(cols, 1), rows * cols
 
 

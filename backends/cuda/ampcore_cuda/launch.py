@@ -1,9 +1,11 @@
 """Compiling and launching this backend's CUDA C, and the multi-tensor meta arrays.
 
-Every kernel is a ``cupy.RawKernel`` over a standalone ``extern "C"`` source
-(no headers prepended), so the source CuPy compiles is exactly the one
-tests/test_cuda_kernels_compile.py gives nvcc.  All of them compile with
-``--fmad=false``: each operation is rounded on its own, as on the cpu backend.
+Every kernel is a standalone ``extern "C"`` source (no headers prepended) that
+:mod:`.compiler` gives NVRTC with :data:`OPTIONS` plus the device's ``-arch``,
+so the source compiled is exactly the one tests/test_cuda_kernels_compile.py
+gives nvcc.  All of them compile with ``--fmad=false`` (each operation rounded
+on its own, as on the cpu backend) and ``--ftz=false`` (subnormals kept, as
+torch's CUDA kernels keep them; ``cupy.RawKernel`` would add ``-ftz=true``).
 
 Multi-tensor launches (``unscale_and_check``, ``adamw_step``) cover every
 tensor of a dtype group in one launch: a device int64 array ``meta`` holds
@@ -21,11 +23,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from . import compiler
 from .runtime import import_cupy
 
 __all__ = ["OPTIONS", "BLOCK", "ILP", "raw_kernel", "multi_tensor_meta", "MULTI_TENSOR_HELPERS", "blocks_for"]
 
-OPTIONS = ("--std=c++17", "--fmad=false")
+OPTIONS = ("--std=c++17", "--fmad=false", "--ftz=false")
 BLOCK = 256  # threads per block
 ILP = 4  # elements per thread in the elementwise multi-tensor kernels: a block covers BLOCK * ILP elements
 TILE = BLOCK * ILP
@@ -36,10 +39,12 @@ _metas: "OrderedDict[tuple, Any]" = OrderedDict()
 
 
 def raw_kernel(key: tuple, source: Callable[[], str], name: str) -> Any:
-    """The ``cupy.RawKernel`` for ``key``, built from ``source()`` on first use (CuPy compiles it per device)."""
-    kernel = _kernels.get(key)
+    """The kernel for ``key`` on the current device, built from ``source()`` on first use there; called like a
+    ``cupy.RawKernel``: ``kernel(grid, block, args)``."""
+    device = import_cupy().cuda.runtime.getDevice()
+    kernel = _kernels.get((key, device))
     if kernel is None:
-        kernel = _kernels[key] = import_cupy().RawKernel(source(), name, options=OPTIONS)
+        kernel = _kernels[(key, device)] = compiler.load(source(), name, OPTIONS)
     return kernel
 
 

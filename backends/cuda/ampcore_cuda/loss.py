@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .array import CuArray
+from .array import CuArray, contiguous
 from .codegen import FLOAT_CTYPES, PRELUDE, CType, ctype
 from .launch import raw_kernel
 from .rows import ROW_BLOCK, acc_type, launch_rows, reduce_helpers
@@ -88,8 +88,8 @@ def cross_entropy(logits: CuArray, target: CuArray, ignore_index: int = -100) ->
         bad = cupy.zeros(1, np.int32)
         if rows:
             kernel = raw_kernel(("cross_entropy", c.tag), lambda: _forward(c), f"cross_entropy_{c.tag}")
-            targets = cupy.ascontiguousarray(target.data, dtype=np.int64)
-            launch_rows(kernel, rows, n, (cupy.ascontiguousarray(logits.data), targets, loss, lse, bad, np.int64(n),
+            targets = contiguous(target.data, dtype=np.int64)
+            launch_rows(kernel, rows, n, (contiguous(logits.data), targets, loss, lse, bad, np.int64(n),
                                           np.int64(ignore_index)))
     return loss, lse, bad
 
@@ -99,12 +99,12 @@ def cross_entropy_backward(logits: CuArray, target: CuArray, lse: Any, gy: Any, 
     cupy, c = import_cupy(), ctype(logits.dtype)
     rows, n = logits.shape
     with cupy.cuda.Device(logits.device_index):
-        xs = cupy.ascontiguousarray(logits.data)
+        xs = contiguous(logits.data)
         gx = cupy.empty_like(xs)
         if rows:
             kernel = raw_kernel(("cross_entropy_backward", c.tag), lambda: _backward(c),
                                 f"cross_entropy_backward_{c.tag}")
-            launch_rows(kernel, rows, n, (xs, cupy.ascontiguousarray(target.data, dtype=np.int64), lse,
-                                          cupy.ascontiguousarray(gy, dtype=_acc_np(c)), gx, np.int64(n),
+            launch_rows(kernel, rows, n, (xs, contiguous(target.data, dtype=np.int64), lse,
+                                          contiguous(gy, dtype=_acc_np(c)), gx, np.int64(n),
                                           np.int64(ignore_index)))
     return CuArray(gx, logits.dtype)

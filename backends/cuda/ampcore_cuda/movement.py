@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from ampcore import dtypes as dt
 
-from .array import CuArray
+from .array import CuArray, contiguous
 from .codegen import ctype
 from .convert import LOW, down, scalar_storage, up
 from .runtime import import_cupy, import_cupy_module
@@ -79,7 +79,7 @@ def scatter_add(src: CuArray, indices: CuArray, axis: int, size: int) -> CuArray
         cupyx.scatter_add(out, indices.data, acc)
         out = cp.moveaxis(out, 0, axis)
         return down(out, src.dtype) if src.dtype in LOW else CuArray(
-            cp.ascontiguousarray(out).astype(ctype(src.dtype).cupy_dtype, copy=False), src.dtype)
+            contiguous(out).astype(ctype(src.dtype).cupy_dtype, copy=False), src.dtype)
 
 
 def full(shape: Sequence[int], value: Any, dtype: Any, device_index: int = 0) -> CuArray:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .array import CuArray
+from .array import CuArray, contiguous
 from .codegen import FLOAT_CTYPES, PRELUDE, CType, ctype
 from .launch import BLOCK, raw_kernel
 from .rows import ROW_BLOCK, acc_type, launch_rows, reduce_helpers
@@ -125,11 +125,11 @@ def layer_norm(x: CuArray, weight: CuArray | None, bias: CuArray | None, n: int,
     cupy, c = import_cupy(), ctype(x.dtype)
     rows = x.size // n if n else 0
     with cupy.cuda.Device(x.device_index):
-        src = cupy.ascontiguousarray(x.data)
+        src = contiguous(x.data)
         y, mean, rstd = cupy.empty_like(src), cupy.empty(rows, _acc_np(c)), cupy.empty(rows, _acc_np(c))
         if rows:
-            w, b = (src, src) if weight is None else (cupy.ascontiguousarray(weight.data),  # the kernel indexes w[r]
-                                                      cupy.ascontiguousarray(bias.data))  # type: ignore[union-attr]
+            w, b = (src, src) if weight is None else (contiguous(weight.data),  # the kernel indexes w[r]
+                                                      contiguous(bias.data))  # type: ignore[union-attr]
             kernel = raw_kernel(("layer_norm", c.tag), lambda: _forward(c), f"layer_norm_{c.tag}")
             launch_rows(kernel, rows, n, (src, w, b, np.int32(weight is not None), y, mean, rstd, np.int64(n),
                                           _acc_np(c)(eps)))
@@ -142,9 +142,9 @@ def layer_norm_backward(x: CuArray, gy: CuArray, weight: CuArray | None, mean: A
     cupy, c = import_cupy(), ctype(x.dtype)
     rows = x.size // n if n else 0
     with cupy.cuda.Device(x.device_index):
-        xs, gys = cupy.ascontiguousarray(x.data), cupy.ascontiguousarray(gy.data)
+        xs, gys = contiguous(x.data), contiguous(gy.data)
         gx = cupy.empty_like(xs)
-        w = xs if weight is None else cupy.ascontiguousarray(weight.data)
+        w = xs if weight is None else contiguous(weight.data)
         if rows:
             kernel = raw_kernel(("layer_norm_backward", c.tag), lambda: _backward(c), f"layer_norm_backward_{c.tag}")
             launch_rows(kernel, rows, n, (xs, gys, w, np.int32(weight is not None), mean, rstd, gx, np.int64(n)))

@@ -11,12 +11,12 @@ from __future__ import annotations
 import functools
 import importlib
 import os
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import ampcore
 from ampcore import dtypes as dt
 
-__all__ = ["INSTALL_HINT", "import_cupy", "import_cupy_module", "simulated", "probe",
+__all__ = ["INSTALL_HINT", "import_cupy", "import_cupy_module", "resolve_module", "simulated", "probe",
            "device_count", "properties", "capabilities_from_properties",
            "GEMM_OPS", "MIN_CC_BY_CUDA_MAJOR"]
 
@@ -42,13 +42,33 @@ def import_cupy() -> Any:
 
 def import_cupy_module(name: str) -> Any:
     """``cupy`` or one of its modules the backend uses (``cupy.cuda.cublas``, ``cupyx``,
-    ``cupyx.scipy.special``): the real one, or the simulator's when it is on."""
+    ``cupyx.scipy.special``): the real one, or the simulator's when it is on (see :func:`resolve_module`)."""
     profile, _ = _simulator(os.environ.get(_SIM_ENV, ""))
     if profile is not None:
         from . import sim
 
-        return sim.module(name, profile)
-    return importlib.import_module(name)
+        return resolve_module(name, lambda n: sim.module(n, profile))
+    return resolve_module(name, importlib.import_module)
+
+
+def resolve_module(name: str, import_module: Callable[[str], Any]) -> Any:
+    """Module ``name`` through ``import_module``, else the attribute of its parent module of that name.
+
+    CuPy 14 no longer has ``cupy.cuda.cublas`` (nor ``nvrtc``, ``cusolver``, ...) as an importable submodule:
+    ``cupy/cuda/__init__.py`` hands it out through a module ``__getattr__`` (it is
+    ``cupy_backends.cuda.libs.cublas``), so ``import_module`` raises ModuleNotFoundError where CuPy 13 imported
+    it.  Any other ModuleNotFoundError (CuPy itself missing) propagates unchanged.
+    """
+    try:
+        return import_module(name)
+    except ModuleNotFoundError as exc:
+        parent, _, attr = name.rpartition(".")
+        if not parent or exc.name != name:
+            raise
+        try:
+            return getattr(resolve_module(parent, import_module), attr)
+        except AttributeError:
+            raise exc from None
 
 
 _SIM_ENV = "AMPCORE_CUDA_SIMULATOR"

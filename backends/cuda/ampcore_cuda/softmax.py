@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .array import CuArray
+from .array import CuArray, contiguous
 from .codegen import FLOAT_CTYPES, PRELUDE, CType, ctype
 from .launch import raw_kernel
 from .rows import ROW_BLOCK, acc_type, launch_rows, reduce_helpers, row_geometry
@@ -75,7 +75,7 @@ def _run(op: str, x: CuArray, gy: CuArray | None, axis: int) -> CuArray:
         out = cupy.empty(x.shape, dtype=c.cupy_dtype)  # C order: empty_like keeps a transposed layout
         rows, n, inner = row_geometry(x.shape, axis)
         if rows:
-            src, g = cupy.ascontiguousarray(x.data), cupy.ascontiguousarray((x if gy is None else gy).data)
+            src, g = contiguous(x.data), contiguous((x if gy is None else gy).data)
             kernel = raw_kernel(("softmax", op, c.tag), lambda: _source(op, c), f"{op}_{c.tag}")
             launch_rows(kernel, rows, n, (src, g, out, np.int64(n), np.int64(inner)))
     return CuArray(out, x.dtype)

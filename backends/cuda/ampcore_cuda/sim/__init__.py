@@ -15,7 +15,7 @@ from typing import Any
 
 from .devices import PROFILES, Profile
 
-__all__ = ["ENV", "PROFILES", "requested_profile", "cupy_module", "module"]
+__all__ = ["ENV", "PROFILES", "IMPORTABLE", "requested_profile", "cupy_module", "module"]
 
 ENV = "AMPCORE_CUDA_SIMULATOR"
 _modules: dict[str, types.ModuleType] = {}
@@ -43,10 +43,21 @@ def cupy_module(profile: Profile) -> types.ModuleType:
     return _modules[profile.key]
 
 
+# What ``importlib.import_module`` finds in CuPy 14: ``cupy.cuda.cublas`` and ``cupy.cuda.nvrtc`` are attributes
+# of ``cupy.cuda`` only (its module ``__getattr__`` loads cupy_backends.cuda.libs.*), so importing them by name
+# raises ModuleNotFoundError here as there; runtime.resolve_module falls back to the parent's attribute.
+IMPORTABLE = frozenset({"cupy", "cupy.cuda", "cupy.cuda.device", "cupy.cuda.function", "cupy.cuda.runtime",
+                        "cupyx", "cupyx.scipy", "cupyx.scipy.special"})
+
+
 def module(name: str, profile: Profile) -> Any:
-    """The simulated module ``cupy``, ``cupy.cuda.cublas``, ``cupyx`` or ``cupyx.scipy.special``."""
+    """The simulated module ``name`` as ``importlib.import_module`` gives it with CuPy 14 (``cupy``,
+    ``cupy.cuda.device``, ``cupyx``, ``cupyx.scipy.special``, ...); ModuleNotFoundError for any other name,
+    ``cupy.cuda.cublas`` included."""
     from .namespace import make_cupyx
 
+    if name not in IMPORTABLE:
+        raise ModuleNotFoundError(f"No module named {name!r} (the simulated CuPy 14)", name=name)
     cupy = cupy_module(profile)
     if name == "cupyx" or name.startswith("cupyx."):
         if "cupyx" not in _modules:

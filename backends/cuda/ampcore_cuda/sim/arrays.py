@@ -1,5 +1,9 @@
 """Device arrays of the simulated CuPy: NumPy arrays that know their device and, like CuPy's, refuse to mix
-with host (NumPy) arrays in arithmetic.  ``.data.ptr`` is the address kernels and cuBLAS receive."""
+with host (NumPy) arrays in arithmetic.  ``.data.ptr`` is the address kernels and cuBLAS receive.
+
+CuPy's own kernels (ufuncs, reductions, ``astype``) are compiled with ``-ftz=true`` and flush float32
+subnormals to zero, inputs and results; so do the simulated ones (:func:`flush_float32`), so a float32
+computation that leaves the backend's own kernels for CuPy's shows here what a GPU would do to it."""
 
 from __future__ import annotations
 
@@ -11,9 +15,31 @@ import numpy as np
 
 from .devices import MemoryPool, current_device
 
-__all__ = ["ndarray", "MemoryPointer", "POOL", "to_device", "check_no_host_arrays"]
+__all__ = ["ndarray", "MemoryPointer", "POOL", "to_device", "check_no_host_arrays", "flush_float32",
+           "FTZ_EXEMPT"]
 
 POOL = MemoryPool()
+_TINY32 = np.float32(np.finfo(np.float32).tiny)
+# CuPy functions that do not run a flushing CuPy kernel: matmul is cuBLAS, which keeps subnormals.
+FTZ_EXEMPT = frozenset({"matmul"})
+
+
+def flush_float32(value: Any, copy: bool = True) -> Any:
+    """``value`` with every float32 subnormal replaced by a zero of its sign, as CuPy's kernels (built with
+    ``-ftz=true``) read and write them; other dtypes and values unchanged.  ``copy=False`` flushes in place."""
+    if isinstance(value, np.float32):
+        return np.float32(np.copysign(0, value)) if 0 < abs(value) < _TINY32 else value
+    if not isinstance(value, np.ndarray) or value.dtype != np.float32:
+        return value
+    plain = value.view(np.ndarray)
+    sub = (np.abs(plain) < _TINY32) & (plain != 0)
+    if not sub.any():
+        return value
+    if copy:
+        value = value.copy()
+        plain = value.view(np.ndarray)
+    plain[sub] = np.copysign(np.float32(0), plain[sub])
+    return value
 
 
 @dataclass(frozen=True)
@@ -59,12 +85,28 @@ class ndarray(np.ndarray):  # noqa: N801 - CuPy's name
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         check_no_host_arrays(inputs, ufunc.__name__)
-        args = [x.view(np.ndarray) if isinstance(x, ndarray) else x for x in inputs]
+        flush = ufunc.__name__ not in FTZ_EXEMPT
+        args = [flush_float32(x.view(np.ndarray)) if flush and isinstance(x, ndarray) else
+                x.view(np.ndarray) if isinstance(x, ndarray) else x for x in inputs]
         if "out" in kwargs:
             kwargs["out"] = tuple(o.view(np.ndarray) if isinstance(o, ndarray) else o for o in kwargs["out"])
         with np.errstate(all="ignore"):  # a GPU raises no floating-point warnings
             result = getattr(ufunc, method)(*args, **kwargs)
+        if flush:
+            for out in result if isinstance(result, tuple) else (result,):
+                flush_float32(out, copy=False) if isinstance(out, np.ndarray) else None
+            if isinstance(result, np.float32):
+                result = flush_float32(result)
         return to_device(result)
+
+    def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        """NumPy's astype; a conversion (not a same-dtype copy) flushes float32 subnormals as CuPy's does."""
+        if np.dtype(dtype) == self.dtype:
+            return np.ndarray.astype(self, dtype, *args, **kwargs)
+        source = flush_float32(self.view(np.ndarray))
+        with np.errstate(all="ignore"):
+            result = to_device(np.ndarray.astype(source, dtype, *args, **kwargs))
+        return flush_float32(result, copy=False)
 
     def __getitem__(self, key: Any) -> Any:
         result = np.ndarray.__getitem__(self, key)

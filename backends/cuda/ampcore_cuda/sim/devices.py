@@ -49,6 +49,9 @@ class Runtime:
     def getDeviceCount(self) -> int:  # noqa: N802 - CuPy's names
         return 1
 
+    def getDevice(self) -> int:  # noqa: N802
+        return current_device()
+
     def getDeviceProperties(self, index: int) -> dict[str, Any]:  # noqa: N802
         if index != 0:
             raise ValueError(f"invalid device ordinal {index}: the simulator has one device, 0")

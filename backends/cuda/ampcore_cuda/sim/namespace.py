@@ -15,9 +15,11 @@ from typing import Any, Callable
 import numpy as np
 
 from . import cublas as _cublas
-from .arrays import POOL, MemoryPointer, check_no_host_arrays, ndarray, to_device
+from .arrays import FTZ_EXEMPT, POOL, MemoryPointer, check_no_host_arrays, flush_float32, ndarray, to_device
 from .devices import Device, Profile, Runtime
+from .build import SimulatorBuildError
 from .kernel import RawKernel
+from .nvrtc import Module, Nvrtc
 
 __all__ = ["make_cupy", "make_cupyx"]
 
@@ -26,8 +28,14 @@ _NOT_ARRAY_FUNCTIONS = frozenset({"dtype", "float16", "float32", "float64", "int
                                   "uint64", "bool_", "int8", "uint8", "int16", "newaxis", "pi", "inf", "nan", "e"})
 
 
+# Reductions CuPy runs as its own (flushing) kernels; ufuncs flush too, but for FTZ_EXEMPT.
+_FLUSHING_REDUCTIONS = frozenset({"sum", "max", "min", "amax", "amin", "cumsum", "mean", "prod", "argmax", "argmin",
+                                  "nansum", "nanmax", "nanmin", "var", "std"})
+
+
 def _device_function(name: str) -> Callable[..., Any]:
     fn = getattr(np, name)
+    flush = (isinstance(fn, np.ufunc) and name not in FTZ_EXEMPT) or name in _FLUSHING_REDUCTIONS
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -37,8 +45,12 @@ def _device_function(name: str) -> Callable[..., Any]:
         plain = [a.view(np.ndarray) if isinstance(a, ndarray) else
                  [x.view(np.ndarray) if isinstance(x, ndarray) else x for x in a] if isinstance(a, (list, tuple))
                  else a for a in args]
+        if flush:  # CuPy's kernels are built with -ftz=true: float32 subnormals read and written as zeros
+            plain = [flush_float32(a) for a in plain]
         with np.errstate(all="ignore"):  # a GPU raises no floating-point warnings
             result = fn(*plain, **kwargs)
+        if flush:
+            result = flush_float32(result, copy=False) if isinstance(result, np.ndarray) else flush_float32(result)
         if name in _HOST_IN and any(r is result and not isinstance(a, ndarray) for r, a in zip(plain, args)):
             result = result.copy()  # host -> device is always a copy; a device array passes through
         return to_device(result)
@@ -47,10 +59,11 @@ def _device_function(name: str) -> Callable[..., Any]:
 
 
 def _ascontiguousarray(a: Any, dtype: Any = None) -> ndarray:
-    """CuPy's: C-contiguous, same shape (NumPy's makes a 0-d array 1-d)."""
+    """CuPy 14's: C-contiguous and, like NumPy's, at least 1-d (a 0-d array comes back with shape (1,); CuPy 13
+    kept it 0-d, and the backend relied on that until it ran on CuPy 14)."""
     check_no_host_arrays((a,), "cupy.ascontiguousarray")
     plain = a.view(np.ndarray) if isinstance(a, ndarray) else a
-    return to_device(np.asarray(plain, dtype=dtype, order="C"))
+    return to_device(np.ascontiguousarray(plain, dtype=dtype))
 
 
 class _Module(types.ModuleType):
@@ -80,8 +93,14 @@ class _Generator:
         return to_device(self._rng.standard_normal(shape, dtype=dtype))
 
 
-def _nvrtc_unavailable() -> tuple[int, int]:
-    raise RuntimeError("the CUDA simulator has no NVRTC: kernels are built by the host C++ compiler")
+def _cupy_raw_kernel(code: str, name: str, options: Any = (), **_: Any) -> RawKernel:
+    """``cupy.RawKernel``, refused: CuPy compiles every RawKernel with ``-ftz=true``, flushing float32
+    subnormals, which the simulator's IEEE arithmetic cannot reproduce, so a kernel built this way would pass
+    here and fail on a GPU."""
+    raise SimulatorBuildError(
+        f"cupy.RawKernel({name!r}) compiles with -ftz=true (CuPy appends it to every NVRTC compile), flushing "
+        "float32 subnormals, which the CUDA simulator cannot model: build kernels with "
+        "ampcore_cuda.launch.raw_kernel (NVRTC directly, --ftz=false)")
 
 
 def make_cupy(profile: Profile) -> types.ModuleType:
@@ -92,13 +111,14 @@ def make_cupy(profile: Profile) -> types.ModuleType:
     cuda.Device = functools.partial(Device, runtime=runtime)
     cuda.cublas = _cublas
     cuda.device = types.SimpleNamespace(get_cublas_handle=_cublas.get_cublas_handle)
-    cuda.nvrtc = types.SimpleNamespace(getVersion=_nvrtc_unavailable)
+    cuda.nvrtc = Nvrtc(profile.major * 10 + profile.minor)
+    cuda.function = types.SimpleNamespace(Module=Module)
     cuda.MemoryPointer = MemoryPointer
     module = _Module("cupy", "simulated CuPy (ampcore_cuda.sim): NumPy arrays, kernels run on the CPU")
     module.cuda = cuda
     module.ndarray = ndarray
     module.ascontiguousarray = _ascontiguousarray
-    module.RawKernel = RawKernel
+    module.RawKernel = _cupy_raw_kernel
     module.get_default_memory_pool = lambda: POOL
     module.random = types.SimpleNamespace(default_rng=_Generator)
     module.simulated_profile = profile
