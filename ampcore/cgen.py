@@ -33,11 +33,11 @@ Example::
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 __all__ = [
-    "Dialect", "OPENCL", "CUDA", "FLOAT_TAGS",
+    "Dialect", "OPENCL", "CUDA", "TAGS", "FLOAT_TAGS", "element_type", "compute_type",
     "half_conversions", "bfloat16_conversions", "double_conversions", "conversions",
     "load", "store", "nonfinite", "unscale_element",
     "ADAMW_SCALARS", "ADAMW_NO_DECAY", "ADAMW_DECOUPLED", "ADAMW_L2", "adamw_scalars", "adamw_element",
@@ -45,6 +45,9 @@ __all__ = [
     "ceil_div", "tile_starts", "row_geometry", "fit_group_size",
 ]
 
+TAGS: dict[str, str] = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int32": "i32",
+                        "int64": "i64", "bool": "b8"}
+"""Each dtype's tag (by the dtype's name): the renderers' ``tag`` argument, and short enough for kernel names."""
 FLOAT_TAGS = ("f32", "f64", "f16", "bf16")
 
 
@@ -65,6 +68,7 @@ class Dialect:
     u16: str
     u32: str
     i64: str
+    bool_storage: str  # element type of a bool buffer
     u64_literal: str  # suffix of a 64-bit hexadecimal literal compared against :attr:`double_bits`
     float_bits: str  # float -> its uint32 bits
     bits_float: str  # uint32 bits -> float
@@ -85,7 +89,7 @@ class Dialect:
 
 OPENCL = Dialect(
     name="opencl", kernel="__kernel void", inline="inline", global_="__global ", restrict="restrict",
-    local="__local", u16="ushort", u32="uint", i64="long", u64_literal="UL",
+    local="__local", u16="ushort", u32="uint", i64="long", bool_storage="uchar", u64_literal="UL",
     float_bits="as_uint({})", bits_float="as_float({})", double_bits="as_ulong({})", add_rn="{a} + {b}",
     double_to_float_rz="convert_float_rtz({})", double_to_float_rn="convert_float_rte({})",
     not_nan="!isnan({0})", is_nan="isnan({0})", global_id="(long)get_global_id(0)",
@@ -98,13 +102,29 @@ OPENCL = Dialect(
 CUDA = Dialect(
     name="cuda", kernel='extern "C" __global__ void', inline="__device__ __forceinline__", global_="",
     restrict="__restrict__", local="__shared__", u16="unsigned short", u32="unsigned int", i64="long long",
-    u64_literal="LL", float_bits="__float_as_uint({})", bits_float="__uint_as_float({})",
+    bool_storage="bool", u64_literal="LL", float_bits="__float_as_uint({})", bits_float="__uint_as_float({})",
     double_bits="__double_as_longlong({})", add_rn="__fadd_rn({a}, {b})", double_to_float_rz="__double2float_rz({})",
     double_to_float_rn="__double2float_rn({})", not_nan="{0} == {0}", is_nan="{0} != {0}",
     global_id="(blockIdx.x * (long long)blockDim.x + threadIdx.x)", local_id="threadIdx.x", group_id="blockIdx.x",
     local_size="blockDim.x", barrier="__syncthreads()", fp64_pragma="", no_contract="",
 )
 """CUDA C++ as NVRTC compiles it: no headers (so no ``INFINITY``), compiled with ``--fmad=false``."""
+
+
+def element_type(d: Dialect, tag: str) -> str:
+    """The C type of a buffer's elements for dtype ``tag``: float16 and bfloat16 as 16-bit words (converted by
+    :func:`load` and :func:`store`), the rest as themselves; ValueError for an unknown tag."""
+    types = {"f32": "float", "f64": "double", "f16": d.u16, "bf16": d.u16, "i32": "int", "i64": d.i64,
+             "b8": d.bool_storage}
+    if tag not in types:
+        raise ValueError(f"unknown dtype tag {tag!r}; valid tags are {', '.join(types)}")
+    return types[tag]
+
+
+def compute_type(d: Dialect, tag: str) -> str:
+    """The C type arithmetic on dtype ``tag`` runs in: float for float16/bfloat16, int for bool."""
+    storage = element_type(d, tag)
+    return "float" if tag in ("f16", "bf16") else "int" if tag == "b8" else storage
 
 
 # --------------------------------------------------------------------------- 16-bit conversions

@@ -108,12 +108,8 @@ def unscale_and_check(grads: Sequence[CuArray], inv_scale: CuArray, found_inf: C
 
 def update_scale(scale: CuArray, growth_tracker: CuArray, found_inf: CuArray, growth_factor: float,
                  backoff_factor: float, growth_interval: int) -> tuple[CuArray, CuArray]:
-    """torch's dynamic loss-scale rule (``_amp_update_scale_``) in one device thread, no host read::
-
-        if found_inf != 0:                 scale = scale * backoff_factor; tracker = 0
-        elif tracker + 1 == growth_interval:
-            grown = scale * growth_factor; scale = grown if finite else scale; tracker = 0
-        else:                              tracker = tracker + 1
+    """torch's dynamic loss-scale rule (``_amp_update_scale_``, spelled out in
+    :func:`ampcore.cgen.update_scale_kernel`) in one device thread, no host read.
 
     Products in float64, rounded once to float32 (torch's float * double).
     Returns new ``(scale, tracker)`` arrays.

@@ -51,15 +51,17 @@ class CType:
         return cgen.store(self.tag, self.storage, ptr, index, value)
 
 
-_TABLE = {
-    dt.float32: CType(dt.float32, "float", "float", "f32", np.dtype(np.float32)),
-    dt.float64: CType(dt.float64, "double", "double", "f64", np.dtype(np.float64)),
-    dt.float16: CType(dt.float16, "unsigned short", "float", "f16", np.dtype(np.float16)),
-    dt.bfloat16: CType(dt.bfloat16, "unsigned short", "float", "bf16", np.dtype(np.uint16)),
-    dt.int32: CType(dt.int32, "int", "int", "i32", np.dtype(np.int32)),
-    dt.int64: CType(dt.int64, "long long", "long long", "i64", np.dtype(np.int64)),
-    dt.bool_: CType(dt.bool_, "bool", "int", "b8", np.dtype(np.bool_)),
-}
+# The CuPy dtype holding each dtype where it is not its own: CuPy has no bfloat16
+_RAW = {dt.bfloat16: np.uint16}
+
+
+def _make(dtype: dt.DType) -> CType:
+    tag = cgen.TAGS[dtype.name]
+    storage, compute = cgen.element_type(cgen.CUDA, tag), cgen.compute_type(cgen.CUDA, tag)
+    return CType(dtype, storage, compute, tag, np.dtype(_RAW.get(dtype, dtype.numpy)))
+
+
+_TABLE = {d: _make(d) for d in (dt.float32, dt.float64, dt.float16, dt.bfloat16, dt.int32, dt.int64, dt.bool_)}
 
 FLOAT_CTYPES = tuple(_TABLE[d] for d in (dt.float32, dt.float64, dt.float16, dt.bfloat16))
 

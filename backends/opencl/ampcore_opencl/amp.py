@@ -232,12 +232,8 @@ def _split(value: float) -> tuple[float, float]:
 
 def update_scale(scale: CLArray, growth_tracker: CLArray, found_inf: CLArray, growth_factor: float,
                  backoff_factor: float, growth_interval: int) -> tuple[CLArray, CLArray]:
-    """torch's dynamic loss-scale rule (``_amp_update_scale_``) on the device, one work-item, no host read::
-
-        if found_inf != 0:                 scale = scale * backoff_factor; tracker = 0
-        elif tracker + 1 == growth_interval:
-            grown = scale * growth_factor; scale = grown if finite else scale; tracker = 0
-        else:                              tracker = tracker + 1
+    """torch's dynamic loss-scale rule (``_amp_update_scale_``, spelled out in
+    :func:`ampcore.cgen.update_scale_kernel`) on the device, one work-item, no host read.
 
     Products are taken in float64 and rounded once to float32 (torch's float *
     double), or emulated with an fma on devices without fp64.  Returns new

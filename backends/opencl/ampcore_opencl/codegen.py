@@ -63,15 +63,17 @@ class CType:
         return "half" if self.tag == "f16" and native_half else self.compute
 
 
-_TABLE = {
-    dt.float32: CType(dt.float32, "float", "float", "f32", np.dtype(np.float32)),
-    dt.float64: CType(dt.float64, "double", "double", "f64", np.dtype(np.float64)),
-    dt.float16: CType(dt.float16, "ushort", "float", "f16", np.dtype(np.uint16)),
-    dt.bfloat16: CType(dt.bfloat16, "ushort", "float", "bf16", np.dtype(np.uint16)),
-    dt.int32: CType(dt.int32, "int", "int", "i32", np.dtype(np.int32)),
-    dt.int64: CType(dt.int64, "long", "long", "i64", np.dtype(np.int64)),
-    dt.bool_: CType(dt.bool_, "uchar", "int", "b8", np.dtype(np.uint8)),
-}
+# NumPy dtypes of the raw buffer elements where they are not the dtype's own: 16-bit words, bytes for bool
+_RAW = {dt.float16: np.uint16, dt.bfloat16: np.uint16, dt.bool_: np.uint8}
+
+
+def _make(dtype: dt.DType) -> CType:
+    tag = cgen.TAGS[dtype.name]
+    storage, compute = cgen.element_type(cgen.OPENCL, tag), cgen.compute_type(cgen.OPENCL, tag)
+    return CType(dtype, storage, compute, tag, np.dtype(_RAW.get(dtype, dtype.numpy)))
+
+
+_TABLE = {d: _make(d) for d in (dt.float32, dt.float64, dt.float16, dt.bfloat16, dt.int32, dt.int64, dt.bool_)}
 
 
 def ctype(dtype: dt.DType) -> CType:
