@@ -17,6 +17,10 @@ rounded to nearest-even.
 - bfloat16: 16-bit words; a load is a shift, a store rounds to nearest-even
   in integer arithmetic, keeping inf and NaN.
 - float64 where the device has ``cl_khr_fp64``; bool as one byte.
+
+What this backend shares with the cuda backend (the integer conversions, the
+element load/store code, the type names) is :mod:`ampcore.cgen`'s, rendered
+for OpenCL C; the ``half`` path is OpenCL's own.
 """
 
 from __future__ import annotations
