@@ -17,7 +17,10 @@ rows of a reduction along an axis, a group size fitted to a row) is plain
 Python here.
 
 Pure strings and integers: nothing from a device library, nothing from the rest
-of ampcore.  Renderers raise ValueError naming the dtype tag they do not know.
+of ampcore.  A dtype is named by its tag (:data:`TAGS`); :func:`element_type`,
+:func:`compute_type` and :func:`nonfinite` raise ValueError naming a tag they
+do not know, :func:`load` and :func:`store` treat any other tag as a type
+stored as it computes.
 
 Example::
 
