@@ -1,6 +1,6 @@
 """ampcore: Automatic Mixed Precision with torch.amp semantics on any backend."""
 
-from . import dtypes, kernels, plugins
+from . import cgen, dtypes, kernels, plugins
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .backend import Availability, Backend, BackendUnavailableError, Capabilities
 from .creation import (Generator, arange, as_tensor, empty, empty_like, from_numpy, full, full_like, manual_seed,
@@ -27,7 +27,7 @@ __version__ = "0.1.0"
 __all__ = [
     "__version__",
     # modules
-    "dtypes", "kernels", "plugins", "nn", "optim", "amp", "autograd", "policy",
+    "dtypes", "kernels", "plugins", "nn", "optim", "amp", "autograd", "policy", "cgen",
     # dtypes
     "DType", "bfloat16", "bool_", "finfo", "float16", "float32", "float64", "int32", "int64", "promote_types",
     "result_type",

@@ -10,7 +10,8 @@ import pytest
 import ampcore
 
 ROOT = Path(__file__).resolve().parents[1]
-PUBLIC_SUBMODULES = {"dtypes", "plugins", "kernels", "distributed"}  # distributed: a backend's DevicePath (NCCL)
+# distributed: a backend's DevicePath (NCCL); cgen: the kernel text the C dialects share
+PUBLIC_SUBMODULES = {"dtypes", "plugins", "kernels", "distributed", "cgen"}
 TEST_ONLY_SUBMODULES = {"testing"}
 DEVICE_LIBRARIES = {"pyopencl", "cupy", "cupyx", "pycuda", "torch"}
 

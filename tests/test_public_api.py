@@ -10,7 +10,7 @@ import ampcore
 DOCUMENTED = {
     "__version__",
     # modules
-    "dtypes", "kernels", "plugins", "nn", "optim", "amp", "autograd", "policy",
+    "dtypes", "kernels", "plugins", "nn", "optim", "amp", "autograd", "policy", "cgen",
     # dtypes
     "DType", "bfloat16", "bool_", "finfo", "float16", "float32", "float64", "int32", "int64", "promote_types",
     "result_type",
@@ -45,7 +45,7 @@ def test_every_exported_name_exists():
 
 def test_exported_modules_are_modules_and_the_rest_are_not():
     modules = {name for name in ampcore.__all__ if isinstance(getattr(ampcore, name, None), types.ModuleType)}
-    assert modules == {"dtypes", "kernels", "plugins", "nn", "optim", "amp", "autograd", "policy"}
+    assert modules == {"dtypes", "kernels", "plugins", "nn", "optim", "amp", "autograd", "policy", "cgen"}
 
 
 def test_testing_helpers_are_importable():

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 import numpy as np
+from ampcore import cgen
 from ampcore import dtypes as dt
 
 from .array import CuArray, contiguous, unwrap_all
@@ -18,16 +19,6 @@ from .launch import BLOCK, ILP, MULTI_TENSOR_HELPERS, TILE, multi_tensor_meta, r
 from .runtime import import_cupy
 
 __all__ = ["sources", "unscale_and_check", "update_scale", "kernels"]
-
-# Whether a computed value is, or rounds to, inf/NaN when stored: its magnitude's bits against the halfway
-# point between the largest finite value and the next power of two (ties round to the even side, inf).
-_NONFINITE = {
-    "f32": "((__float_as_uint(v) & 0x7fffffffu) >= 0x7f800000u)",
-    "bf16": "((__float_as_uint(v) & 0x7fffffffu) >= 0x7f7f8000u)",  # 0x1.ffp127f
-    "f16": "((__float_as_uint(v) & 0x7fffffffu) >= 0x477ff000u)",  # 65520.0f
-    "f64": "((__double_as_longlong(v) & 0x7fffffffffffffffLL) >= 0x7ff0000000000000LL)",
-}
-
 
 def _unscale_source(c: CType) -> str:
     compute = "double" if c.tag == "f64" else "float"
@@ -46,10 +37,7 @@ unscale_and_check_{c.tag}(const long long *__restrict__ meta, int n_tensors, con
     for (int j = 0; j < {ILP}; ++j) {{
         const long long i = base + (long long)j * {BLOCK} + threadIdx.x;
         if (i < n) {{
-            const {compute} v = ({compute}){c.load("g", "i")} * inv;
-            {c.store("g", "i", "v")}
-            bad |= {_NONFINITE[c.tag]};
-        }}
+{cgen.unscale_element(cgen.CUDA, c.tag, c.storage, "g", "i", " " * 12)}        }}
     }}
     /* only ever set: the flag accumulates over calls; every block that saw one writes the same 1.0f */
     if (__syncthreads_or(bad) && threadIdx.x == 0) found_inf[0] = 1.0f;
@@ -57,27 +45,8 @@ unscale_and_check_{c.tag}(const long long *__restrict__ meta, int n_tensors, con
 """
 
 
-_UPDATE_SOURCE = PRELUDE + r"""
-extern "C" __global__ void update_scale(const float *scale, const int *tracker, const float *found,
-                                        float *out_scale, int *out_tracker, double growth, double backoff,
-                                        long long interval) {
-    const float s = scale[0];
-    if (found[0] != 0.0f) {
-        out_scale[0] = __double2float_rn((double)s * backoff);
-        out_tracker[0] = 0;
-        return;
-    }
-    const int successful = (int)((unsigned int)tracker[0] + 1u);  /* int32 wraps, as the cpu backend's */
-    if ((long long)successful == interval) {
-        const float grown = __double2float_rn((double)s * growth);
-        out_scale[0] = isfinite(grown) ? grown : s;
-        out_tracker[0] = 0;
-    } else {
-        out_scale[0] = s;
-        out_tracker[0] = successful;
-    }
-}
-"""
+_UPDATE_SOURCE = PRELUDE + cgen.update_scale_kernel(cgen.CUDA, "double growth, double backoff", "(double)s * growth",
+                                                     "(double)s * backoff")
 
 
 def sources() -> dict[str, str]:
@@ -139,12 +108,8 @@ def unscale_and_check(grads: Sequence[CuArray], inv_scale: CuArray, found_inf: C
 
 def update_scale(scale: CuArray, growth_tracker: CuArray, found_inf: CuArray, growth_factor: float,
                  backoff_factor: float, growth_interval: int) -> tuple[CuArray, CuArray]:
-    """torch's dynamic loss-scale rule (``_amp_update_scale_``) in one device thread, no host read::
-
-        if found_inf != 0:                 scale = scale * backoff_factor; tracker = 0
-        elif tracker + 1 == growth_interval:
-            grown = scale * growth_factor; scale = grown if finite else scale; tracker = 0
-        else:                              tracker = tracker + 1
+    """torch's dynamic loss-scale rule (``_amp_update_scale_``, spelled out in
+    :func:`ampcore.cgen.update_scale_kernel`) in one device thread, no host read.
 
     Products in float64, rounded once to float32 (torch's float * double).
     Returns new ``(scale, tracker)`` arrays.

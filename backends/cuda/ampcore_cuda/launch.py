@@ -22,6 +22,7 @@ from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
 import numpy as np
+from ampcore import cgen
 
 from . import compiler
 from .runtime import import_cupy
@@ -58,10 +59,7 @@ def multi_tensor_meta(device: int, groups: Sequence[Sequence[Any]], tile: int = 
     Layout (int64): first block of each tensor and the total (n + 1), sizes (n), then per tensor the data
     pointers of its arrays.  See :data:`MULTI_TENSOR_HELPERS` for the device side.
     """
-    starts, total = [], 0
-    for g in groups:
-        starts.append(total)
-        total += blocks_for(g[0].size, tile)
+    starts, total = cgen.tile_starts([g[0].size for g in groups], tile)
     key = (device, tile, tuple((g[0].size, *(a.data.ptr for a in g)) for g in groups))
     meta = _metas.get(key)
     if meta is None:

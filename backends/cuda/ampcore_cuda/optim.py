@@ -12,10 +12,10 @@ with the meta array cached, uploads nothing.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Sequence
 
 import numpy as np
+from ampcore import cgen
 from ampcore import dtypes as dt
 from ampcore.kernels import check_adamw_step
 
@@ -26,9 +26,7 @@ from .runtime import import_cupy
 
 __all__ = ["sources", "adamw_step", "kernels"]
 
-_SCALARS = ("weight_decay", "decay", "one_minus_beta1", "beta2", "one_minus_beta2", "bc2_sqrt", "eps", "step_size")
-# mode: 0 no weight decay, 1 decoupled (AdamW: p *= decay), 2 L2 (Adam: g += weight_decay * p)
-_NO_DECAY, _DECOUPLED, _L2 = 0, 1, 2
+_SCALARS = cgen.ADAMW_SCALARS
 
 
 def _name(p: CType, g: CType) -> str:
@@ -53,19 +51,7 @@ extern "C" __global__ void __launch_bounds__({BLOCK})
     for (int j = 0; j < {ILP}; ++j) {{
         const long long i = base + (long long)j * {BLOCK} + threadIdx.x;
         if (i >= n) continue;
-        {c} pc = ({c}){p.load("ps", "i")};
-        {c} gc = ({c}){g.load("gs", "i")};
-        {c} mc = ms[i], vc = vs[i];
-        if (mode == {_DECOUPLED}) pc = pc * decay;
-        if (mode == {_L2}) gc = gc + pc * weight_decay;
-        mc = mc + (gc - mc) * one_minus_beta1;  /* m.lerp_(g, 1 - beta1) */
-        vc = vc * beta2 + (gc * gc) * one_minus_beta2;
-        const {c} denom = sqrt(vc) / bc2_sqrt + eps;
-        pc = pc - (mc / denom) * step_size;
-        ms[i] = mc;
-        vs[i] = vc;
-        {p.store("ps", "i", "pc")}
-    }}
+{cgen.adamw_element(cgen.CUDA, p.tag, p.storage, g.tag, ("ps", "gs", "ms", "vs"), "i", " " * 8)}    }}
 }}
 """
 
@@ -110,12 +96,7 @@ def adamw_step(params: Sequence[CuArray], grads: Sequence[CuArray], exp_avgs: Se
     device = _validate(params, grads, exp_avgs, exp_avg_sqs, step, hyper)
     if not params:
         return params, exp_avgs, exp_avg_sqs
-    wd = hyper["weight_decay"]
-    mode = _NO_DECAY if not wd else _DECOUPLED if decoupled else _L2
-    consts = dict(weight_decay=wd, decay=1.0 - hyper["lr"] * wd, one_minus_beta1=1.0 - hyper["beta1"],
-                  beta2=hyper["beta2"], one_minus_beta2=1.0 - hyper["beta2"],
-                  bc2_sqrt=math.sqrt(1.0 - hyper["beta2"] ** int(step)), eps=hyper["eps"],
-                  step_size=hyper["lr"] / (1.0 - hyper["beta1"] ** int(step)))
+    mode, consts = cgen.adamw_scalars(int(step), decoupled=decoupled, **hyper)
     groups: dict[tuple[dt.DType, dt.DType], list[tuple[Any, ...]]] = {}
     for p, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs):
         if p.size:
@@ -128,7 +109,7 @@ def adamw_step(params: Sequence[CuArray], grads: Sequence[CuArray], exp_avgs: Se
             meta, blocks = multi_tensor_meta(device, members)
             kernel = raw_kernel(("adamw_step", pc.tag, gc.tag), lambda: _source(pc, gc), _name(pc, gc))
             kernel((blocks,), (BLOCK,), (meta, np.int32(len(members)), np.int32(mode),
-                                         *(scalar(consts[name]) for name in _SCALARS)))
+                                         *(scalar(value) for value in consts)))
     return params, exp_avgs, exp_avg_sqs
 
 

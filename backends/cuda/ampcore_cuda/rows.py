@@ -9,8 +9,9 @@ starts at ``(o / inner) * n * inner + o % inner`` and steps by ``inner``
 
 from __future__ import annotations
 
-import math
 from typing import Any
+
+from ampcore import cgen
 
 from .codegen import CType
 
@@ -34,9 +35,7 @@ def reduce_helpers(acc: str) -> str:
     return f"""
 typedef {acc} ACC;
 #define NEG_INF ({neg_inf})
-#define ROW_BASE(o) (((o) / inner) * n * inner + (o) % inner)
-__device__ __forceinline__ ACC nan_max(ACC a, ACC b) {{ return (a >= b || a != a) ? a : b; }}
-__device__ __forceinline__ ACC warp_reduce(ACC v, bool is_max) {{
+{cgen.ROW_BASE}{cgen.nan_max(cgen.CUDA)}__device__ __forceinline__ ACC warp_reduce(ACC v, bool is_max) {{
     for (int o = 16; o > 0; o >>= 1) {{
         ACC w = __shfl_down_sync(0xffffffffu, v, o);
         v = is_max ? nan_max(v, w) : v + w;
@@ -62,21 +61,12 @@ __device__ ACC block_reduce(ACC v, bool is_max) {{
 """
 
 
-def row_geometry(shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
-    """``(rows, n, inner)`` of reducing ``shape`` along ``axis`` (negative counts from the end)."""
-    axis = axis % len(shape)  # shape[axis + 1:] of a negative axis would be the wrong dimensions
-    n = shape[axis]
-    inner = math.prod(shape[axis + 1:])
-    rows = math.prod(shape) // n if n else 0
-    return rows, n, inner
+row_geometry = cgen.row_geometry
 
 
 def row_block(n: int) -> int:
     """Threads per row block: ROW_BLOCK, halved while half of it still covers the row (at least a warp)."""
-    block = ROW_BLOCK
-    while block > 32 and block // 2 >= n:
-        block //= 2
-    return block
+    return cgen.fit_group_size(n, ROW_BLOCK, 32)
 
 
 def launch_rows(kernel: Any, rows: int, n: int, args: tuple) -> None:

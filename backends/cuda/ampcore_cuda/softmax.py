@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import numpy as np
+from ampcore import cgen
 
 from .array import CuArray, contiguous
 from .codegen import FLOAT_CTYPES, PRELUDE, CType, ctype
@@ -21,12 +22,7 @@ from .runtime import import_cupy
 __all__ = ["sources", "softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "kernels"]
 
 # name: (needs the row max, term summed, result)  -- X is x (or y), G is gy, M the max, S the sum.
-_OPS: dict[str, tuple[bool, str, str]] = {
-    "softmax": (True, "exp(X - M)", "exp(X - M) / S"),
-    "log_softmax": (True, "exp(X - M)", "(X - M) - log(S)"),
-    "softmax_backward": (False, "G * X", "X * (G - S)"),
-    "log_softmax_backward": (False, "G", "G - exp(X) * S"),
-}
+_OPS = cgen.SOFTMAX_OPS
 
 
 def _source(op: str, c: CType) -> str:

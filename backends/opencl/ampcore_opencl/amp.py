@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
+from ampcore import cgen
 from ampcore import dtypes as dt
 
 from .array import CLArray
@@ -49,7 +50,7 @@ _FLOAT_DTYPES = (dt.float32, dt.float64, dt.float16, dt.bfloat16)
 
 # Bit-for-bit agreement with the CPU backend (and between devices) needs every operation rounded on its
 # own: no a * b + c contracted into an fma.
-NO_CONTRACT = "#pragma OPENCL FP_CONTRACT OFF\n"
+NO_CONTRACT = cgen.OPENCL.no_contract
 
 
 # --------------------------------------------------------------------------- multi-tensor launches
@@ -104,10 +105,7 @@ def plan_launches(state: DeviceState, groups: Sequence[tuple[CLArray, ...]], max
     for start in range(0, len(work), max_k):
         chunk = work[start:start + max_k]
         k = next(v for v in VARIANTS if v >= len(chunk))
-        starts, total = [], 0
-        for g in chunk:
-            starts.append(total)
-            total += -(-g[0].size // tile)
+        starts, total = cgen.tile_starts([g[0].size for g in chunk], tile)
         # Unused slots start at ``total``: the search never lands on them.
         meta = starts + [total] * (k - len(chunk)) + [g[0].size for g in chunk] + [0] * (k - len(chunk))
         yield Launch(k, list(chunk), state.meta(meta), total)
@@ -165,18 +163,6 @@ def _same_state(arrays: Sequence[Any], what: str) -> DeviceState:
 
 
 # --------------------------------------------------------------------------- unscale_and_check
-# Whether a computed value is, or rounds to, inf/NaN when stored: its magnitude's bits against those of
-# the halfway point between the largest finite value and the next power of two (ties go to the even side,
-# which is inf); inf and NaN have the largest bit patterns.  An integer compare: PoCL vectorises it, where
-# !(fabs(v) < limit) ran 2x slower.
-_NONFINITE = {
-    "f32": "((as_uint(v) & 0x7fffffffu) >= 0x7f800000u)",
-    "bf16": "((as_uint(v) & 0x7fffffffu) >= 0x7f7f8000u)",  # 0x1.ffp127f
-    "f16": "((as_uint(v) & 0x7fffffffu) >= 0x477ff000u)",  # 65520.0f
-    "f64": "((as_ulong(v) & 0x7fffffffffffffffUL) >= 0x7ff0000000000000UL)",
-}
-
-
 def _unscale_source(c: CType, k: int, shape: TileShape, fp64: bool) -> str:
     compute = "double" if c.tag == "f64" else "float"
     g = [("g", f"__global {c.storage}")]
@@ -188,10 +174,7 @@ void unscale_and_check({pointer_params(k, g)}, __constant long *meta,
     const {compute} inv = ({compute})inv_scale[0];
     int bad = 0;
     for (long i = first; i < last; ++i) {{
-        const {compute} v = ({compute}){c.load('g', 'i')} * inv;
-        {c.store('g', 'i', 'v')}
-        bad |= {_NONFINITE[c.tag]};
-    }}
+{cgen.unscale_element(cgen.OPENCL, c.tag, c.storage, "g", "i", "        ")}    }}
     if (bad) found_inf[0] = 1.0f;  /* once per work-item, and only ever set: the flag accumulates over calls */
 }}
 """
@@ -239,26 +222,7 @@ def _update_source(fp64: bool) -> str:
     else:
         params = "float growth, float growth_lo, float backoff, float backoff_lo"
         grow, back = "fma(s, growth, s * growth_lo)", "fma(s, backoff, s * backoff_lo)"
-    return prelude(fp64) + NO_CONTRACT + f"""
-__kernel void update_scale(__global const float *scale, __global const int *tracker, __global const float *found,
-                           __global float *out_scale, __global int *out_tracker, {params}, long interval) {{
-    const float s = scale[0];
-    if (found[0] != 0.0f) {{
-        out_scale[0] = convert_float_rte({back});
-        out_tracker[0] = 0;
-        return;
-    }}
-    const int successful = (int)((uint)tracker[0] + 1u);  /* int32 wraps, as the CPU backend's tracker */
-    if ((long)successful == interval) {{
-        const float grown = convert_float_rte({grow});
-        out_scale[0] = isfinite(grown) ? grown : s;
-        out_tracker[0] = 0;
-    }} else {{
-        out_scale[0] = s;
-        out_tracker[0] = successful;
-    }}
-}}
-"""
+    return prelude(fp64) + NO_CONTRACT + cgen.update_scale_kernel(cgen.OPENCL, params, grow, back)
 
 
 def _split(value: float) -> tuple[float, float]:
@@ -268,12 +232,8 @@ def _split(value: float) -> tuple[float, float]:
 
 def update_scale(scale: CLArray, growth_tracker: CLArray, found_inf: CLArray, growth_factor: float,
                  backoff_factor: float, growth_interval: int) -> tuple[CLArray, CLArray]:
-    """torch's dynamic loss-scale rule (``_amp_update_scale_``) on the device, one work-item, no host read::
-
-        if found_inf != 0:                 scale = scale * backoff_factor; tracker = 0
-        elif tracker + 1 == growth_interval:
-            grown = scale * growth_factor; scale = grown if finite else scale; tracker = 0
-        else:                              tracker = tracker + 1
+    """torch's dynamic loss-scale rule (``_amp_update_scale_``, spelled out in
+    :func:`ampcore.cgen.update_scale_kernel`) on the device, one work-item, no host read.
 
     Products are taken in float64 and rounded once to float32 (torch's float *
     double), or emulated with an fma on devices without fp64.  Returns new

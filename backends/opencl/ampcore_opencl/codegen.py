@@ -17,6 +17,10 @@ rounded to nearest-even.
 - bfloat16: 16-bit words; a load is a shift, a store rounds to nearest-even
   in integer arithmetic, keeping inf and NaN.
 - float64 where the device has ``cl_khr_fp64``; bool as one byte.
+
+What this backend shares with the cuda backend (the integer conversions, the
+element load/store code, the type names) is :mod:`ampcore.cgen`'s, rendered
+for OpenCL C; the ``half`` path is OpenCL's own.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from ampcore import cgen
 from ampcore import dtypes as dt
 
 __all__ = ["CType", "ctype", "prelude", "INDEX_HELPERS", "HALF_CONVERSIONS", "HALF_TYPE_DEFINE",
@@ -49,43 +54,30 @@ class CType:
         return self.dtype.is_floating_point
 
     def load(self, ptr: str, index: str) -> str:
-        if self.tag == "f16":
-            return f"half_to_float({ptr}[{index}])"
-        if self.tag == "bf16":
-            return f"bf16_to_float({ptr}[{index}])"
-        if self.tag == "b8":
-            return f"(int)({ptr}[{index}] != 0)"
-        return f"{ptr}[{index}]"
+        """A C expression: element ``index`` of ``ptr`` in the compute type (:func:`ampcore.cgen.load`)."""
+        return cgen.load(self.tag, ptr, index)
 
     def store(self, ptr: str, index: str, value: str, value_type: str = "") -> str:
         """A statement writing ``value`` rounded once to this dtype; say ``value_type="double"`` when the value
         is a double, so bfloat16 is rounded once from it rather than through float."""
-        if self.tag == "bf16" and value_type == "double":
-            return f"{ptr}[{index}] = double_to_bf16({value});"
-        if self.tag == "f16" and value_type == "double":  # round-to-odd float keeps it one rounding
-            return f"{ptr}[{index}] = float_to_half(double_to_float_odd({value}));"
-        if self.tag == "f16":
-            return f"{ptr}[{index}] = float_to_half({value});"
-        if self.tag == "bf16":
-            return f"{ptr}[{index}] = float_to_bf16({value});"
-        if self.tag == "b8":
-            return f"{ptr}[{index}] = (uchar)(({value}) != 0);"
-        return f"{ptr}[{index}] = ({self.storage})({value});"
+        return cgen.store(self.tag, self.storage, ptr, index, value, value_type)
 
     def compute_native(self, native_half: bool) -> str:
         """The arithmetic type when the device may do half natively (float16 on a device whose probe passed)."""
         return "half" if self.tag == "f16" and native_half else self.compute
 
 
-_TABLE = {
-    dt.float32: CType(dt.float32, "float", "float", "f32", np.dtype(np.float32)),
-    dt.float64: CType(dt.float64, "double", "double", "f64", np.dtype(np.float64)),
-    dt.float16: CType(dt.float16, "ushort", "float", "f16", np.dtype(np.uint16)),
-    dt.bfloat16: CType(dt.bfloat16, "ushort", "float", "bf16", np.dtype(np.uint16)),
-    dt.int32: CType(dt.int32, "int", "int", "i32", np.dtype(np.int32)),
-    dt.int64: CType(dt.int64, "long", "long", "i64", np.dtype(np.int64)),
-    dt.bool_: CType(dt.bool_, "uchar", "int", "b8", np.dtype(np.uint8)),
-}
+# NumPy dtypes of the raw buffer elements where they are not the dtype's own: 16-bit words, bytes for bool
+_RAW = {dt.float16: np.uint16, dt.bfloat16: np.uint16, dt.bool_: np.uint8}
+
+
+def _make(dtype: dt.DType) -> CType:
+    tag = cgen.TAGS[dtype.name]
+    storage, compute = cgen.element_type(cgen.OPENCL, tag), cgen.compute_type(cgen.OPENCL, tag)
+    return CType(dtype, storage, compute, tag, np.dtype(_RAW.get(dtype, dtype.numpy)))
+
+
+_TABLE = {d: _make(d) for d in (dt.float32, dt.float64, dt.float16, dt.bfloat16, dt.int32, dt.int64, dt.bool_)}
 
 
 def ctype(dtype: dt.DType) -> CType:
@@ -99,28 +91,11 @@ def ctype(dtype: dt.DType) -> CType:
 # float16 <-> float32, two implementations with one interface (``half_to_float(ushort)``,
 # ``float_to_half(float)``) and the same bits: exact loads, round-to-nearest-even stores (subnormals,
 # overflow to inf, -0.0, NaN kept NaN with its sign).  float -> float16 from a double goes through
-# ``double_to_float_odd`` (below), so it is rounded once either way.
+# ``double_to_float_odd`` (ampcore.cgen), so it is rounded once either way.  bfloat16 and double conversions
+# are ampcore.cgen's, rendered for OpenCL C.
 HALF_CONVERSIONS = {
     # Integer arithmetic, without relying on float denormals: fast wherever integer code vectorises.
-    "integer": """
-inline float half_to_float(ushort h) {
-    uint e = h & 0x7fffu;
-    float f = e < 0x400u ? (float)e * 0x1p-24f : as_float((e << 13) + 0x38000000u);
-    if (e >= 0x7c00u) f = as_float((e << 13) | 0x7f800000u);
-    return as_float(as_uint(f) | ((uint)(h & 0x8000u) << 16));
-}
-inline ushort float_to_half(float f) {
-    uint x = as_uint(f), sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
-    if (a > 0x7f800000u) return (ushort)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
-    if (a >= 0x477ff000u) return (ushort)(sign | 0x7c00u);
-    if (a >= 0x38800000u) {
-        uint r = a - 0x38000000u;
-        r += 0xfffu + ((r >> 13) & 1u);
-        return (ushort)(sign | (r >> 13));
-    }
-    return (ushort)(sign | (as_uint(as_float(a) + 0.5f) - 0x3f000000u));
-}
-""",
+    "integer": cgen.half_conversions(cgen.OPENCL),
     # The half type's own conversions (cl_khr_fp16): an exact widening, and a narrowing cast, which rounds to
     # nearest-even (OpenCL C's default for conversions to floating point).  One F16C instruction each on
     # Intel's CPU runtime.  (vload_half/vstore_half_rte, which need no extension, were measured there too:
@@ -140,30 +115,6 @@ def half_conversions() -> str:
     return (f"#ifdef {HALF_TYPE_DEFINE}\n{HALF_CONVERSIONS['half']}#else\n"
             f"{HALF_CONVERSIONS['integer']}#endif\n")
 
-
-# bfloat16: float -> bfloat16 is round-to-nearest-even on the bit pattern: add 0x7fff plus the lowest kept
-# bit, then truncate; NaN is kept NaN (quiet, sign kept) instead of rounding into inf.  double -> bfloat16
-# goes through float with round-to-odd, so it is rounded once, exactly (rounding to float first and then to
-# bfloat16 could round twice).
-_CONVERSIONS = """
-inline float bf16_to_float(ushort u) { return as_float(((uint)u) << 16); }
-inline ushort float_to_bf16(float f) {
-    uint b = as_uint(f);
-    if ((b & 0x7fffffffu) > 0x7f800000u) return (ushort)((b >> 16) | 0x40u);
-    b += 0x7fffu + ((b >> 16) & 1u);
-    return (ushort)(b >> 16);
-}
-"""
-
-_DOUBLE_CONVERSIONS = """
-#pragma OPENCL EXTENSION cl_khr_fp64 : enable
-inline float double_to_float_odd(double d) {
-    float f = convert_float_rtz(d);
-    if (!isnan(d) && (double)f != d) f = as_float(as_uint(f) | 1u);
-    return f;
-}
-inline ushort double_to_bf16(double d) { return float_to_bf16(double_to_float_odd(d)); }
-"""
 
 INDEX_HELPERS = """
 /* Offset of element i (row-major over shape[0..nd)) in an operand with the given element strides. */
@@ -186,8 +137,8 @@ def prelude(fp64: bool, native_half: bool = False) -> str:
     if native_half:
         parts.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n")
     parts.append(half_conversions())
-    parts.append(_CONVERSIONS)
+    parts.append(cgen.bfloat16_conversions(cgen.OPENCL))
     if fp64:
-        parts.append(_DOUBLE_CONVERSIONS)
+        parts.append(cgen.double_conversions(cgen.OPENCL))
     parts.append(INDEX_HELPERS)
     return "".join(parts)

@@ -12,10 +12,10 @@ allows (the optimizer passes arrays it owns).  The step-dependent scalars
 
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 import numpy as np
+from ampcore import cgen
 from ampcore import dtypes as dt
 from ampcore.kernels import check_adamw_step
 
@@ -26,9 +26,7 @@ from .codegen import CType, ctype, prelude
 
 __all__ = ["adamw_step"]
 
-_SCALARS = ("weight_decay", "decay", "one_minus_beta1", "beta2", "one_minus_beta2", "bc2_sqrt", "eps", "step_size")
-# mode: 0 no weight decay, 1 decoupled (AdamW: p *= decay), 2 L2 (Adam: g += weight_decay * p)
-_NO_DECAY, _DECOUPLED, _L2 = 0, 1, 2
+_SCALARS = cgen.ADAMW_SCALARS
 
 
 def _validate(params: Sequence[Any], grads: Sequence[Any], exp_avgs: Sequence[Any], exp_avg_sqs: Sequence[Any],
@@ -54,19 +52,7 @@ def _source(p_type: CType, g_type: CType, k: int, shape: TileShape, fp64: bool) 
     pointers = [("p", f"__global {p_type.storage}"), ("g", f"__global const {g_type.storage}"),
                 ("m", f"__global {c}"), ("v", f"__global {c}")]
     scalars = ", ".join(f"{c} {name}" for name in _SCALARS)
-    body = f"""            {c} pc = ({c}){p_type.load("p", "i")};
-            {c} gc = ({c}){g_type.load("g", "i")};
-            {c} mc = m[i], vc = v[i];
-            pc = mode == {_DECOUPLED} ? pc * decay : pc;  /* selects, not branches: PoCL vectorises them (2x) */
-            gc = mode == {_L2} ? gc + pc * weight_decay : gc;
-            mc = mc + (gc - mc) * one_minus_beta1;  /* m.lerp_(g, 1 - beta1) */
-            vc = vc * beta2 + (gc * gc) * one_minus_beta2;
-            const {c} denom = sqrt(vc) / bc2_sqrt + eps;
-            pc = pc - (mc / denom) * step_size;
-            m[i] = mc;
-            v[i] = vc;
-            {p_type.store("p", "i", "pc")}
-"""
+    body = cgen.adamw_element(cgen.OPENCL, p_type.tag, p_type.storage, g_type.tag, ("p", "g", "m", "v"), "i", " " * 12)
     return prelude(fp64) + NO_CONTRACT + f"""
 __kernel __attribute__((reqd_work_group_size({shape.local}, 1, 1)))
 void adamw_step({pointer_params(k, pointers)}, __constant long *meta, int mode, {scalars}) {{
@@ -94,13 +80,7 @@ def adamw_step(params: Sequence[CLArray], grads: Sequence[CLArray], exp_avgs: Se
     if not params:
         return params, exp_avgs, exp_avg_sqs
     state = params[0].state
-    wd = hyper["weight_decay"]
-    mode = _NO_DECAY if not wd else _DECOUPLED if decoupled else _L2
-    consts = dict(weight_decay=wd, decay=1.0 - hyper["lr"] * wd, one_minus_beta1=1.0 - hyper["beta1"],
-                  beta2=hyper["beta2"], one_minus_beta2=1.0 - hyper["beta2"],
-                  bc2_sqrt=math.sqrt(1.0 - hyper["beta2"] ** int(step)), eps=hyper["eps"],
-                  step_size=hyper["lr"] / (1.0 - hyper["beta1"] ** int(step)))
-    scalars = [consts[name] for name in _SCALARS]
+    mode, scalars = cgen.adamw_scalars(int(step), decoupled=decoupled, **hyper)
     by_dtypes: dict[tuple[dt.DType, dt.DType], list[tuple[CLArray, ...]]] = {}
     for group in zip(params, grads, exp_avgs, exp_avg_sqs):
         by_dtypes.setdefault((group[0].dtype, group[1].dtype), []).append(group)

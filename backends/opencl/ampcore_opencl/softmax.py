@@ -15,10 +15,10 @@ The four kernels share one template; each is two pieces of C:
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable
 
 import numpy as np
+from ampcore import cgen
 
 from .array import CLArray, empty
 from .codegen import ctype, prelude
@@ -32,12 +32,7 @@ GROUP_MIN_LEN = 64  # rows at least this long get a work-group each; shorter one
 _I64 = np.dtype(np.int64)
 
 # name: (needs the row max, term summed, result)  -- X is x (or y), G is gy, M the max, S the sum.
-_OPS: dict[str, tuple[bool, str, str]] = {
-    "softmax": (True, "exp(X - M)", "exp(X - M) / S"),
-    "log_softmax": (True, "exp(X - M)", "(X - M) - log(S)"),
-    "softmax_backward": (False, "G * X", "X * (G - S)"),
-    "log_softmax_backward": (False, "G", "G - exp(X) * S"),
-}
+_OPS = cgen.SOFTMAX_OPS
 
 _SOURCE = """
 #define ACC {acc}
@@ -45,10 +40,8 @@ _SOURCE = """
 #define LOADG(e) (({acc})({load_g}))
 #define NEEDS_MAX {needs_max}
 /* NumPy's maximum: NaN propagates. */
-inline ACC nan_max(ACC a, ACC b) {{ return (a >= b || isnan(a)) ? a : b; }}
-
-#define ROW_BASE(o) (((o) / inner) * n * inner + (o) % inner)
-
+{nan_max}
+{row_base}
 inline ACC term_of(ACC X, ACC G, ACC M) {{ return {term}; }}
 inline ACC result_of(ACC X, ACC G, ACC M, ACC S) {{ return {result}; }}
 
@@ -114,7 +107,8 @@ def _kernel(state: DeviceState, op: str, x: CLArray, name: str) -> Any:
         load_g = c.load("gy", "e") if op.endswith("_backward") else "0"  # forward kernels get a dummy gy
         return prelude(state.fp64) + _SOURCE.format(
             acc=acc, t=c.storage, load_x=c.load("x", "e"), load_g=load_g, needs_max=int(needs_max),
-            term=term, result=result, store=store, sum_term=sum_term)
+            term=term, result=result, store=store, sum_term=sum_term, nan_max=cgen.nan_max(cgen.OPENCL),
+            row_base=cgen.ROW_BASE)
 
     types = [None, None, None, _I64, _I64] + ([None] if name == "sm_group" else [])
     return state.kernel(("softmax", op, c.tag), source, name, types)
@@ -127,17 +121,13 @@ def _run(op: str, x: CLArray, gy: CLArray | None, axis: int) -> CLArray:
     out = empty(state, x.shape, x.dtype)
     if out.size == 0:
         return out
-    n = x.shape[axis]
-    inner = math.prod(x.shape[axis + 1:])
-    rows = out.size // n
+    rows, n, inner = cgen.row_geometry(x.shape, axis)
     g = dummy(state) if gy is None else gy.buffer
     if n < GROUP_MIN_LEN:
         state.launch(_kernel(state, op, x, "sm_item"), (rows,), None, x.buffer, g, out.buffer, n, inner)
         return out
     kernel = _kernel(state, op, x, "sm_group")
-    wg = work_group_size(state, kernel)
-    while wg > 1 and wg // 2 >= n:  # no idle work-items beyond the row
-        wg //= 2
+    wg = cgen.fit_group_size(n, work_group_size(state, kernel))  # no idle work-items beyond the row
     acc_size = 8 if x.dtype.name == "float64" else 4
     state.launch(kernel, (rows * wg,), (wg,), x.buffer, g, out.buffer, n, inner, local(wg * acc_size))
     return out

@@ -1,0 +1,382 @@
+"""One source for the kernel text that ampcore's C dialects share, rendered per dialect.
+
+The opencl and cuda backends write their kernels in two dialects of C (OpenCL C
+and CUDA C) but compute the same things the same way: the bit-level
+float16/bfloat16 <-> float32 conversions with round-to-nearest-even,
+round-to-odd double -> float (so a double result is rounded once to 16 bits),
+how an element of each dtype is loaded and stored, the unscale kernel's
+overflow test, the element formulas of the AdamW step, the loss-scale update
+and the softmax family.  Each is written once here and rendered for a
+:class:`Dialect` (the qualifiers, type names, bit casts, rounding intrinsics and
+thread indices of one dialect), in the way tinygrad renders one kernel IR for
+several targets.  A third-party backend for another C dialect (HIP, Metal,
+SYCL) describes it as a :class:`Dialect` and reuses the renderers.
+
+The launch-shape arithmetic the backends share (tiles of a multi-tensor launch,
+rows of a reduction along an axis, a group size fitted to a row) is plain
+Python here.
+
+Pure strings and integers: nothing from a device library, nothing from the rest
+of ampcore.  A dtype is named by its tag (:data:`TAGS`); :func:`element_type`,
+:func:`compute_type` and :func:`nonfinite` raise ValueError naming a tag they
+do not know, :func:`load` and :func:`store` treat any other tag as a type
+stored as it computes.
+
+Example::
+
+    from ampcore import cgen
+
+    source = cgen.conversions(cgen.CUDA) + f'''
+    {cgen.CUDA.kernel} scale_f16(unsigned short *x, float a, long long n) {{
+        const long long i = {cgen.CUDA.global_id};
+        if (i < n) {cgen.store("f16", "unsigned short", "x", "i", cgen.load("f16", "x", "i") + " * a")}
+    }}'''
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "Dialect", "OPENCL", "CUDA", "TAGS", "FLOAT_TAGS", "element_type", "compute_type",
+    "half_conversions", "bfloat16_conversions", "double_conversions", "conversions",
+    "load", "store", "nonfinite", "unscale_element",
+    "ADAMW_SCALARS", "ADAMW_NO_DECAY", "ADAMW_DECOUPLED", "ADAMW_L2", "adamw_scalars", "adamw_element",
+    "update_scale_kernel", "SOFTMAX_OPS", "ROW_BASE", "nan_max",
+    "ceil_div", "tile_starts", "row_geometry", "fit_group_size",
+]
+
+TAGS: dict[str, str] = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int32": "i32",
+                        "int64": "i64", "bool": "b8"}
+"""Each dtype's tag (by the dtype's name): the renderers' ``tag`` argument, and short enough for kernel names."""
+FLOAT_TAGS = ("f32", "f64", "f16", "bf16")
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one dialect of C spells what the shared kernel text needs.
+
+    Fields holding ``{}`` (or ``{0}``) are templates of one C expression, filled with ``str.format``;
+    :attr:`add_rn` takes two, ``{a}`` and ``{b}``.
+    """
+
+    name: str
+    kernel: str  # what opens a kernel definition, up to the name
+    inline: str  # qualifiers of a device-side helper function
+    global_: str  # qualifier of a pointer into device memory ("" where there is none), with its trailing space
+    restrict: str
+    local: str  # qualifier of work-group / block shared memory
+    u16: str
+    u32: str
+    i64: str
+    bool_storage: str  # element type of a bool buffer
+    u64_literal: str  # suffix of a 64-bit hexadecimal literal compared against :attr:`double_bits`
+    float_bits: str  # float -> its uint32 bits
+    bits_float: str  # uint32 bits -> float
+    double_bits: str  # double -> its 64 bits
+    add_rn: str  # float addition rounded to nearest even, never fused (two arguments: {a} and {b})
+    double_to_float_rz: str
+    double_to_float_rn: str
+    not_nan: str
+    is_nan: str
+    global_id: str  # this thread's index in the whole launch (a 64-bit value)
+    local_id: str
+    group_id: str
+    local_size: str
+    barrier: str  # a work-group barrier over shared memory, as a statement without its semicolon
+    fp64_pragma: str  # what enables double arithmetic ("" where it is always on)
+    no_contract: str  # what stops a * b + c being contracted into an fma ("" where a compiler option does)
+
+
+OPENCL = Dialect(
+    name="opencl", kernel="__kernel void", inline="inline", global_="__global ", restrict="restrict",
+    local="__local", u16="ushort", u32="uint", i64="long", bool_storage="uchar", u64_literal="UL",
+    float_bits="as_uint({})", bits_float="as_float({})", double_bits="as_ulong({})", add_rn="{a} + {b}",
+    double_to_float_rz="convert_float_rtz({})", double_to_float_rn="convert_float_rte({})",
+    not_nan="!isnan({0})", is_nan="isnan({0})", global_id="(long)get_global_id(0)",
+    local_id="get_local_id(0)", group_id="get_group_id(0)", local_size="get_local_size(0)",
+    barrier="barrier(CLK_LOCAL_MEM_FENCE)", fp64_pragma="#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n",
+    no_contract="#pragma OPENCL FP_CONTRACT OFF\n",
+)
+"""OpenCL C 1.2."""
+
+CUDA = Dialect(
+    name="cuda", kernel='extern "C" __global__ void', inline="__device__ __forceinline__", global_="",
+    restrict="__restrict__", local="__shared__", u16="unsigned short", u32="unsigned int", i64="long long",
+    bool_storage="bool", u64_literal="LL", float_bits="__float_as_uint({})", bits_float="__uint_as_float({})",
+    double_bits="__double_as_longlong({})", add_rn="__fadd_rn({a}, {b})", double_to_float_rz="__double2float_rz({})",
+    double_to_float_rn="__double2float_rn({})", not_nan="{0} == {0}", is_nan="{0} != {0}",
+    global_id="(blockIdx.x * (long long)blockDim.x + threadIdx.x)", local_id="threadIdx.x", group_id="blockIdx.x",
+    local_size="blockDim.x", barrier="__syncthreads()", fp64_pragma="", no_contract="",
+)
+"""CUDA C++ as NVRTC compiles it: no headers (so no ``INFINITY``), compiled with ``--fmad=false``."""
+
+
+def element_type(d: Dialect, tag: str) -> str:
+    """The C type of a buffer's elements for dtype ``tag``: float16 and bfloat16 as 16-bit words (converted by
+    :func:`load` and :func:`store`), the rest as themselves; ValueError for an unknown tag."""
+    types = {"f32": "float", "f64": "double", "f16": d.u16, "bf16": d.u16, "i32": "int", "i64": d.i64,
+             "b8": d.bool_storage}
+    if tag not in types:
+        raise ValueError(f"unknown dtype tag {tag!r}; valid tags are {', '.join(types)}")
+    return types[tag]
+
+
+def compute_type(d: Dialect, tag: str) -> str:
+    """The C type arithmetic on dtype ``tag`` runs in: float for float16/bfloat16, int for bool."""
+    storage = element_type(d, tag)
+    return "float" if tag in ("f16", "bf16") else "int" if tag == "b8" else storage
+
+
+# --------------------------------------------------------------------------- 16-bit conversions
+def half_conversions(d: Dialect) -> str:
+    """``half_to_float`` (exact, subnormals, inf, NaN) and ``float_to_half`` (round to nearest even, overflow
+    to inf, NaN kept NaN with its sign) in integer arithmetic, relying on no float denormals.
+
+    float -> float16 lets the float adder round a subnormal: ``|x| + 0.5`` puts the float16 subnormal's bits
+    at the bottom of the mantissa.
+    """
+    u16, u32, f, b = d.u16, d.u32, d.bits_float, d.float_bits
+    half_sub = d.add_rn.format(a=f.format("a"), b="0.5f")
+    return f"""
+{d.inline} float half_to_float({u16} h) {{
+    {u32} e = h & 0x7fffu;
+    float f = e < 0x400u ? (float)e * 5.9604644775390625e-8f : {f.format("(e << 13) + 0x38000000u")};
+    if (e >= 0x7c00u) f = {f.format("(e << 13) | 0x7f800000u")};
+    return {f.format(f"{b.format('f')} | (({u32})(h & 0x8000u) << 16)")};
+}}
+{d.inline} {u16} float_to_half(float f) {{
+    {u32} x = {b.format("f")}, sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
+    if (a > 0x7f800000u) return ({u16})(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+    if (a >= 0x477ff000u) return ({u16})(sign | 0x7c00u);
+    if (a >= 0x38800000u) {{
+        {u32} r = a - 0x38000000u;
+        r += 0xfffu + ((r >> 13) & 1u);
+        return ({u16})(sign | (r >> 13));
+    }}
+    return ({u16})(sign | ({b.format(half_sub)} - 0x3f000000u));
+}}
+"""
+
+
+def bfloat16_conversions(d: Dialect) -> str:
+    """``bf16_to_float`` (a shift) and ``float_to_bf16``: round to nearest even on the bit pattern (add 0x7fff
+    plus the lowest kept bit, then truncate), NaN kept NaN (quiet, sign kept) instead of rounding into inf."""
+    u16, u32 = d.u16, d.u32
+    return f"""
+{d.inline} float bf16_to_float({u16} u) {{ return {d.bits_float.format(f"(({u32})u) << 16")}; }}
+{d.inline} {u16} float_to_bf16(float f) {{
+    {u32} b = {d.float_bits.format("f")};
+    if ((b & 0x7fffffffu) > 0x7f800000u) return ({u16})((b >> 16) | 0x40u);
+    b += 0x7fffu + ((b >> 16) & 1u);
+    return ({u16})(b >> 16);
+}}
+"""
+
+
+def double_conversions(d: Dialect) -> str:
+    """``double_to_float_odd`` (truncate, then set the last bit when inexact: rounding that float to 16 bits
+    is then the only rounding) and ``double_to_bf16``; needs :func:`bfloat16_conversions` before it."""
+    odd = d.bits_float.format(f"{d.float_bits.format('f')} | 1u")
+    return f"""{d.fp64_pragma}
+/* double -> float rounded to odd, so a later rounding to 16 bits is the only one (a double result). */
+{d.inline} float double_to_float_odd(double d) {{
+    float f = {d.double_to_float_rz.format("d")};
+    if ({d.not_nan.format("d")} && (double)f != d) f = {odd};
+    return f;
+}}
+{d.inline} {d.u16} double_to_bf16(double d) {{ return float_to_bf16(double_to_float_odd(d)); }}
+"""
+
+
+def conversions(d: Dialect, double: bool = True) -> str:
+    """Every conversion helper (:func:`half_conversions`, :func:`bfloat16_conversions` and, with ``double``,
+    :func:`double_conversions`), the prelude the element code of :func:`load` and :func:`store` calls."""
+    return half_conversions(d) + bfloat16_conversions(d) + (double_conversions(d) if double else "")
+
+
+# --------------------------------------------------------------------------- element access
+def load(tag: str, ptr: str, index: str) -> str:
+    """A C expression: element ``index`` of buffer ``ptr`` (dtype ``tag``) in its compute type (float for the
+    16-bit types, int for bool)."""
+    if tag == "f16":
+        return f"half_to_float({ptr}[{index}])"
+    if tag == "bf16":
+        return f"bf16_to_float({ptr}[{index}])"
+    if tag == "b8":
+        return f"(int)({ptr}[{index}] != 0)"
+    return f"{ptr}[{index}]"
+
+
+def store(tag: str, storage: str, ptr: str, index: str, value: str, value_type: str = "") -> str:
+    """A C statement writing ``value`` to element ``index`` of buffer ``ptr`` (dtype ``tag``, C element type
+    ``storage``), rounded once: say ``value_type="double"`` when the value is a double, so a 16-bit type is
+    rounded once from it rather than through float."""
+    if tag == "bf16" and value_type == "double":
+        return f"{ptr}[{index}] = double_to_bf16({value});"
+    if tag == "f16" and value_type == "double":  # round-to-odd float keeps it one rounding
+        return f"{ptr}[{index}] = float_to_half(double_to_float_odd({value}));"
+    if tag == "f16":
+        return f"{ptr}[{index}] = float_to_half({value});"
+    if tag == "bf16":
+        return f"{ptr}[{index}] = float_to_bf16({value});"
+    if tag == "b8":
+        return f"{ptr}[{index}] = ({storage})(({value}) != 0);"
+    return f"{ptr}[{index}] = ({storage})({value});"
+
+
+# --------------------------------------------------------------------------- unscale_and_check
+# The bits of the halfway point between each float type's largest finite value and the next power of two: a
+# value whose magnitude's bits reach it is, or rounds to (ties go to the even side, inf), inf/NaN when stored.
+_OVERFLOW_BITS = {"f32": "0x7f800000u", "bf16": "0x7f7f8000u", "f16": "0x477ff000u"}  # inf, 0x1.ffp127f, 65520.0f
+
+
+def nonfinite(d: Dialect, tag: str, var: str = "v") -> str:
+    """A C expression, nonzero when ``var`` (float, or double for f64) is inf/NaN or overflows dtype ``tag``
+    when stored.  An integer compare: PoCL vectorises it, where ``!(fabs(v) < limit)`` ran 2x slower."""
+    if tag == "f64":
+        s = d.u64_literal
+        return f"(({d.double_bits.format(var)} & 0x7fffffffffffffff{s}) >= 0x7ff0000000000000{s})"
+    if tag not in _OVERFLOW_BITS:
+        raise ValueError(f"nonfinite: {tag!r} is not a float tag; valid tags are {', '.join(FLOAT_TAGS)}")
+    return f"(({d.float_bits.format(var)} & 0x7fffffffu) >= {_OVERFLOW_BITS[tag]})"
+
+
+def unscale_element(d: Dialect, tag: str, storage: str, ptr: str, index: str, indent: str) -> str:
+    """C lines unscaling element ``index`` of gradient ``ptr`` in place by ``inv`` (in the compute type) and
+    or-ing its overflow test into ``int bad``."""
+    compute = "double" if tag == "f64" else "float"
+    lines = (f"const {compute} v = ({compute}){load(tag, ptr, index)} * inv;", store(tag, storage, ptr, index, "v"),
+             f"bad |= {nonfinite(d, tag)};")
+    return "".join(f"{indent}{line}\n" for line in lines)
+
+
+# --------------------------------------------------------------------------- adamw_step
+ADAMW_SCALARS = ("weight_decay", "decay", "one_minus_beta1", "beta2", "one_minus_beta2", "bc2_sqrt", "eps",
+                 "step_size")
+"""The step's scalar kernel arguments, in order (see :func:`adamw_scalars`)."""
+# mode: no weight decay, decoupled (AdamW: p *= decay), L2 (Adam: g += weight_decay * p)
+ADAMW_NO_DECAY, ADAMW_DECOUPLED, ADAMW_L2 = 0, 1, 2
+
+
+def adamw_scalars(step: int, lr: float, beta1: float, beta2: float, eps: float, weight_decay: float,
+                  decoupled: bool) -> tuple[int, list[float]]:
+    """``(mode, scalars)``: the kernel's mode and its :data:`ADAMW_SCALARS` values for step ``step`` (>= 1)::
+
+        decay = 1 - lr * weight_decay;  bc2_sqrt = sqrt(1 - beta2 ** step);  step_size = lr / (1 - beta1 ** step)
+    """
+    mode = ADAMW_NO_DECAY if not weight_decay else ADAMW_DECOUPLED if decoupled else ADAMW_L2
+    values = dict(weight_decay=weight_decay, decay=1.0 - lr * weight_decay, one_minus_beta1=1.0 - beta1,
+                  beta2=beta2, one_minus_beta2=1.0 - beta2, bc2_sqrt=math.sqrt(1.0 - beta2 ** int(step)), eps=eps,
+                  step_size=lr / (1.0 - beta1 ** int(step)))
+    return mode, [values[name] for name in ADAMW_SCALARS]
+
+
+def adamw_element(d: Dialect, p_tag: str, p_storage: str, g_tag: str, buffers: Sequence[str], index: str,
+                  indent: str) -> str:
+    """C lines of one element's Adam/AdamW step, op for op the cpu backend's, each operation rounded on its own:
+    parameter, gradient, first and second moment in ``buffers`` (in that order), the scalars of
+    :data:`ADAMW_SCALARS` and ``int mode`` in scope.  Float arithmetic (double for an f64 parameter); a 16-bit
+    parameter is widened, updated and rounded once.  Mode is selected, not branched on: PoCL vectorises the
+    selects (2x)."""
+    c = "double" if p_tag == "f64" else "float"
+    p, g, m, v = buffers
+    lines = (f"{c} pc = ({c}){load(p_tag, p, index)};", f"{c} gc = ({c}){load(g_tag, g, index)};",
+             f"{c} mc = {m}[{index}], vc = {v}[{index}];",
+             f"pc = mode == {ADAMW_DECOUPLED} ? pc * decay : pc;",
+             f"gc = mode == {ADAMW_L2} ? gc + pc * weight_decay : gc;",
+             "mc = mc + (gc - mc) * one_minus_beta1;  /* m.lerp_(g, 1 - beta1) */",
+             "vc = vc * beta2 + (gc * gc) * one_minus_beta2;",
+             f"const {c} denom = sqrt(vc) / bc2_sqrt + eps;", "pc = pc - (mc / denom) * step_size;",
+             f"{m}[{index}] = mc;", f"{v}[{index}] = vc;", store(p_tag, p_storage, p, index, "pc"))
+    return "".join(f"{indent}{line}\n" for line in lines)
+
+
+# --------------------------------------------------------------------------- update_scale
+def update_scale_kernel(d: Dialect, factor_params: str, grow: str, back: str) -> str:
+    """torch's ``_amp_update_scale_`` as kernel ``update_scale`` for one thread: ``factor_params`` declares the
+    growth and backoff factors, ``grow``/``back`` are the products of ``s`` with them as doubles (or a stand-in
+    for one), each rounded once to float32::
+
+        if found != 0:                  scale = s * backoff; tracker = 0
+        elif tracker + 1 == interval:   grown = s * growth; scale = grown if finite else s; tracker = 0
+        else:                           tracker = tracker + 1   (int32, wrapping)
+    """
+    g, rn = d.global_, d.double_to_float_rn
+    return f"""
+{d.kernel} update_scale({g}const float *scale, {g}const int *tracker, {g}const float *found,
+                           {g}float *out_scale, {g}int *out_tracker, {factor_params}, {d.i64} interval) {{
+    const float s = scale[0];
+    if (found[0] != 0.0f) {{
+        out_scale[0] = {rn.format(back)};
+        out_tracker[0] = 0;
+        return;
+    }}
+    const int successful = (int)(({d.u32})tracker[0] + 1u);  /* int32 wraps, as the cpu backend's tracker */
+    if (({d.i64})successful == interval) {{
+        const float grown = {rn.format(grow)};
+        out_scale[0] = isfinite(grown) ? grown : s;
+        out_tracker[0] = 0;
+    }} else {{
+        out_scale[0] = s;
+        out_tracker[0] = successful;
+    }}
+}}
+"""
+
+
+# --------------------------------------------------------------------------- softmax family
+SOFTMAX_OPS: dict[str, tuple[bool, str, str]] = {
+    "softmax": (True, "exp(X - M)", "exp(X - M) / S"),
+    "log_softmax": (True, "exp(X - M)", "(X - M) - log(S)"),
+    "softmax_backward": (False, "G * X", "X * (G - S)"),
+    "log_softmax_backward": (False, "G", "G - exp(X) * S"),
+}
+"""name: (needs the row max ``M``, the term a row sums into ``S``, each output), as C over ``X`` (the input, or
+the forward's output for a backward) and ``G`` (the output gradient)."""
+
+ROW_BASE = "#define ROW_BASE(o) (((o) / inner) * n * inner + (o) % inner)\n"
+"""Where row ``o`` of a reduction along an axis starts (``n`` elements apart by ``inner``, see
+:func:`row_geometry`)."""
+
+
+def nan_max(d: Dialect, acc: str = "ACC") -> str:
+    """``nan_max(a, b)`` over ``acc``: NumPy's maximum, NaN propagates."""
+    return f"{d.inline} {acc} nan_max({acc} a, {acc} b) {{ return (a >= b || {d.is_nan.format('a')}) ? a : b; }}\n"
+
+
+# --------------------------------------------------------------------------- launch shapes
+def ceil_div(n: int, d: int) -> int:
+    """``n / d`` rounded up: how many tiles of ``d`` cover ``n`` elements."""
+    return -(-n // d)
+
+
+def tile_starts(sizes: Sequence[int], tile: int) -> tuple[list[int], int]:
+    """For a multi-tensor launch with one tile of ``tile`` elements per work-group: each tensor's first
+    work-group, and the total number of work-groups."""
+    starts, total = [], 0
+    for size in sizes:
+        starts.append(total)
+        total += ceil_div(size, tile)
+    return starts, total
+
+
+def row_geometry(shape: Sequence[int], axis: int) -> tuple[int, int, int]:
+    """``(rows, n, inner)`` of reducing ``shape`` along ``axis`` (negative counts from the end): a row is the
+    ``n`` elements along the axis, ``inner`` apart; row ``o`` starts at ``(o / inner) * n * inner + o % inner``."""
+    axis = axis % len(shape)  # shape[axis + 1:] of a negative axis would be the wrong dimensions
+    n = shape[axis]
+    inner = math.prod(shape[axis + 1:])
+    rows = math.prod(shape) // n if n else 0
+    return rows, n, inner
+
+
+def fit_group_size(n: int, largest: int, smallest: int = 1) -> int:
+    """Work-items for one row of ``n``: ``largest``, halved while half of it still covers the row, never below
+    ``smallest`` (a warp, where a reduction relies on one)."""
+    size = largest
+    while size > smallest and size // 2 >= n:
+        size //= 2
+    return size
