@@ -152,21 +152,23 @@ needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the CUDA sim
 
 
 @needs_gxx
-def test_cuda_rendering_builds_and_runs_bit_exact_on_the_simulator():
-    from ampcore_cuda.sim import PROFILES, cupy_module
+def test_cuda_rendering_builds_and_runs_bit_exact_on_the_simulator(monkeypatch):
+    from ampcore_cuda.launch import raw_kernel
+    from ampcore_cuda.runtime import import_cupy
 
-    cp = cupy_module(PROFILES["h100"])
+    monkeypatch.setenv("AMPCORE_CUDA_SIMULATOR", "h100")  # built as the backend builds kernels: NVRTC, no flush
+    cp = import_cupy()
     inputs = _inputs()
     n, ng = inputs["x"].size, inputs["g"].size
     out = {k: cp.zeros(n, np.uint16) for k in ("h", "b", "hd", "bd")}
     out |= {k: cp.zeros(n, np.float32) for k in ("hx", "bx", "mx")}
-    cp.RawKernel(_probe(cgen.CUDA), "convert")(
+    raw_kernel(("cgen-probe", "convert"), lambda: _probe(cgen.CUDA), "convert")(
         (cgen.ceil_div(n, 256),), (256,),
         (cp.asarray(inputs["x"]), cp.asarray(inputs["xd"]), out["h"], out["b"], out["hx"], out["bx"], out["hd"],
          out["bd"], out["mx"], np.int64(n)))
     gr, bad = cp.asarray(inputs["g"].copy()), cp.zeros(ng, np.int32)
-    cp.RawKernel(_probe(cgen.CUDA), "unscale")((cgen.ceil_div(ng, 256),), (256,),
-                                               (gr, cp.asarray(np.array([0.5], np.float32)), bad, np.int64(ng)))
+    raw_kernel(("cgen-probe", "unscale"), lambda: _probe(cgen.CUDA), "unscale")((cgen.ceil_div(ng, 256),), (256,),
+                                                                                (gr, cp.asarray(np.array([0.5], np.float32)), bad, np.int64(ng)))
     _check({k: v.get() for k, v in (out | {"gr": gr, "bad": bad}).items()}, inputs)
 
 
