@@ -1,26 +1,46 @@
 """ampcore: Automatic Mixed Precision with torch.amp semantics on any backend."""
 
-from . import dtypes, kernels, plugins
+from . import amp, autograd, dtypes, kernels, nn, optim, plugins, policy
+from .amp import autocast, custom_bwd, custom_fwd, get_autocast_dtype, is_autocast_available, is_autocast_enabled, op
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .backend import Availability, Backend, BackendUnavailableError, Capabilities
-from .creation import (Generator, arange, as_tensor, empty, empty_like, from_numpy, full, full_like, manual_seed,
-                       ones, ones_like, rand, randn, tensor, zeros, zeros_like)
-from .device import Device, parse_device as device
+from .creation import (
+                       Generator,
+                       arange,
+                       as_tensor,
+                       empty,
+                       empty_like,
+                       from_numpy,
+                       full,
+                       full_like,
+                       manual_seed,
+                       ones,
+                       ones_like,
+                       rand,
+                       randn,
+                       tensor,
+                       zeros,
+                       zeros_like,
+)
+from .device import Device
+from .device import parse_device as device
 from .dispatch import KernelError
-from .dtypes import (DType, bfloat16, bool_, finfo, float16, float32, float64, int32, int64, promote_types,
-                     result_type)
+from .dtypes import DType, bfloat16, bool_, finfo, float16, float32, float64, int32, int64, promote_types, result_type
+from .grad_scaler import GradScaler
 from .kernels import MissingKernelsError
 from .ops import cat, matmul, stack, where
-from .plugins import (PluginLoadError, UnknownBackendError, available_backends, get_backend, get_default_device,
-                      register_backend, register_plugin, set_default_device)
+from .plugins import (
+                       PluginLoadError,
+                       UnknownBackendError,
+                       available_backends,
+                       get_backend,
+                       get_default_device,
+                       register_backend,
+                       register_plugin,
+                       set_default_device,
+)
+from .syncs import count_host_syncs
 from .tensor import Tensor
-
-from . import nn, optim  # noqa: E402 - they build on the names above
-from . import amp, autograd, policy  # noqa: E402
-from .grad_scaler import GradScaler  # noqa: E402
-from .syncs import count_host_syncs  # noqa: E402
-from .amp import (autocast, custom_bwd, custom_fwd, get_autocast_dtype, is_autocast_available,  # noqa: E402
-                  is_autocast_enabled, op)
 
 __version__ = "0.1.0"
 

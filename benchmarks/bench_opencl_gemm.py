@@ -43,13 +43,14 @@ import argparse
 import os
 import statistics
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_overhead import add_common_arguments, parse_checked, time_interleaved, write_json  # noqa: E402
+from bench_overhead import add_common_arguments, parse_checked, time_interleaved, write_json
 
 DTYPES = ("float32", "float16", "bfloat16", "float64")
 TARGET_F32, AIM_F32, TARGET_F16 = 0.3, 0.5, 1.5

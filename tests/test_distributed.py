@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import distributed_worker as worker
 import numpy as np
 import pytest
 
-import distributed_worker as worker
 from ampcore.distributed.ddp import _plan_buckets
 from ampcore.distributed.launch import mpiexec_command, rank_environment
 from ampcore.distributed.zero import shard_range

@@ -3,8 +3,10 @@ compositions, matrix products and the re-exported primitives."""
 
 import math
 
+import functional_reference as ref
 import numpy as np
 import pytest
+from functional_reference import FLOATS, LOW, assert_close, f64, randn
 
 import ampcore
 import ampcore.nn.functional as F
@@ -12,8 +14,6 @@ from ampcore import dtypes as dt
 from ampcore.dispatch import registered_ops
 from ampcore.nn.functional import _fused, activation
 from ampcore.testing import gradcheck
-from functional_reference import FLOATS, LOW, assert_close, f64, randn
-import functional_reference as ref
 
 K = ampcore.get_backend("cpu").kernels
 

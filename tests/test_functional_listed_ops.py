@@ -11,8 +11,10 @@ naming the bad value; the modules must equal their functional forms.
 import math
 import warnings
 
+import functional_reference as ref
 import numpy as np
 import pytest
+from functional_reference import FLOATS, assert_close, f64, randn
 
 import ampcore
 import ampcore.nn as nn
@@ -21,8 +23,6 @@ from ampcore import dtypes as dt
 from ampcore.dispatch import registered_ops
 from ampcore.nn.functional import _fused
 from ampcore.testing import gradcheck
-from functional_reference import FLOATS, assert_close, f64, randn
-import functional_reference as ref
 
 REDUCTIONS = ("none", "mean", "sum")
 NEW_OPS = ("prelu", "softplus", "softmin", "normalize", "cosine_similarity", "kl_div", "huber_loss",

@@ -15,11 +15,12 @@ import pytest
 
 pytest.importorskip("pyopencl")
 
-from ampcore.conformance import EPS, assert_close  # noqa: E402
-from ampcore import dtypes as dt  # noqa: E402
-from ampcore_opencl import gemm  # noqa: E402
-from opencl_devices import device, get, put  # noqa: E402
-from opencl_devices import state as gemm_state  # noqa: E402
+from opencl_devices import device, get, put
+from opencl_devices import state as gemm_state
+
+from ampcore import dtypes as dt
+from ampcore.conformance import EPS, assert_close
+from ampcore_opencl import gemm
 
 pytestmark = pytest.mark.usefixtures("opencl_device")  # every test on every OpenCL device
 FLOATS = ["float32", "float16", "bfloat16", "float64"]

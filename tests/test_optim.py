@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import ampcore
-from ampcore.conformance.op_reference import adam_steps, sgd_steps
 from ampcore import dtypes as dt
 from ampcore import nn, optim
+from ampcore.conformance.op_reference import adam_steps, sgd_steps
 from ampcore.optim.adam import adamw_step_reference
 
 EPS32 = float(np.finfo(np.float32).eps)

@@ -36,9 +36,10 @@ import os
 import platform
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Callable, TypeVar
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -48,8 +49,8 @@ from ..creation import manual_seed
 from ..plugins import available_backends, get_backend, resolve_device
 from ..plugins.registry import registry
 from . import torch_reference
-from .models import ModelSpec, make_batches, parameter_count
 from .config import LR, Config, History
+from .models import ModelSpec, make_batches, parameter_count
 from .runs import footprint, make_run
 
 __all__ = ["SCHEMA", "BenchSettings", "NothingMeasured", "Refusals", "SimulatedDeviceError",
@@ -332,7 +333,7 @@ def _result(settings: BenchSettings, configs: list[Config], n_params: int, times
     spec = settings.model
     return {
         "schema": SCHEMA,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"platform": platform.platform(), "machine": platform.machine(), "processor": _processor(),
                     "cpu_count": os.cpu_count()},
         "versions": _versions(),

@@ -105,6 +105,7 @@ def _launch(nproc: int, argv: list[str]) -> int:
     """Run this same command on ``nproc`` ranks under mpiexec; its exit status is ours."""
     try:
         import mpi4py  # noqa: F401 - only to fail early, with the fix, before starting ranks
+
         from ..distributed.launch import mpiexec_command, rank_environment
 
         command = mpiexec_command(nproc, [sys.executable, "-m", "ampcore", *argv])

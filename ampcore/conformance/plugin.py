@@ -12,16 +12,17 @@ It does nothing in a pytest run whose tests never ask for ``backend``.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from .. import dtypes as dt
 from ..kernels import PRIMITIVES
 from .gaps import KnownGap, KnownGapsError, load_known_gaps
-from .report import BackendReport, Case, OUTCOMES, TestResult, environment, section_order
+from .report import OUTCOMES, BackendReport, Case, TestResult, environment, section_order
 from .subject import NOT_SUPPORTED, BackendUnderTest
 
 __all__ = ["pytest_addoption", "pytest_configure", "backend"]

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from ..autograd import Function, FunctionCtx, is_grad_enabled, no_grad, queue_callback
 from ..creation import zeros
@@ -46,7 +47,7 @@ class _ReduceAfterBackward(Function):
     """Identity on a module output; its backward asks for the gradient reduce at the end of the pass."""
 
     @staticmethod
-    def forward(ctx: FunctionCtx, x: Tensor, ddp: "DistributedDataParallel") -> Tensor:
+    def forward(ctx: FunctionCtx, x: Tensor, ddp: DistributedDataParallel) -> Tensor:
         ctx.ddp = ddp
         return x.detach()
 

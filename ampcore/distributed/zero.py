@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import weakref
 from collections import abc
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ..autograd import no_grad, zero_grads
-from ..creation import tensor as make_tensor, zeros
-from ..optim.optimizer import Optimizer, StateDictError
+from ..creation import tensor as make_tensor
+from ..creation import zeros
 from ..ops import cat
+from ..optim.optimizer import Optimizer, StateDictError
 from ..tensor import Tensor
 from .communicator import Communicator
 from .process_group import get_communicator

@@ -18,7 +18,7 @@ class Parameter(Tensor):
 
     # No __slots__: a subclass with a __dict__ is fine, and lets users tag parameters.
 
-    def __new__(cls, data: Tensor | None = None, requires_grad: bool = True) -> "Parameter":
+    def __new__(cls, data: Tensor | None = None, requires_grad: bool = True) -> Parameter:
         if data is None:
             data = empty(0)
         if not isinstance(data, Tensor):

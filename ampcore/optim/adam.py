@@ -17,7 +17,8 @@ A low-precision parameter is widened to float32, updated, and rounded once.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..dispatch import guarded_kernels
 from ..tensor import Tensor

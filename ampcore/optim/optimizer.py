@@ -31,7 +31,8 @@ from __future__ import annotations
 import math
 import weakref
 from collections import abc, defaultdict
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from .. import dtypes as dt
 from ..autograd import enable_grad, no_grad, zero_grads

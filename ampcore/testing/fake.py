@@ -17,7 +17,8 @@ It shares no code with any real backend on purpose.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
 
 import numpy as np
 

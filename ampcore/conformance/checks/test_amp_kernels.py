@@ -16,8 +16,9 @@ Kernels may work in place: only the arrays they return are read.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest

@@ -11,7 +11,8 @@ the backend takes.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,8 +20,8 @@ import pytest
 import ampcore
 from ampcore import dtypes as dt
 from ampcore.conformance import NOT_SUPPORTED, assert_close
-from ampcore.conformance.kernel_harness import assert_close_each
 from ampcore.conformance import op_reference as R
+from ampcore.conformance.kernel_harness import assert_close_each
 
 FLOATS = [d.name for d in dt.FLOAT_DTYPES]
 SEED = 20240805

@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
 
 from ampcore import dtypes as dt
 from ampcore.conformance import assert_close
+from ampcore.conformance.kernel_harness import Array, assert_bits, put_rounded, result_on_host, seeded_rng
 from ampcore.conformance.references import (
-    ALL_NAMES, FLOAT_NAMES, INT_NAMES, NUMERIC_NAMES, edge_values, exactly, representable, round_to, sample_values,
-    subnormals, to_f64,
+    ALL_NAMES,
+    FLOAT_NAMES,
+    INT_NAMES,
+    NUMERIC_NAMES,
+    edge_values,
+    exactly,
+    representable,
+    round_to,
+    sample_values,
+    subnormals,
+    to_f64,
 )
-from ampcore.conformance.kernel_harness import Array, seeded_rng, put_rounded, result_on_host, assert_bits
 
 pytestmark = pytest.mark.conformance(check="kernels")
 

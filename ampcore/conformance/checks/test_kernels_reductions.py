@@ -4,17 +4,29 @@ accumulation, n = the reduction length in the tolerance."""
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 
 from ampcore.conformance import assert_close
-from ampcore.conformance.references import (
-    ALL_NAMES, FLOAT_NAMES, NUMERIC_NAMES, round_to, sample_values, to_f64,
-)
 from ampcore.conformance.kernel_harness import (
-    Array, assert_bits, put_rounded, result_on_host, rounded_reference, seeded_rng, stored_values,
+    Array,
+    assert_bits,
+    put_rounded,
+    result_on_host,
+    rounded_reference,
+    seeded_rng,
+    stored_values,
+)
+from ampcore.conformance.references import (
+    ALL_NAMES,
+    FLOAT_NAMES,
+    NUMERIC_NAMES,
+    round_to,
+    sample_values,
+    to_f64,
 )
 
 pytestmark = pytest.mark.conformance(check="kernels")

@@ -14,7 +14,8 @@ arithmetic on the float64 bit pattern (not NumPy's or ml_dtypes' conversions).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,8 +23,16 @@ import pytest
 from ampcore import dtypes as dt
 from ampcore.conformance.kernel_harness import Array, result_on_host, seeded_rng
 from ampcore.conformance.references import (
-    BINARY_REFERENCE, FORMATS, all_values, bits_of, representable, round_to, same_bits, to_f64,
+    BINARY_REFERENCE,
+    FORMATS,
+    all_values,
+    bits_of,
+    representable,
+    round_to,
+    same_bits,
+    to_f64,
 )
+
 LOW = ["float16", "bfloat16"]
 
 

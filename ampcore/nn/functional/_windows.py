@@ -6,7 +6,7 @@ stacking, so autograd differentiates it with no rule of its own.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ...ops import pad, stack
 from ...tensor import Tensor

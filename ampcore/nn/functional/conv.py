@@ -13,8 +13,8 @@ from typing import Any
 
 from ...dispatch import call, composite
 from ...tensor import Tensor
-from ._utils import check_float, check_tensor, ntuple
 from ._conv_op import CONV2D
+from ._utils import check_float, check_tensor, ntuple
 from ._windows import Pads, output_size
 
 __all__ = ["conv1d", "conv2d"]

@@ -9,8 +9,8 @@ from ...dispatch import call, composite
 from ...ops import elementwise as ew
 from ...ops import reduction
 from ...tensor import Tensor
-from ._utils import check_float, ntuple, opmath
 from ._pool_op import TILED_MAX_POOL2D, tiles
+from ._utils import check_float, ntuple, opmath
 from ._windows import output_size, pad2d, windows
 
 __all__ = ["max_pool2d", "avg_pool2d"]

@@ -8,7 +8,8 @@ the way out: the numbers a tensor core's fp32-accumulating GEMM gives.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 

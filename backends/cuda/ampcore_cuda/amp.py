@@ -7,9 +7,11 @@ GradScaler's read of ``found_inf`` for the skip decision.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
+
 from ampcore import dtypes as dt
 
 from .array import CuArray, unwrap_all

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from ampcore import dtypes as dt
 
 __all__ = ["CType", "ctype", "PRELUDE", "NO_CONTRACT_NOTE"]

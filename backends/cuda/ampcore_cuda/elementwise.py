@@ -8,9 +8,11 @@ scalar operand takes the compute dtype of the array operand (float32 for the
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+
 from ampcore import dtypes as dt
 
 from .array import CuArray

@@ -13,9 +13,11 @@ with the meta array cached, uploads nothing.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
+
 from ampcore import dtypes as dt
 from ampcore.kernels import check_adamw_step
 

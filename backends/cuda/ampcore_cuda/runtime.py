@@ -11,7 +11,8 @@ from __future__ import annotations
 import functools
 import importlib
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import ampcore
 from ampcore import dtypes as dt
@@ -54,7 +55,7 @@ def import_cupy_module(name: str) -> Any:
 _SIM_ENV = "AMPCORE_CUDA_SIMULATOR"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _simulator(value: str) -> tuple[Any, str]:
     """(the simulator profile to use or None, a note for ``ampcore info``) for ``AMPCORE_CUDA_SIMULATOR=value``.
 

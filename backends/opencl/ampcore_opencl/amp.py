@@ -26,10 +26,12 @@ nothing) and scalars as arguments, so nothing recompiles from step to step.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
+
 from ampcore import dtypes as dt
 
 from .array import CLArray

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from ampcore import dtypes as dt
 
 __all__ = ["CType", "ctype", "prelude", "INDEX_HELPERS", "HALF_CONVERSIONS", "HALF_TYPE_DEFINE",

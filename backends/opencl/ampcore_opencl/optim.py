@@ -13,14 +13,25 @@ allows (the optimizer passes arrays it owns).  The step-dependent scalars
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+
 from ampcore import dtypes as dt
 from ampcore.kernels import check_adamw_step
 
-from .amp import (NO_CONTRACT, Launch, TileShape, buffer_args, max_variant, plan_launches, pointer_params,
-                  select_code, tile_shape)
+from .amp import (
+    NO_CONTRACT,
+    Launch,
+    TileShape,
+    buffer_args,
+    max_variant,
+    plan_launches,
+    pointer_params,
+    select_code,
+    tile_shape,
+)
 from .array import CLArray
 from .codegen import CType, ctype, prelude
 

@@ -7,8 +7,9 @@ ampcore's public API, like any third-party backend.
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable, Mapping
 from importlib import resources
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -23,7 +23,8 @@ integer sums in long (int64 out); the result is rounded once on output.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 

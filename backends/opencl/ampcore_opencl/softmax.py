@@ -16,7 +16,8 @@ The four kernels share one template; each is two pieces of C:
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
