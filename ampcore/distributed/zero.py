@@ -194,7 +194,7 @@ class ZeroRedundancyOptimizer:
                 width = shard_range(f.total, comm.size, 0)[1]
                 mine = f.shard.detach() if f.shard is not None else None
                 used = 0 if mine is None else mine.numel()
-                if used < width:
+                if mine is None or used < width:
                     pad = zeros(width - used, dtype=f.params[0].dtype, device=f.params[0].device)
                     mine = pad if mine is None else cat([mine, pad])
                 flat = cat(comm.all_gather(mine))
@@ -257,7 +257,7 @@ class ZeroRedundancyOptimizer:
         if [tuple(s) for s in state_dict["flat_sizes"]] != sizes:
             raise StateDictError(f"the state dict was saved for flat parameter groups {state_dict['flat_sizes']} "
                                  f"(group, elements), this optimizer has {sizes}")
-        local_ids = {}
+        local_ids: dict[int, list[int]] = {}
         for k, f in enumerate(self._flats):
             if f.shard is not None:
                 local_ids.setdefault(f.group, []).append(k)

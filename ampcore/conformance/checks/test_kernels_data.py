@@ -172,11 +172,11 @@ def _cast_values(src: str, dst: str) -> np.ndarray:
     if dt.bool_ in (s, d):
         return exactly(np.array([0, 1, 1, 0, 1]), s)
     if not (s.is_floating_point and d.is_floating_point):
-        ints = [0, 1, -1, 7, -100, 255, 2 ** 11]
+        wanted = [0, 1, -1, 7, -100, 255, 2 ** 11]
         for t in (s, d):
             if not t.is_floating_point:
-                ints += [int(np.iinfo(t.numpy).max), int(np.iinfo(t.numpy).min)]
-        ints = np.array(sorted(set(ints)), dtype=np.int64)
+                wanted += [int(np.iinfo(t.numpy).max), int(np.iinfo(t.numpy).min)]
+        ints = np.array(sorted(set(wanted)), dtype=np.int64)
         info = [np.iinfo(t.numpy) for t in (s, d) if not t.is_floating_point]
         ints = ints[(ints >= max(i.min for i in info)) & (ints <= min(i.max for i in info))]
         if s.is_floating_point or d.is_floating_point:

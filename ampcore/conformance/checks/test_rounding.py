@@ -71,7 +71,7 @@ def _neighbour_pairs(dst: str, rng: np.random.Generator) -> tuple[np.ndarray, np
         return v[:-1], v[1:]
     bits = rng.integers(0, 0x7F800000, size=20000, dtype=np.int64).astype(np.uint32)
     lo = bits.view(np.float32)
-    lo = np.concatenate([lo, np.float32([0, 2.0 ** emin, np.finfo(np.float32).max])])
+    lo = np.concatenate([lo, np.array([0, 2.0 ** emin, np.finfo(np.float32).max], dtype=np.float32)])
     lo = np.concatenate([lo, -lo])
     with np.errstate(over="ignore"):
         hi = np.nextafter(lo, np.float32(np.inf)).astype(np.float64)

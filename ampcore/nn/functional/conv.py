@@ -58,8 +58,8 @@ def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
     return out.squeeze(0) if unbatched else out
 
 
-def _conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple[int, int], pads: Pads,
-            dilation: tuple[int, int], groups: int) -> Tensor:
+def _conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple[int, ...], pads: Pads,
+            dilation: tuple[int, ...], groups: int) -> Tensor:
     n, c, h, w = x.shape
     o, cg, kh, kw = weight.shape
     ho = output_size(h, kh, stride[0], pads[0], dilation[0])
