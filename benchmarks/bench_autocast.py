@@ -152,7 +152,7 @@ def time_torch(weights: list[np.ndarray], x: np.ndarray, y: np.ndarray, args: ar
         return None
     with tempfile.TemporaryDirectory() as workdir:
         path = os.path.join(workdir, "inputs.npz")
-        np.savez(path, x=x, y=y, *weights)
+        np.savez(path, *weights, x=x, y=y)
         proc = subprocess.run([sys.executable, __file__, "--torch-worker", path, "--steps", str(args.steps),
                                "--warmup", str(args.warmup), "--dtype", args.dtype], capture_output=True, text=True)
     if proc.returncode != 0:

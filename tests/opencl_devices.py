@@ -30,7 +30,7 @@ def params() -> list[Any]:
     status = BACKEND.availability()
     try:
         count = BACKEND.device_count()
-    except Exception:  # no pyopencl or no platform: the availability reason says which, and the fix
+    except Exception:  # noqa: BLE001 - no pyopencl or no platform: the availability reason says which, and the fix
         count = 0
     if count == 0:
         return [pytest.param(None, id="opencl", marks=pytest.mark.skip(reason=f"no OpenCL device: {status.reason}"))]

@@ -120,7 +120,7 @@ def test_a_backend_without_fused_kernels_gets_the_same_numbers(register_fake, dt
     assert not fake.kernels.has("softmax") and not fake.kernels.has("gelu")
     a = randn(4, 7, dtype=dtype).numpy()
     g = randn(4, 7, seed=1, dtype=dtype).numpy()
-    for name, fn, _ in FUSED_CASES:
+    for _name, fn, _ in FUSED_CASES:
         on_cpu = _value_and_grad(fn, ampcore.tensor(a, dtype=dtype), ampcore.tensor(g, dtype=dtype))
         on_fake = _value_and_grad(fn, ampcore.tensor(a, dtype=dtype, device=fake.name),
                                   ampcore.tensor(g, dtype=dtype, device=fake.name))

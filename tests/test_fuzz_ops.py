@@ -28,7 +28,7 @@ EXAMPLES = {"unary": 120, "binary": 150, "reduce": 120, "matmul": 80, "softmax":
 UNARY = sorted(UNARY_REFERENCE)
 BINARY = sorted(BINARY_REFERENCE)
 
-def ERR() -> np.errstate:
+def ERR() -> np.errstate:  # noqa: N802 - reads as the constant it stands for: `with ERR():`
     return np.errstate(all="ignore")
 
 

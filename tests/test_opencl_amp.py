@@ -427,7 +427,8 @@ def test_gelu_float_arithmetic_meets_the_float32_tolerance(monkeypatch, approxim
         err = np.abs(get(got).astype(np.float64) - want)
         allowed = 4 * EPS[dt.float32] * np.maximum(np.abs(want), 1.0)
         worst = int(np.argmax(err / allowed))
-        assert (err <= allowed).all(), f"{what}({approximate}) at x={x64[worst]}: {get(got)[worst]!r} vs {want[worst]!r}"
+        assert (err <= allowed).all(), (f"{what}({approximate}) at x={x64[worst]}: "
+                                        f"{get(got)[worst]!r} vs {want[worst]!r}")
 
 
 def test_gelu_edge_cases_follow_the_cpu_backend():

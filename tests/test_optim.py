@@ -228,7 +228,7 @@ def test_state_dict_values_are_copies():
 def opt_snapshot(opt):
     state = {i: {k: (v.numpy().copy() if isinstance(v, ampcore.Tensor) else v) for k, v in st.items()}
              for i, st in opt.state_dict()["state"].items()}
-    return state, copy.deepcopy([{k: v for k, v in g.items()} for g in opt.state_dict()["param_groups"]])
+    return state, copy.deepcopy([dict(g.items()) for g in opt.state_dict()["param_groups"]])
 
 
 @pytest.mark.parametrize("corrupt,match", [

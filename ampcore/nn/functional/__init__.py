@@ -27,7 +27,7 @@ from .loss import (
 )
 from .normalization import batch_norm, group_norm, layer_norm
 from .pooling import avg_pool2d, max_pool2d
-from .primitives import cat, cumsum, exp, log, mean, pow, rsqrt, sigmoid, sqrt, stack, sum, tanh
+from .primitives import cat, cumsum, exp, log, mean, pow, rsqrt, sigmoid, sqrt, stack, sum, tanh  # noqa: A004 - torch names
 from .similarity import cosine_similarity, normalize
 from .sparse import embedding
 from .tensor_ops import addcdiv, addcmul, bilinear, dot, tensordot

@@ -72,9 +72,10 @@ class Sequential(Module):
         return self
 
     def forward(self, input: Any) -> Any:  # noqa: A002 - torch's argument name
+        x = input
         for module in self._modules.values():
-            input = module(input)
-        return input
+            x = module(x)
+        return x
 
 
 class ModuleList(Module):

@@ -8,6 +8,7 @@ GradScaler's read of ``found_inf`` for the skip decision.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -134,7 +135,7 @@ def unscale_and_check(grads: Sequence[CuArray], inv_scale: CuArray, found_inf: C
         for dtype, groups in by_dtype.items():
             c = ctype(dtype)
             meta, blocks = multi_tensor_meta(device, groups)
-            kernel = raw_kernel(("unscale_and_check", c.tag), lambda: _unscale_source(c), f"unscale_and_check_{c.tag}")
+            kernel = raw_kernel(("unscale_and_check", c.tag), partial(_unscale_source, c), f"unscale_and_check_{c.tag}")
             kernel((blocks,), (BLOCK,), (meta, np.int32(len(groups)), inv_scale.data, found_inf.data))
     return grads, found_inf
 

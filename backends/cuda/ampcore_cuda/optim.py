@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -128,7 +129,7 @@ def adamw_step(params: Sequence[CuArray], grads: Sequence[CuArray], exp_avgs: Se
             pc, gc = ctype(pd), ctype(gd)
             scalar = np.float64 if pd == dt.float64 else np.float32
             meta, blocks = multi_tensor_meta(device, members)
-            kernel = raw_kernel(("adamw_step", pc.tag, gc.tag), lambda: _source(pc, gc), _name(pc, gc))
+            kernel = raw_kernel(("adamw_step", pc.tag, gc.tag), partial(_source, pc, gc), _name(pc, gc))
             kernel((blocks,), (BLOCK,), (meta, np.int32(len(members)), np.int32(mode),
                                          *(scalar(consts[name]) for name in _SCALARS)))
     return params, exp_avgs, exp_avg_sqs

@@ -69,7 +69,7 @@ def _simulator(value: str) -> tuple[Any, str]:
     try:
         if int(importlib.import_module("cupy").cuda.runtime.getDeviceCount()) > 0:
             return None, f"{_SIM_ENV}={value!r} ignored: CuPy and a GPU are present, so the GPU runs the kernels"
-    except Exception:  # no CuPy or no GPU: the simulator stands in
+    except Exception:  # noqa: BLE001 - no CuPy or no GPU: the simulator stands in
         pass
     return profile, (f"simulated: {_SIM_ENV}={value!r} runs the CUDA kernels on the CPU with g++ (an "
                      f"sm_{profile.major}{profile.minor} {profile.name}); no GPU, no speed figures")
@@ -117,7 +117,7 @@ def _runtime_error_reason(exc: Exception, runtime: Any) -> str:
 def _safe(fn: Any, default: Any) -> Any:
     try:
         return fn()
-    except Exception:  # a probe must not raise; the caller reports the default
+    except Exception:  # noqa: BLE001 - a probe must not raise; the caller reports the default
         return default
 
 
@@ -155,12 +155,12 @@ def _probe_cupy() -> ampcore.Availability:
         if exc.name == "cupy" or exc.name is None:
             return ampcore.Availability(False, f"CuPy is not installed: {INSTALL_HINT}")
         return _broken_cupy(exc)
-    except Exception as exc:  # a CuPy wheel for another CUDA, a missing shared library, ...
+    except Exception as exc:  # noqa: BLE001 - a CuPy wheel for another CUDA, a missing shared library, ...
         return _broken_cupy(exc)
     try:
         runtime = cupy.cuda.runtime
         count = runtime.getDeviceCount()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any failure here makes the backend unavailable, with the reason
         if type(exc).__name__ == "CUDARuntimeError":
             return ampcore.Availability(False, _runtime_error_reason(exc, cupy.cuda.runtime))
         return ampcore.Availability(False, f"CuPy could not query the CUDA runtime ({type(exc).__name__}: {exc}): "
@@ -203,7 +203,7 @@ def _check_libraries(cupy: Any) -> ampcore.Availability:
     for library, load in (("NVRTC", lambda: cupy.cuda.nvrtc.getVersion()), ("cuBLAS", lambda: cupy.cuda.cublas)):
         try:
             load()
-        except Exception as exc:  # DynamicLibNotFoundError (CuPy 14), ImportError, OSError, ...
+        except Exception as exc:  # noqa: BLE001 - DynamicLibNotFoundError (CuPy 14), ImportError, OSError, ...
             return ampcore.Availability(False, (
                 f"CuPy cannot load {library} ({type(exc).__name__}: {exc}): pip install '{_wheel(rt_version)}[ctk]' "
                 f"(the CUDA libraries from PyPI), or install the CUDA Toolkit {rt_version // 1000}"))
@@ -214,7 +214,7 @@ def device_count() -> int:
     """The number of CUDA devices (0 when CuPy or the driver is missing)."""
     try:
         return int(import_cupy().cuda.runtime.getDeviceCount())
-    except Exception:  # unavailable: availability() says why
+    except Exception:  # noqa: BLE001 - unavailable: availability() says why
         return 0
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -225,7 +226,7 @@ def unscale_and_check(grads: Sequence[CLArray], inv_scale: CLArray, found_inf: C
         c = ctype(dtype)
         for launch in plan_launches(state, groups, max_variant(state, 1, 24)):
             kernel = state.kernel(("unscale_and_check", c.tag, launch.k, shape),
-                                  lambda: _unscale_source(c, launch.k, shape, state.fp64), "unscale_and_check")
+                                  partial(_unscale_source, c, launch.k, shape, state.fp64), "unscale_and_check")
             state.launch(kernel, (launch.n_groups * shape.local,), (shape.local,), *buffer_args(launch, 1),
                          launch.meta, inv_scale.buffer, found_inf.buffer)
     return grads, found_inf

@@ -94,7 +94,8 @@ def ctype(dtype: dt.DType) -> CType:
     try:
         return _TABLE[dtype]
     except KeyError:
-        raise TypeError(f"the opencl backend cannot store {dtype!r}; it stores {', '.join(d.name for d in _TABLE)}") from None
+        stored = ", ".join(d.name for d in _TABLE)
+        raise TypeError(f"the opencl backend cannot store {dtype!r}; it stores {stored}") from None
 
 
 # float16 <-> float32, two implementations with one interface (``half_to_float(ushort)``,

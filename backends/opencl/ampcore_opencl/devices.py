@@ -103,7 +103,7 @@ def device_state(index: int) -> DeviceState:
         if state is None and index not in _unusable:
             try:
                 state = _states[index] = DeviceState(index, device)
-            except Exception as exc:  # its compiler or runtime failed: unusable, with the reason and the fix
+            except Exception as exc:  # noqa: BLE001 - its compiler or runtime failed: unusable, with the reason and the fix
                 _unusable[index] = _unusable_reason(device, exc)
     if state is None:
         raise ampcore.BackendUnavailableError("opencl", _unusable[index], device=f"opencl:{index}")

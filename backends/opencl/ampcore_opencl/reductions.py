@@ -58,7 +58,7 @@ def work_group_size(state: DeviceState, kernel: Any, cap: int = MAX_LOCAL) -> in
     limit = min(cap, state.max_work_group_size)
     try:
         limit = min(limit, int(kernel.get_work_group_info(cl().kernel_work_group_info.WORK_GROUP_SIZE, state.device)))
-    except Exception:  # pragma: no cover - an ICD without the query: the device limit stands
+    except Exception:  # noqa: BLE001 - an ICD without the query: the device limit stands  # pragma: no cover
         pass
     return 1 << (max(limit, 1).bit_length() - 1)
 
