@@ -21,8 +21,9 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -52,7 +53,7 @@ class HostSyncs:
 
 @dataclass(frozen=True)
 class _Check:
-    flag: "Tensor"  # 0-d, true where the check failed
+    flag: Tensor  # 0-d, true where the check failed
     error: Callable[[], Exception]  # builds the error on failure (it may read the inputs then)
 
 
@@ -76,7 +77,7 @@ def count_host_syncs() -> Iterator[HostSyncs]:
         _state.counters.remove(counter)
 
 
-def to_host(t: "Tensor", reason: str = "read", *, run_checks: bool = True) -> np.ndarray:
+def to_host(t: Tensor, reason: str = "read", *, run_checks: bool = True) -> np.ndarray:
     """``t``'s data as a NumPy array: one host sync (after any queued checks on its device).
 
     ``run_checks=False`` leaves the queued checks for a later read: a
@@ -94,7 +95,7 @@ def _read(backend: Any, array: Any, reason: str) -> np.ndarray:
     return np.asarray(backend.to_numpy(array))
 
 
-def defer_check(flag: "Tensor", error: Callable[[], Exception]) -> None:
+def defer_check(flag: Tensor, error: Callable[[], Exception]) -> None:
     """Queue a device-side check: ``error()`` is raised at the next read if the 0-d ``flag`` is true."""
     queue = _state.pending.setdefault(flag.device, [])
     queue.append(_Check(flag, error))
@@ -110,7 +111,7 @@ def run_deferred_checks(device: Any = None) -> None:
             read_with_checks(None, d)
 
 
-def read_with_checks(values: "Tensor | None", device: Any = None) -> np.ndarray | None:
+def read_with_checks(values: Tensor | None, device: Any = None) -> np.ndarray | None:
     """Read the 1-D float32 ``values`` and the queued checks of its device in one transfer.
 
     Returns the values on the host (None if ``values`` is None); raises the

@@ -29,19 +29,32 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import ampcore  # noqa: E402
-from ampcore import nn, optim  # noqa: E402
-from ampcore.amp.state import thread_state  # noqa: E402
-from ampcore.autograd import saved_bytes  # noqa: E402
-from ampcore.bench.models import get_model  # noqa: E402
-from bench_overhead import (BETAS, EPS, LR, SIZES, WEIGHT_DECAY, add_common_arguments, make_data,  # noqa: E402
-                            parse_checked, time_interleaved, torch_mlp, write_json)
+from bench_overhead import (
+    BETAS,
+    EPS,
+    LR,
+    SIZES,
+    WEIGHT_DECAY,
+    add_common_arguments,
+    make_data,
+    parse_checked,
+    time_interleaved,
+    torch_mlp,
+    write_json,
+)
+
+import ampcore
+from ampcore import nn, optim
+from ampcore.amp.state import thread_state
+from ampcore.autograd import saved_bytes
+from ampcore.bench.models import get_model
 
 TARGET_TIME_RATIO = 1.3
 TARGET_ACTIVATION_RATIO = 0.6
@@ -139,7 +152,7 @@ def time_torch(weights: list[np.ndarray], x: np.ndarray, y: np.ndarray, args: ar
         return None
     with tempfile.TemporaryDirectory() as workdir:
         path = os.path.join(workdir, "inputs.npz")
-        np.savez(path, x=x, y=y, *weights)
+        np.savez(path, *weights, x=x, y=y)
         proc = subprocess.run([sys.executable, __file__, "--torch-worker", path, "--steps", str(args.steps),
                                "--warmup", str(args.warmup), "--dtype", args.dtype], capture_output=True, text=True)
     if proc.returncode != 0:

@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.worker:
         worker(args)
         return
-    passed = [a for a in (argv if argv is not None else sys.argv[1:])]
+    passed = list(argv if argv is not None else sys.argv[1:])
     runs: dict[str, list[dict[str, Any]]] = {c: [] for c in CONFIGS}
     for _ in range(args.rounds):
         for config in CONFIGS:
@@ -148,8 +148,8 @@ def main(argv: list[str] | None = None) -> None:
     ddp = rows["2 ranks DDP"]
     print(f"reference MLP 784-1024-1024-10, AdamW, {args.dtype} AMP, global batch {args.batch}; medians of "
           f"{args.rounds} interleaved jobs x {args.steps} steps; load average {os.getloadavg()[0]:.2f}")
-    print(f"{'configuration':<18} {'ms/step':>8} {'speed vs best 1-rank':>20} {'MB all-reduced':>14} {'MB all-gathered':>15} "
-          f"{'in collectives':>14} {'opt state MiB/rank':>18} {'vs DDP':>7}")
+    print(f"{'configuration':<18} {'ms/step':>8} {'speed vs best 1-rank':>20} {'MB all-reduced':>14} "
+          f"{'MB all-gathered':>15} {'in collectives':>14} {'opt state MiB/rank':>18} {'vs DDP':>7}")
     for config, row in rows.items():
         row["speed_vs_best_1_rank"] = base["ms_per_step"] / row["ms_per_step"]
         row["state_vs_ddp"] = row["optimizer_state_bytes_per_rank"] / ddp["optimizer_state_bytes_per_rank"]

@@ -31,8 +31,8 @@ bfloat16 faster still; float64 0.55-0.69 of numpy float64.  Run to run the
 ratios move by +-0.3 on this shared machine (n = 512 float32: 0.29 to 0.69 in
 four runs; float16/float32 at 1024: 1.25x to 1.82x), so read several runs.
 
-    python benchmarks/bench_opencl_gemm.py [--device opencl:0] [--sizes 512,1024,2048] [--dtypes float32,float16] [--steps 5]
-        [--warmup 2] [--block 6x16] [--json out.json]
+    python benchmarks/bench_opencl_gemm.py [--device opencl:0] [--sizes 512,1024,2048] [--dtypes float32,float16]
+        [--steps 5] [--warmup 2] [--block 6x16] [--json out.json]
 
 (``--batch`` and ``--no-torch``, common to the benchmark scripts, are not used here.)
 """
@@ -43,13 +43,14 @@ import argparse
 import os
 import statistics
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_overhead import add_common_arguments, parse_checked, time_interleaved, write_json  # noqa: E402
+from bench_overhead import add_common_arguments, parse_checked, time_interleaved, write_json
 
 DTYPES = ("float32", "float16", "bfloat16", "float64")
 TARGET_F32, AIM_F32, TARGET_F16 = 0.3, 0.5, 1.5

@@ -22,17 +22,19 @@ import argparse
 import os
 import statistics
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import ampcore  # noqa: E402
-from ampcore import optim  # noqa: E402
-from ampcore.bench.models import MLP_SIZES, get_model  # noqa: E402
-from ampcore.nn import functional as F  # noqa: E402
-from bench_overhead import add_common_arguments, parse_checked, time_interleaved, write_json  # noqa: E402
+from bench_overhead import add_common_arguments, parse_checked, time_interleaved, write_json
+
+import ampcore
+from ampcore import optim
+from ampcore.bench.models import MLP_SIZES, get_model
+from ampcore.nn import functional as F
 
 SIZES = MLP_SIZES  # the reference MLP: ampcore.bench.models, shared by every benchmark
 

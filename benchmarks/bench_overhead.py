@@ -28,7 +28,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -214,7 +215,7 @@ def time_torch(weights: list[np.ndarray], x: np.ndarray, y: np.ndarray, args: ar
     if importlib.util.find_spec("torch") is None:
         return None
     path = os.path.join(workdir, "bench_inputs.npz")
-    np.savez(path, x=x, y=y, *weights)
+    np.savez(path, *weights, x=x, y=y)
     proc = subprocess.run([sys.executable, __file__, "--torch-worker", path, "--steps", str(args.steps),
                            "--warmup", str(args.warmup)], capture_output=True, text=True)
     if proc.returncode != 0:
@@ -279,7 +280,8 @@ def report(times: dict[str, list[float]], labels: dict[str, str], batch: int) ->
     for col in ("implementation", "median ms/step", "min ms/step", "vs numpy"):
         table.add_column(col, justify="left" if col == "implementation" else "right")
     for name, ts in times.items():
-        table.add_row(labels[name], f"{med[name] * 1e3:.2f}", f"{min(ts) * 1e3:.2f}", f"{med[name] / med['numpy']:.3f}x")
+        table.add_row(labels[name], f"{med[name] * 1e3:.2f}", f"{min(ts) * 1e3:.2f}",
+                      f"{med[name] / med['numpy']:.3f}x")
     console = Console(width=100)
     console.print(table)
     ratio = med["ampcore"] / med["numpy"]

@@ -38,15 +38,17 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import ampcore  # noqa: E402
-from ampcore.bench.benchmark import check_not_simulated  # noqa: E402
-from bench_overhead import add_common_arguments, parse_checked, time_interleaved, write_json  # noqa: E402
+from bench_overhead import add_common_arguments, parse_checked, time_interleaved, write_json
+
+import ampcore
+from ampcore.bench.benchmark import check_not_simulated
 
 ELEMENTS = 10_000_000
 # Relative tensor sizes (sum 1000): a few big weight matrices, mid-sized ones, biases/norm scales.

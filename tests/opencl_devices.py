@@ -12,7 +12,8 @@ act on the device the running test is on.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -29,7 +30,7 @@ def params() -> list[Any]:
     status = BACKEND.availability()
     try:
         count = BACKEND.device_count()
-    except Exception:  # no pyopencl or no platform: the availability reason says which, and the fix
+    except Exception:  # noqa: BLE001 - no pyopencl or no platform: the availability reason says which, and the fix
         count = 0
     if count == 0:
         return [pytest.param(None, id="opencl", marks=pytest.mark.skip(reason=f"no OpenCL device: {status.reason}"))]

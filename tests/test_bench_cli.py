@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ampcore.bench import SCHEMA, MODELS, get_model, make_batches
+from ampcore.bench import MODELS, SCHEMA, get_model, make_batches
 from ampcore.cli import main
 
 STEPS, WARMUP = 3, 1

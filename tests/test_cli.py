@@ -196,7 +196,8 @@ def test_bad_device_from_the_real_command_line(run_python):
     proc = run_python("", args=("-m", "ampcore", "train", "--device", "nosuch"))
     assert proc.returncode == 2
     [line] = proc.stderr.strip().splitlines()
-    assert line.startswith("ampcore train: error: unknown backend 'nosuch'; installed backends are ") and "'cpu'" in line
+    assert line.startswith("ampcore train: error: unknown backend 'nosuch'; installed backends are ")
+    assert "'cpu'" in line
 
 
 def test_no_subcommand_prints_usage_and_fails(capsys):
@@ -234,7 +235,7 @@ def _help_entries(command: str, capsys: pytest.CaptureFixture) -> dict[str, str]
 
 @pytest.mark.parametrize("command", ["info", "policy", "train", "bench", "conformance"])
 def test_help_shows_each_default_at_most_once_and_none_for_flags(capsys, command):
-    for option, entry in _help_entries(command, capsys).items():
+    for entry in _help_entries(command, capsys).values():
         assert entry.count("(default:") <= 1, entry
         assert not re.search(r"\(default: (True|False|None)\)", entry), entry
 

@@ -7,7 +7,8 @@ import json
 import textwrap
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest

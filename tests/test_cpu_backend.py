@@ -284,7 +284,8 @@ def test_blockwise_gelu_gives_the_whole_array_bits(dtype, approximate):
                           whole["gelu_backward"](x, gy, approximate).view(np.uint8))
 
 
-@pytest.mark.parametrize("shape, axis", [((8, 4, 6, 5), 1), ((5, 9, 7), 0), ((5, 9, 7), 1), ((3, 16, 2), 1), ((3, 17, 2), 1)])
+@pytest.mark.parametrize("shape, axis",
+                         [((8, 4, 6, 5), 1), ((5, 9, 7), 0), ((5, 9, 7), 1), ((3, 16, 2), 1), ((3, 17, 2), 1)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, ml_dtypes.bfloat16])
 def test_argmax_over_a_short_axis_is_numpys(shape, axis, dtype):
     """The short-axis path (pooling taps) gives np.argmax's index: the first maximum, the first NaN,

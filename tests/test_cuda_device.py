@@ -13,11 +13,11 @@ import time
 
 import numpy as np
 import pytest
+from training_steps import mlp_step
 
 import ampcore
 from ampcore import dtypes as dt
 from ampcore_cuda.plugin import CUDABackend
-from training_steps import mlp_step
 
 _status = CUDABackend().availability()
 pytestmark = pytest.mark.skipif(not _status.ok, reason=f"no usable CUDA device: {_status.reason}")
@@ -65,7 +65,7 @@ def test_softmax_and_log_softmax_match_float64(dtype, axis):
 @pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu_is_correctly_rounded_from_float64_up_to_one_ulp(dtype, approximate):
-    from math import erfc, tanh
+    from math import erfc
 
     x = np.linspace(-8, 8, 4001)
     xq = dt.convert(x, dtype).astype(np.float64)

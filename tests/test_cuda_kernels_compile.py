@@ -86,8 +86,8 @@ def _nvrtc() -> tuple[object | None, str]:
     try:
         from cupy.cuda import nvrtc
 
-        return nvrtc, "NVRTC %d.%d" % nvrtc.getVersion()
-    except Exception as exc:  # no CuPy, or CuPy without NVRTC: the reason is the skip message
+        return nvrtc, "NVRTC {}.{}".format(*nvrtc.getVersion())
+    except Exception as exc:  # noqa: BLE001 - no CuPy, or CuPy without NVRTC: the reason is the skip message
         return None, f"{type(exc).__name__}: {exc}"
 
 
@@ -105,7 +105,7 @@ def test_every_kernel_source_compiles_with_nvrtc_as_rawkernel_compiles_it(arch):
             log = NVRTC.getProgramLog(prog).strip()
             if log:
                 failures.append(f"{name}: {log}")
-        except Exception as exc:  # NVRTCError: the log says why
+        except Exception as exc:  # noqa: BLE001 - NVRTCError: the log says why
             failures.append(f"{name}: {exc}\n{NVRTC.getProgramLog(prog)}")
         finally:
             NVRTC.destroyProgram(prog)

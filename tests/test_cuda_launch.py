@@ -53,7 +53,7 @@ def _parameters(source: str, name: str) -> list[str]:
 
 
 def _typedefs(source: str) -> dict[str, str]:
-    return dict((alias, base) for base, alias in re.findall(r"typedef\s+([\w ]+?)\s+(\w+);", source))
+    return {alias: base for base, alias in re.findall(r"typedef\s+([\w ]+?)\s+(\w+);", source)}
 
 
 def _check_argument(name: str, i: int, param: str, arg: Any, typedefs: dict[str, str]) -> None:

@@ -228,7 +228,8 @@ def test_half_and_bfloat16_intrinsics_round_to_nearest_even_bit_for_bit():
     with np.errstate(all="ignore"):
         want_h, want_b = x.astype(np.float16).view(np.uint16), x.astype(ml_dtypes.bfloat16).view(np.uint16)
     assert np.array_equal(h[~nan], want_h[~nan]) and np.array_equal(b[~nan], want_b[~nan])
-    assert np.isnan(h[nan].view(np.float16)).all() and np.isnan(b[nan].view(ml_dtypes.bfloat16).astype(np.float32)).all()
+    assert np.isnan(h[nan].view(np.float16)).all()
+    assert np.isnan(b[nan].view(ml_dtypes.bfloat16).astype(np.float32)).all()
     want_hf, want_bf = bits.view(np.float16).astype(np.float32), bits.view(ml_dtypes.bfloat16).astype(np.float32)
     same = lambda a, e: np.array_equal(np.isnan(a), np.isnan(e)) and np.array_equal(  # noqa: E731
         a[~np.isnan(a)].view(np.uint32), e[~np.isnan(e)].view(np.uint32))

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import shutil
 
-import pytest
-
 import cuda_sim_mutations as mutations
+import pytest
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the CUDA simulator needs g++ on PATH")
 

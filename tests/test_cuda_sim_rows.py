@@ -11,8 +11,6 @@ import shutil
 import numpy as np
 import pytest
 
-from ampcore import dtypes as dt
-
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the CUDA simulator needs g++ on PATH")
 DTYPES = ["float32", "float64", "float16", "bfloat16"]
 EPS = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52}

@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import distributed_worker as worker
 import numpy as np
 import pytest
 
-import distributed_worker as worker
 from ampcore.distributed.ddp import _plan_buckets
 from ampcore.distributed.launch import mpiexec_command, rank_environment
 from ampcore.distributed.zero import shard_range
@@ -174,7 +174,7 @@ def test_collectives_and_training_on_the_other_backends_through_the_host(job: An
     every = [np.arange(6, dtype=np.float64) * (r + 1) - 2.5 for r in range(world)]  # what rank r holds
     for device in ranks[0]:
         for dtype, eps in [("float32", 2.0 ** -23), ("float16", 2.0 ** -10), ("bfloat16", 2.0 ** -7)]:
-            for rank, r in enumerate(ranks):
+            for r in ranks:
                 c = r[device]["checks"][dtype]
                 assert c["device"].startswith(device)
                 # each rank's input is rounded to dtype once; the sum is exact in float32, then rounded once

@@ -3,8 +3,10 @@ compositions, matrix products and the re-exported primitives."""
 
 import math
 
+import functional_reference as ref
 import numpy as np
 import pytest
+from functional_reference import FLOATS, LOW, assert_close, f64, randn
 
 import ampcore
 import ampcore.nn.functional as F
@@ -12,8 +14,6 @@ from ampcore import dtypes as dt
 from ampcore.dispatch import registered_ops
 from ampcore.nn.functional import _fused, activation
 from ampcore.testing import gradcheck
-from functional_reference import FLOATS, LOW, assert_close, f64, randn
-import functional_reference as ref
 
 K = ampcore.get_backend("cpu").kernels
 
@@ -120,7 +120,7 @@ def test_a_backend_without_fused_kernels_gets_the_same_numbers(register_fake, dt
     assert not fake.kernels.has("softmax") and not fake.kernels.has("gelu")
     a = randn(4, 7, dtype=dtype).numpy()
     g = randn(4, 7, seed=1, dtype=dtype).numpy()
-    for name, fn, _ in FUSED_CASES:
+    for _name, fn, _ in FUSED_CASES:
         on_cpu = _value_and_grad(fn, ampcore.tensor(a, dtype=dtype), ampcore.tensor(g, dtype=dtype))
         on_fake = _value_and_grad(fn, ampcore.tensor(a, dtype=dtype, device=fake.name),
                                   ampcore.tensor(g, dtype=dtype, device=fake.name))

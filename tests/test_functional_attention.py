@@ -2,15 +2,15 @@
 
 import math
 
+import functional_reference as ref
 import numpy as np
 import pytest
+from functional_reference import FLOATS, assert_close, f64, randn
 
 import ampcore
 import ampcore.nn.functional as F
 from ampcore import dtypes as dt
 from ampcore.testing import gradcheck
-from functional_reference import FLOATS, assert_close, f64, randn
-import functional_reference as ref
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)

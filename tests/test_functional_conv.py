@@ -1,14 +1,14 @@
 """conv1d / conv2d (im2col) and max/avg pooling against direct-loop NumPy references."""
 
+import functional_reference as ref
 import numpy as np
 import pytest
+from functional_reference import FLOATS, assert_close, distinct, f64, randn
 
 import ampcore
 import ampcore.nn.functional as F
 from ampcore import dtypes as dt
 from ampcore.testing import gradcheck
-from functional_reference import FLOATS, assert_close, distinct, f64, randn
-import functional_reference as ref
 
 # (input shape, weight shape, stride, padding, dilation, groups)
 CONV_CASES = {

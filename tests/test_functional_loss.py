@@ -2,16 +2,16 @@
 
 import math
 
+import functional_reference as ref
 import numpy as np
 import pytest
+from functional_reference import assert_close, f64, randn
 
 import ampcore
-from ampcore.syncs import count_host_syncs
 import ampcore.nn.functional as F
 from ampcore import dtypes as dt
+from ampcore.syncs import count_host_syncs
 from ampcore.testing import gradcheck
-from functional_reference import assert_close, f64, randn
-import functional_reference as ref
 
 REDUCTIONS = ("mean", "sum", "none")
 

@@ -2,12 +2,12 @@
 
 import numpy as np
 import pytest
+from functional_reference import FLOATS, f64, randn
 
 import ampcore
 import ampcore.nn.functional as F
 from ampcore import dtypes as dt
 from ampcore.testing import gradcheck
-from functional_reference import FLOATS, f64, randn
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)

@@ -32,9 +32,12 @@ import math
 
 import numpy as np
 import pytest
+from functional_reference import conv2d as conv2d_reference
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from test_fuzz_nn_ops import finite_max, tame
+from test_fuzz_ops import DTYPES, ERR, _accumulator_max, arrays, as_tensor, assert_raises_naming, check
 
 import ampcore
 from ampcore import dtypes as dt
@@ -42,9 +45,6 @@ from ampcore import ops
 from ampcore.conformance import op_reference as opref
 from ampcore.conformance.references import BINARY_REFERENCE, UNARY_REFERENCE, round_to, to_f64
 from ampcore.nn import functional as F
-from functional_reference import conv2d as conv2d_reference
-from test_fuzz_nn_ops import finite_max, tame
-from test_fuzz_ops import DTYPES, ERR, _accumulator_max, arrays, as_tensor, assert_raises_naming, check
 
 EXAMPLES = {"conv1d": 50, "batch_norm": 60, "max_pool": 50, "avg_pool": 50, "prelu": 40, "softmin": 40,
             "bce": 50, "bce_logits": 50, "kl_div": 50, "huber": 40, "poisson": 50, "margin_ranking": 40,

@@ -25,6 +25,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from test_fuzz_ops import DTYPES, ERR, _accumulator_max, arrays, as_tensor, assert_raises_naming, check
 
 import ampcore
 from ampcore import dtypes as dt
@@ -32,7 +33,6 @@ from ampcore import ops
 from ampcore.conformance import op_reference as opref
 from ampcore.conformance.references import round_to, to_f64
 from ampcore.nn import functional as F
-from test_fuzz_ops import DTYPES, ERR, _accumulator_max, arrays, as_tensor, assert_raises_naming, check
 
 EXAMPLES = {"view": 120, "slice": 120, "take": 60, "cat": 60, "pad": 50, "embedding": 40, "dropout": 30,
             "linear": 60, "layer_norm": 60, "group_norm": 50, "cross_entropy": 80, "pointwise_loss": 80,

@@ -28,7 +28,7 @@ EXAMPLES = {"unary": 120, "binary": 150, "reduce": 120, "matmul": 80, "softmax":
 UNARY = sorted(UNARY_REFERENCE)
 BINARY = sorted(BINARY_REFERENCE)
 
-def ERR() -> np.errstate:
+def ERR() -> np.errstate:  # noqa: N802 - reads as the constant it stands for: `with ERR():`
     return np.errstate(all="ignore")
 
 
@@ -241,7 +241,7 @@ def test_bad_shapes_raise_value_error_naming_them(name, dtype, sa, sb):
     else:
         bad = _incompatible(sa, sb)
         call = (lambda: ampcore.where(ampcore.tensor(np.ones(sa, bool)), a, b)) if name == "where" else \
-            (lambda: ops.binary(name, a, b))  # noqa: E731
+            (lambda: ops.binary(name, a, b))
     assume(bad)
     with pytest.raises(ValueError) as info:
         call()

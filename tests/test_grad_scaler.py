@@ -397,7 +397,7 @@ def test_inf_gradient_skips_sgd_momentum_step_bit_for_bit():
         scaler.update()
     assert_same_arrays(params_of(model), params)
     assert_same_opt_state(opt_snapshot(opt), state)
-    assert {key for key in state} == {(0, "momentum_buffer"), (1, "momentum_buffer")}
+    assert set(state) == {(0, "momentum_buffer"), (1, "momentum_buffer")}
 
 
 def test_step_returns_true_and_updates_like_the_plain_optimizer():
@@ -1035,7 +1035,7 @@ def test_after_unscale_fails_midway_a_retry_is_refused_and_fresh_gradients_step(
     assert scaler.step(opt) is True
     scaler.update()
     clean = nn.Sequential(nn.Linear(3, 2, device=fake.name), nn.Linear(2, 2, device=fake.name, dtype="float64"))
-    clean.load_state_dict({k: v for k, v in zip(clean.state_dict(), before)})
+    clean.load_state_dict(dict(zip(clean.state_dict(), before)))
     clean_opt = optim.SGD(clean.parameters(), lr=0.1)
     clean_opt.zero_grad()
     clean(x).to("float32").sum().backward()

@@ -78,7 +78,7 @@ def test_setattr_registers_parameters_children_and_buffers():
     del m.extra
     assert "extra" not in dict(m.named_parameters())
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        m.nope
+        _ = m.nope
 
 
 def test_assigning_before_init_is_a_clear_error():

@@ -6,19 +6,23 @@ scalar changes, update_scale and adamw_step bit for bit against the CPU backend,
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 
 pytest.importorskip("pyopencl")
 
-from ampcore import dtypes as dt  # noqa: E402
-from ampcore_cpu import fused_optim as cpu_optim  # noqa: E402
-from ampcore_cpu import kernels as cpu  # noqa: E402
-from ampcore_opencl import amp  # noqa: E402
-from ampcore_opencl import optim  # noqa: E402
-from opencl_devices import get, put, state  # noqa: E402
+from opencl_devices import get, put, state
+
+from ampcore import dtypes as dt
+from ampcore_cpu import fused_optim as cpu_optim
+from ampcore_cpu import kernels as cpu
+from ampcore_opencl import (
+    amp,
+    optim,
+)
 
 pytestmark = pytest.mark.usefixtures("opencl_device")  # every test on every OpenCL device
 
@@ -423,7 +427,8 @@ def test_gelu_float_arithmetic_meets_the_float32_tolerance(monkeypatch, approxim
         err = np.abs(get(got).astype(np.float64) - want)
         allowed = 4 * EPS[dt.float32] * np.maximum(np.abs(want), 1.0)
         worst = int(np.argmax(err / allowed))
-        assert (err <= allowed).all(), f"{what}({approximate}) at x={x64[worst]}: {get(got)[worst]!r} vs {want[worst]!r}"
+        assert (err <= allowed).all(), (f"{what}({approximate}) at x={x64[worst]}: "
+                                        f"{get(got)[worst]!r} vs {want[worst]!r}")
 
 
 def test_gelu_edge_cases_follow_the_cpu_backend():

@@ -23,11 +23,12 @@ import pytest
 
 pytest.importorskip("pyopencl", reason="pyopencl is not installed (pip install 'ampcore-opencl[intel]')")
 
-import ampcore  # noqa: E402
-from ampcore_opencl import devices, probe  # noqa: E402
-from ampcore_opencl.plugin import OpenCLBackend  # noqa: E402
-from opencl_devices import device, state  # noqa: E402
-from training_steps import mlp_step  # noqa: E402
+from opencl_devices import device, state
+from training_steps import mlp_step
+
+import ampcore
+from ampcore_opencl import devices, probe
+from ampcore_opencl.plugin import OpenCLBackend
 
 _status = OpenCLBackend().availability()
 needs_device = pytest.mark.skipif(not _status.ok, reason=f"no OpenCL device: {_status.reason}")

@@ -9,11 +9,11 @@ import pytest
 
 pytest.importorskip("pyopencl")
 
-from ampcore import dtypes as dt  # noqa: E402
-from ampcore.conformance.references import round_to, to_f64  # noqa: E402
+from opencl_devices import device, get, put
+from opencl_devices import state as _state
 
-from opencl_devices import device, get, put  # noqa: E402
-from opencl_devices import state as _state  # noqa: E402
+from ampcore import dtypes as dt
+from ampcore.conformance.references import round_to, to_f64
 
 pytestmark = pytest.mark.usefixtures("opencl_device")  # every test on every OpenCL device
 

@@ -15,11 +15,12 @@ import pytest
 
 pytest.importorskip("pyopencl")
 
-from ampcore.conformance import EPS, assert_close  # noqa: E402
-from ampcore import dtypes as dt  # noqa: E402
-from ampcore_opencl import gemm  # noqa: E402
-from opencl_devices import device, get, put  # noqa: E402
-from opencl_devices import state as gemm_state  # noqa: E402
+from opencl_devices import device, get, put
+from opencl_devices import state as gemm_state
+
+from ampcore import dtypes as dt
+from ampcore.conformance import EPS, assert_close
+from ampcore_opencl import gemm
 
 pytestmark = pytest.mark.usefixtures("opencl_device")  # every test on every OpenCL device
 FLOATS = ["float32", "float16", "bfloat16", "float64"]
@@ -174,9 +175,9 @@ def test_bad_operands_are_refused_with_the_fix():
 def test_benchmark_prints_the_table_and_the_target_lines(tmp_path):
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_opencl_gemm.py"
     out = tmp_path / "gemm.json"
-    proc = subprocess.run([sys.executable, str(script), "--device", device(), "--sizes", "37", "--dtypes", "float32,float16",
-                           "--steps", "2", "--warmup", "1", "--json", str(out)], capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run([sys.executable, str(script), "--device", device(), "--sizes", "37",
+                           "--dtypes", "float32,float16", "--steps", "2", "--warmup", "1", "--json", str(out)],
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "GFLOP/s opencl" in proc.stdout and "n=37 float32 opencl/numpy:" in proc.stdout
     assert f"{device()} {gemm_state().device.name.strip()!r}" in proc.stdout

@@ -14,9 +14,10 @@ import pytest
 
 pytest.importorskip("pyopencl")
 
-from ampcore_opencl import codegen, probe  # noqa: E402
-from ampcore_opencl.plugin import OpenCLBackend  # noqa: E402
-from opencl_devices import index, state  # noqa: E402
+from opencl_devices import index, state
+
+from ampcore_opencl import codegen, probe
+from ampcore_opencl.plugin import OpenCLBackend
 
 pytestmark = pytest.mark.usefixtures("opencl_device")  # every test on every OpenCL device
 

@@ -12,9 +12,10 @@ import pytest
 
 pytest.importorskip("pyopencl")
 
-from ampcore import dtypes as dt  # noqa: E402
-from ampcore_opencl import movement as mv  # noqa: E402
-from opencl_devices import get, put, state  # noqa: E402
+from opencl_devices import get, put, state
+
+from ampcore import dtypes as dt
+from ampcore_opencl import movement as mv
 
 pytestmark = pytest.mark.usefixtures("opencl_device")  # every test on every OpenCL device
 

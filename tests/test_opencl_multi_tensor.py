@@ -10,10 +10,11 @@ import pytest
 
 pytest.importorskip("pyopencl")
 
-from ampcore import dtypes as dt  # noqa: E402
-from ampcore_cpu import fused_optim as cpu_optim  # noqa: E402
-from ampcore_opencl import amp, devices, optim  # noqa: E402
-from opencl_devices import get, put, state  # noqa: E402
+from opencl_devices import get, put, state
+
+from ampcore import dtypes as dt
+from ampcore_cpu import fused_optim as cpu_optim
+from ampcore_opencl import amp, devices, optim
 
 pytestmark = pytest.mark.usefixtures("opencl_device")  # every test on every OpenCL device
 

@@ -9,12 +9,12 @@ import pytest
 
 pytest.importorskip("pyopencl")
 
-from ampcore import dtypes as dt  # noqa: E402
-from ampcore.conformance import assert_close  # noqa: E402
+from opencl_devices import get, put
 
-from ampcore_opencl import reductions as red  # noqa: E402
-from ampcore_opencl import softmax as sm  # noqa: E402
-from opencl_devices import get, put  # noqa: E402
+from ampcore import dtypes as dt
+from ampcore.conformance import assert_close
+from ampcore_opencl import reductions as red
+from ampcore_opencl import softmax as sm
 
 pytestmark = pytest.mark.usefixtures("opencl_device")  # every test on every OpenCL device
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import ampcore
-from ampcore.conformance.op_reference import adam_steps, sgd_steps
 from ampcore import dtypes as dt
 from ampcore import nn, optim
+from ampcore.conformance.op_reference import adam_steps, sgd_steps
 from ampcore.optim.adam import adamw_step_reference
 
 EPS32 = float(np.finfo(np.float32).eps)
@@ -228,7 +228,7 @@ def test_state_dict_values_are_copies():
 def opt_snapshot(opt):
     state = {i: {k: (v.numpy().copy() if isinstance(v, ampcore.Tensor) else v) for k, v in st.items()}
              for i, st in opt.state_dict()["state"].items()}
-    return state, copy.deepcopy([{k: v for k, v in g.items()} for g in opt.state_dict()["param_groups"]])
+    return state, copy.deepcopy([dict(g.items()) for g in opt.state_dict()["param_groups"]])
 
 
 @pytest.mark.parametrize("corrupt,match", [

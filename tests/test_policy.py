@@ -149,7 +149,8 @@ def test_no_ampcore_op_is_unlisted_because_torch_names_it_differently(table):
                                    for group in ("LOWER", "FP32", "PROMOTE"))))
     unlisted = [op for op, kind in registered_ops().items()
                 if kind != "in-place" and policy.category(op) is P.UNLISTED]  # in-place ops never autocast
-    suspicious = sorted((op, name) for op in unlisted for name in listed if _looks_like(op, name) and (op, name) not in DISTINCT)
+    suspicious = sorted((op, name) for op in unlisted for name in listed
+                        if _looks_like(op, name) and (op, name) not in DISTINCT)
     assert suspicious == []
 
 

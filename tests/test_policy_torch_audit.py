@@ -45,7 +45,7 @@ def test_sources_cite_the_docs_page_the_registration_or_both():
     cpu = P.builtin("cpu")
     documented = {torch_lists.TORCH_ALIASES.get(n, n) for n in
                   torch_lists.CPU_LOWER + torch_lists.CPU_FP32 + torch_lists.CPU_PROMOTE}
-    for op, (category, aten, registered) in AUTOCAST_CPU.items():
+    for op, (category, _aten, registered) in AUTOCAST_CPU.items():
         if category == "unlisted":
             continue
         source = cpu.decision(op).source

@@ -11,7 +11,7 @@ from ampcore import nn, optim, syncs
 from ampcore.syncs import MAX_PENDING_CHECKS, count_host_syncs, defer_check, read_with_checks, run_deferred_checks
 
 
-class CheckFailed(Exception):
+class CheckFailedError(Exception):
     pass
 
 
@@ -29,7 +29,7 @@ def flag(value, device="cpu"):
 
 
 def failing(message="bad batch"):
-    return lambda: CheckFailed(message)
+    return lambda: CheckFailedError(message)
 
 
 # --------------------------------------------------------------------------- counting
@@ -101,14 +101,14 @@ def test_a_passing_check_raises_nothing_and_is_read_with_the_next_read():
 def test_defer_check_itself_makes_no_host_sync_and_calls_nothing():
     built = []
     with count_host_syncs() as counted:
-        defer_check(flag(True), lambda: built.append(1) or CheckFailed("x"))
+        defer_check(flag(True), lambda: built.append(1) or CheckFailedError("x"))
     assert counted.count == 0 and built == []
 
 
 def test_a_failed_check_raises_at_the_next_read_on_its_device_then_is_cleared():
     defer_check(flag(True), failing("target 7 out of range"))
     t = ampcore.ones(2)
-    with pytest.raises(CheckFailed, match="target 7 out of range"):
+    with pytest.raises(CheckFailedError, match="target 7 out of range"):
         t.numpy()
     assert t.numpy().tolist() == [1.0, 1.0]  # reported once
 
@@ -117,7 +117,7 @@ def test_all_queued_checks_are_read_in_one_transfer_and_the_first_failure_raises
     for i in range(5):
         defer_check(flag(i in (2, 4)), failing(f"check {i}"))
     with count_host_syncs() as counted:
-        with pytest.raises(CheckFailed, match="check 2"):
+        with pytest.raises(CheckFailedError, match="check 2"):
             ampcore.ones(1).item()
     assert counted.by_reason == {"checks": 1}
     ampcore.ones(1).item()  # the whole queue was cleared, check 4 included
@@ -127,13 +127,13 @@ def test_a_check_on_one_device_waits_for_a_read_on_that_device(register_fake):
     fake = register_fake()
     defer_check(flag(True, device=fake.name), failing("on the fake device"))
     assert ampcore.ones(2).numpy().tolist() == [1.0, 1.0]  # a cpu read does not look at it
-    with pytest.raises(CheckFailed, match="on the fake device"):
+    with pytest.raises(CheckFailedError, match="on the fake device"):
         ampcore.ones(2, device=fake.name).numpy()
 
 
 def test_run_deferred_checks_raises_a_failure_and_clears_the_queue():
     defer_check(flag(True), failing("found by run_deferred_checks"))
-    with pytest.raises(CheckFailed, match="found by run_deferred_checks"):
+    with pytest.raises(CheckFailedError, match="found by run_deferred_checks"):
         run_deferred_checks()
     run_deferred_checks()
 
@@ -150,7 +150,7 @@ def test_run_deferred_checks_for_all_devices(register_fake):
     defer_check(flag(False), failing("cpu"))
     defer_check(flag(True, device=fake.name), failing("fake"))
     with count_host_syncs() as counted:
-        with pytest.raises(CheckFailed, match="fake"):
+        with pytest.raises(CheckFailedError, match="fake"):
             run_deferred_checks()
     assert counted.count == 2
 
@@ -166,7 +166,7 @@ def test_read_with_checks_returns_the_values_in_one_transfer():
 
 def test_read_with_checks_raises_a_failed_check_and_clears_it():
     defer_check(flag(True), failing("raised with the values"))
-    with pytest.raises(CheckFailed, match="raised with the values"):
+    with pytest.raises(CheckFailedError, match="raised with the values"):
         read_with_checks(ampcore.tensor([1.0]))
     assert read_with_checks(ampcore.tensor([2.0])).tolist() == [2.0]
 
@@ -188,7 +188,7 @@ def test_the_queue_is_read_eagerly_when_it_reaches_max_pending_checks():
 def test_a_failure_in_a_full_queue_raises_from_defer_check():
     for _ in range(MAX_PENDING_CHECKS - 1):
         defer_check(flag(False), failing())
-    with pytest.raises(CheckFailed, match="the last one"):
+    with pytest.raises(CheckFailedError, match="the last one"):
         defer_check(flag(True), failing("the last one"))
 
 
@@ -198,7 +198,7 @@ def test_optimizer_step_raises_a_deferred_failure_before_changing_parameters():
     (model(ampcore.randn(4, 3)) ** 2).sum().backward()
     before = [p.numpy().copy() for p in model.parameters()]
     defer_check(flag(True), failing("bad batch"))
-    with pytest.raises(CheckFailed, match="bad batch"):
+    with pytest.raises(CheckFailedError, match="bad batch"):
         opt.step()
     for p, b in zip(model.parameters(), before):
         np.testing.assert_array_equal(p.numpy(), b)
@@ -216,5 +216,5 @@ def test_the_queue_is_per_thread():
     worker.start()
     worker.join()
     assert seen == [1.0]
-    with pytest.raises(CheckFailed, match="main thread"):
+    with pytest.raises(CheckFailedError, match="main thread"):
         run_deferred_checks()

@@ -187,7 +187,7 @@ def test_bool_masks_invert_with_tilde_and_refuse_negation():
     mask = ampcore.tensor([True, False])
     np.testing.assert_array_equal((~mask).numpy(), [False, True])
     with pytest.raises(TypeError, match="~"):
-        -mask
+        _ = -mask
 
 
 def test_where_with_two_scalars_uses_default_dtypes():

@@ -36,9 +36,10 @@ import os
 import platform
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Callable, TypeVar
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -48,8 +49,8 @@ from ..creation import manual_seed
 from ..plugins import available_backends, get_backend, resolve_device
 from ..plugins.registry import registry
 from . import torch_reference
-from .models import ModelSpec, make_batches, parameter_count
 from .config import LR, Config, History
+from .models import ModelSpec, make_batches, parameter_count
 from .runs import footprint, make_run
 
 __all__ = ["SCHEMA", "BenchSettings", "NothingMeasured", "Refusals", "SimulatedDeviceError",
@@ -95,7 +96,7 @@ class BenchSettings:
         return self.model.batch if self.batch is None else self.batch
 
 
-class NothingMeasured(RuntimeError):
+class NothingMeasured(RuntimeError):  # noqa: N818 - in ampcore.bench.benchmark.__all__: renaming it breaks callers
     """No device could be measured; ``refused`` lists each one with the reason, as the result would."""
 
     def __init__(self, refused: list[dict[str, str]]):
@@ -117,7 +118,7 @@ class Refusals:
             return None
         try:
             return fn(*args)
-        except Exception as exc:  # a driver error or a kernel bug on one device must not cost the others' results
+        except Exception as exc:  # noqa: BLE001 - a driver error or a kernel bug on one device must not cost the others' results
             self.reasons[phase] = _reason(exc)
             return None
 
@@ -240,14 +241,16 @@ def run_benchmark(settings: BenchSettings, on_step: Callable[[str], None] | None
         tick(config.label)
     gc.collect()
 
-    runs = {config: refusals.attempt(config.phase, make_run, spec, config, weights, batches)
+    # None where the phase was refused; only live configurations' entries are read, and those are set.
+    runs: dict[Config, Any] = {config: refusals.attempt(config.phase, make_run, spec, config, weights, batches)
             for config in refusals.live(configs)}
     times: dict[Config, list[float]] = {config: [] for config in configs}
     for phase in dict.fromkeys(c.phase for c in refusals.live(configs)):
         time.sleep(PHASE_PAUSE)  # let the previous phase's idle worker threads stop spinning
         group = {config: runs[config] for config in refusals.live(configs) if config.phase == phase}
         refusals.attempt(phase, _time_phase, group, settings, times, tick)
-    histories = {config: refusals.attempt(config.phase, runs[config].history) for config in refusals.live(configs)}
+    histories: dict[Config, Any] = {config: refusals.attempt(config.phase, runs[config].history)
+                                    for config in refusals.live(configs)}
     del runs
     measured = refusals.live(configs)
     if not measured:
@@ -287,9 +290,9 @@ def _add_ratios(rows: dict[Config, dict[str, Any]]) -> None:
                                          if base and row["peak_memory_bytes"] and base["peak_memory_bytes"] else None)
         row["saved_bytes_vs_float32"] = (row["saved_for_backward_bytes"] / base["saved_for_backward_bytes"]
                                          if base and base["saved_for_backward_bytes"] else None)
-        row["final_loss_diff_vs_float32"] = (row["final_loss"] - base["final_loss"]
-                                             if base and row["final_loss"] is not None and base["final_loss"] is not None
-                                             else None)
+        row["final_loss_diff_vs_float32"] = (
+            row["final_loss"] - base["final_loss"]
+            if base and row["final_loss"] is not None and base["final_loss"] is not None else None)
         twin = Config("torch", config.device.split(":")[0], config.precision)
         row["step_time_vs_torch"] = (median / rows[twin]["step_seconds"]["median"]
                                      if config.framework == "ampcore" and twin in rows else None)
@@ -332,7 +335,7 @@ def _result(settings: BenchSettings, configs: list[Config], n_params: int, times
     spec = settings.model
     return {
         "schema": SCHEMA,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"platform": platform.platform(), "machine": platform.machine(), "processor": _processor(),
                     "cpu_count": os.cpu_count()},
         "versions": _versions(),

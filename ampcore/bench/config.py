@@ -40,7 +40,7 @@ class Config:
         return (self.framework, self.device)
 
     @property
-    def baseline(self) -> "Config":
+    def baseline(self) -> Config:
         """The float32 configuration of the same framework and device."""
         return Config(self.framework, self.device, "float32")
 

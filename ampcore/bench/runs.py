@@ -9,7 +9,8 @@ once, by ``history()``, after the timing.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

@@ -9,7 +9,8 @@ parameter names as ampcore's models, so they load ampcore's weights.
 from __future__ import annotations
 
 import importlib.util
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -83,7 +84,7 @@ def transformer_block(width: int, heads: int, hidden: int, classes: int) -> Any:
     return TorchTransformerBlock()
 
 
-def twin(spec: "ModelSpec", weights: Mapping[str, np.ndarray], device: str = "cpu") -> Any:
+def twin(spec: ModelSpec, weights: Mapping[str, np.ndarray], device: str = "cpu") -> Any:
     """The torch version of ``spec`` on ``device``, loaded with ``weights`` (name -> array, from ampcore's
     ``state_dict``); every name must match."""
     import torch

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from ..backend import BackendUnavailableError
 from ..device import Device
@@ -52,8 +53,10 @@ class CommandParser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
 
-    def parse_known_args(self, args: Sequence[str] | None = None,
-                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+    # namespace and the result are Any: argparse's stubs overload them (None gives a Namespace, an object gives that
+    # same object back), and one override has to accept every overload.
+    def parse_known_args(self, args: Iterable[str] | None = None,
+                         namespace: Any = None) -> tuple[Any, list[str]]:
         """As argparse's, but an argument this subcommand does not know exits with status 2 and its usage."""
         parsed, extras = super().parse_known_args(args, namespace)
         if extras:

@@ -29,7 +29,7 @@ def collect() -> dict[str, Any]:
     records = sorted(list_backends(), key=lambda r: (-r.backend.priority, r.backend.name))
     try:
         default, default_error = str(get_default_device()), None
-    except Exception as exc:  # no usable backend, or a bad AMPCORE_DEVICE: report it, don't crash the report
+    except Exception as exc:  # noqa: BLE001 - no usable backend, or a bad AMPCORE_DEVICE: report it, don't crash the report
         default, default_error = None, f"{type(exc).__name__}: {exc}"
     return {
         "ampcore": __version__,
@@ -73,12 +73,12 @@ def _backend_info(record: BackendRecord) -> dict[str, Any]:
     if status.ok:
         try:
             info["devices"] = [_device_info(backend, i) for i in range(backend.device_count())]
-        except Exception as exc:  # a backend bug must not hide the rest of the report
+        except Exception as exc:  # noqa: BLE001 - a backend bug must not hide the rest of the report
             info["capabilities_error"] = f"{type(exc).__name__}: {exc}"
     else:  # devices it found but cannot use, each with its own reason (no library or no device: none)
         try:
             statuses = [(i, device_status(backend, i)) for i in range(backend.device_count())]
-        except Exception:  # an unavailable backend may not even know its devices; its reason says why
+        except Exception:  # noqa: BLE001 - an unavailable backend may not even know its devices; its reason says why
             statuses = []
         info["devices"] = [{"index": i, "usable": False, "reason": st.reason} for i, st in statuses if not st.ok]
     return info
@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- rendering
-def _size(n: int | None) -> str:
+def _size(n: float | None) -> str:
     if n is None:
         return "unknown"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):

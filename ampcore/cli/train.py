@@ -15,10 +15,13 @@ import os
 import subprocess
 import sys
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import training
 from .common import CommandError, checked_device, console
+
+if TYPE_CHECKING:
+    from ..distributed.communicator import Communicator
 
 __all__ = ["add_parser", "run"]
 
@@ -66,9 +69,9 @@ def run(args: argparse.Namespace) -> int:
     group = _join_job() if job_size > 1 else None
     quiet = group is not None and group.rank != 0  # one summary, from rank 0
     if args.json:
-        results = [training.train(c, process_group=group).as_dict() for c in configs]
+        rows = [training.train(c, process_group=group).as_dict() for c in configs]
         if not quiet:
-            print(json.dumps(results if args.compare else results[0], indent=2))
+            print(json.dumps(rows if args.compare else rows[0], indent=2))
         return 0
     out = console()
     out.quiet = quiet
@@ -105,6 +108,7 @@ def _launch(nproc: int, argv: list[str]) -> int:
     """Run this same command on ``nproc`` ranks under mpiexec; its exit status is ours."""
     try:
         import mpi4py  # noqa: F401 - only to fail early, with the fix, before starting ranks
+
         from ..distributed.launch import mpiexec_command, rank_environment
 
         command = mpiexec_command(nproc, [sys.executable, "-m", "ampcore", *argv])
@@ -114,7 +118,7 @@ def _launch(nproc: int, argv: list[str]) -> int:
     return subprocess.run(command, env=rank_environment(nproc)).returncode
 
 
-def _join_job() -> object:
+def _join_job() -> Communicator:
     from ..distributed import init
 
     try:

@@ -15,7 +15,8 @@ in float32 under the ``cpu`` one, as in torch.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -27,7 +27,8 @@ update rules in float64.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 

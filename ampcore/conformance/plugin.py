@@ -12,16 +12,18 @@ It does nothing in a pytest run whose tests never ask for ``backend``.
 from __future__ import annotations
 
 import json
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
+import pluggy
 import pytest
 
 from .. import dtypes as dt
 from ..kernels import PRIMITIVES
 from .gaps import KnownGap, KnownGapsError, load_known_gaps
-from .report import BackendReport, Case, OUTCOMES, TestResult, environment, section_order
+from .report import OUTCOMES, BackendReport, Case, TestResult, environment, section_order
 from .subject import NOT_SUPPORTED, BackendUnderTest
 
 __all__ = ["pytest_addoption", "pytest_configure", "backend"]
@@ -86,7 +88,7 @@ def _devices_of(target: str) -> list[str]:
     try:
         backend = registry.get_backend(target)
         count = backend.device_count()
-    except Exception:  # unknown, broken or unavailable: _resolve reports it
+    except Exception:  # noqa: BLE001 - unknown, broken or unavailable: _resolve reports it
         return [target]
     return [f"{target}:{i}" for i in range(count)] if count > 1 else [target]
 
@@ -226,15 +228,16 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 def _run_in_section_order(items: list[pytest.Item]) -> None:
     """Conformance checks run (and so fail, in pytest's summary) kernels before the ops built on them:
     stable-sorted by report section; the positions of other tests are kept."""
-    slots = [i for i, item in enumerate(items) if _case_of(item) is not None]
-    ordered = sorted((items[i] for i in slots), key=lambda item: section_order(_case_of(item)[1].check))
-    for i, item in zip(slots, ordered):
+    cased = [(i, case) for i, case in ((i, _case_of(item)) for i, item in enumerate(items)) if case is not None]
+    ordered = [items[j] for j, _ in sorted(cased, key=lambda slot: section_order(slot[1][1].check))]
+    for (i, _), item in zip(cased, ordered):
         items[i] = item
 
 
 # --------------------------------------------------------------------------- collecting outcomes
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+def pytest_runtest_makereport(item: pytest.Item,
+                               call: pytest.CallInfo[None]) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
     outcome = yield
     where = item.stash.get(_CASE, None)
     if where is None:

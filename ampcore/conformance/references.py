@@ -16,7 +16,7 @@ not the correctly rounded ``1 + 2**-7``).
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

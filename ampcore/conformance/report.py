@@ -22,7 +22,7 @@ def section_order(check: str) -> tuple[int, str]:
     return (SECTIONS.index(check) if check in SECTIONS else len(SECTIONS), check)
 
 
-def _case_order(case: "Case") -> tuple[Any, ...]:
+def _case_order(case: Case) -> tuple[Any, ...]:
     return (section_order(case.check), case.op, case.dtype)
 
 # Cell outcomes, worst first: a cell shows the worst outcome among its tests.
@@ -88,10 +88,9 @@ class BackendReport:
 
     def render(self, color: bool, width: int) -> str:
         """The op x dtype table, one section per check, as text."""
+        from rich import box
         from rich.console import Console
         from rich.table import Table
-
-        from rich import box
 
         dtypes = sorted({c.dtype for c in self.results}, key=_dtype_order)
         table = Table(title=f"ampcore conformance: {self.target}", title_justify="left", box=box.SIMPLE_HEAD,

@@ -10,8 +10,17 @@ from .collectives import all_gather, all_reduce, broadcast
 from .communicator import REDUCE_OPS, CollectiveStats, Communicator, DevicePath, MPICommunicator
 from .ddp import DistributedDataParallel
 from .launch import mpiexec_command, mpiexec_path, rank_environment
-from .process_group import (DEFAULT_TIMEOUT, MPINotInstalledError, barrier, destroy, get_communicator, init,
-                            is_initialized, rank, world_size)
+from .process_group import (
+                            DEFAULT_TIMEOUT,
+                            MPINotInstalledError,
+                            barrier,
+                            destroy,
+                            get_communicator,
+                            init,
+                            is_initialized,
+                            rank,
+                            world_size,
+)
 from .zero import ZeroRedundancyOptimizer, optimizer_state_bytes
 
 __all__ = [

@@ -8,7 +8,7 @@ never stages through the host.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..tensor import Tensor
 from .communicator import Communicator

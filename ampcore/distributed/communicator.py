@@ -249,7 +249,7 @@ class MPICommunicator(Communicator):
     def barrier(self) -> None:
         self._timed("barrier", 0, self._comm.Barrier)
 
-    def split(self, color: int) -> "MPICommunicator":
+    def split(self, color: int) -> MPICommunicator:
         """A new communicator of the ranks that passed the same ``color`` (a collective; torch's ``new_group``).
 
         It keeps this one's timeout and device paths.

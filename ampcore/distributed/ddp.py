@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
-from ..autograd import Function, FunctionCtx, is_grad_enabled, no_grad, queue_callback
+from ..autograd import Function, is_grad_enabled, no_grad, queue_callback
 from ..creation import zeros
 from ..nn.module import Module
 from ..ops import cat
@@ -45,13 +46,14 @@ class Bucket:
 class _ReduceAfterBackward(Function):
     """Identity on a module output; its backward asks for the gradient reduce at the end of the pass."""
 
+    # ctx is Any: it carries the attribute forward sets (torch's convention), which FunctionCtx does not declare.
     @staticmethod
-    def forward(ctx: FunctionCtx, x: Tensor, ddp: "DistributedDataParallel") -> Tensor:
+    def forward(ctx: Any, x: Tensor, ddp: DistributedDataParallel) -> Tensor:
         ctx.ddp = ddp
         return x.detach()
 
     @staticmethod
-    def backward(ctx: FunctionCtx, grad: Tensor) -> tuple[Tensor, None]:
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
         ctx.ddp._queue_reduce()
         return grad, None
 
@@ -85,7 +87,7 @@ class DistributedDataParallel(Module):
         self._reduce_queued = False
 
     # ------------------------------------------------------------------ wrap time
-    def _check_same_everywhere(self, named: list[tuple[str, Tensor]], broadcast_buffers: bool) -> None:
+    def _check_same_everywhere(self, named: Sequence[tuple[str, Tensor]], broadcast_buffers: bool) -> None:
         settings: dict[str, Any] = {"model": type(self.module).__name__, "number of parameters": len(named)}
         settings.update({f"parameter {n!r}": f"shape {tuple(p.shape)}, {p.dtype.name} on {p.device.type}"
                          for n, p in named})
@@ -161,7 +163,7 @@ def _map_tensors(value: Any, fn: Any) -> Any:
     return value
 
 
-def _plan_buckets(named: list[tuple[str, Tensor]], cap_bytes: int) -> list[Bucket]:
+def _plan_buckets(named: Sequence[tuple[str, Tensor]], cap_bytes: int) -> list[Bucket]:
     """Reverse parameter order, split per (device, dtype) and at ``cap_bytes``: the same plan on every rank."""
     open_buckets: dict[tuple[Any, Any], list[tuple[str, Tensor]]] = {}
     sizes: dict[tuple[Any, Any], int] = {}

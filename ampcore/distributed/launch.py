@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 __all__ = ["mpiexec_path", "mpiexec_command", "rank_environment", "BLAS_THREAD_VARIABLES"]
 

@@ -21,7 +21,8 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 __all__ = ["Watchdog", "install_excepthook", "report_and_abort", "ABORT_EXIT_CODE", "ABORT_GRACE_SECONDS"]
 

@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import weakref
 from collections import abc
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ..autograd import no_grad, zero_grads
-from ..creation import tensor as make_tensor, zeros
-from ..optim.optimizer import Optimizer, StateDictError
+from ..creation import tensor as make_tensor
+from ..creation import zeros
 from ..ops import cat
+from ..optim.optimizer import Optimizer, StateDictError
 from ..tensor import Tensor
 from .communicator import Communicator
 from .process_group import get_communicator
@@ -192,7 +194,7 @@ class ZeroRedundancyOptimizer:
                 width = shard_range(f.total, comm.size, 0)[1]
                 mine = f.shard.detach() if f.shard is not None else None
                 used = 0 if mine is None else mine.numel()
-                if used < width:
+                if mine is None or used < width:
                     pad = zeros(width - used, dtype=f.params[0].dtype, device=f.params[0].device)
                     mine = pad if mine is None else cat([mine, pad])
                 flat = cat(comm.all_gather(mine))
@@ -255,7 +257,7 @@ class ZeroRedundancyOptimizer:
         if [tuple(s) for s in state_dict["flat_sizes"]] != sizes:
             raise StateDictError(f"the state dict was saved for flat parameter groups {state_dict['flat_sizes']} "
                                  f"(group, elements), this optimizer has {sizes}")
-        local_ids = {}
+        local_ids: dict[int, list[int]] = {}
         for k, f in enumerate(self._flats):
             if f.shard is not None:
                 local_ids.setdefault(f.group, []).append(k)

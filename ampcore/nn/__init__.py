@@ -2,12 +2,47 @@
 
 from . import functional, init, utils
 from .module import IncompatibleKeys, Module, StateDictError
-from .modules import (GELU, BatchNorm2d, BCELoss, BCEWithLogitsLoss, Bilinear, Conv2d, CosineEmbeddingLoss,
-                      CosineSimilarity, CrossEntropyLoss, Dropout, Embedding, Flatten, GroupNorm, HingeEmbeddingLoss,
-                      HuberLoss, Identity, KLDivLoss, L1Loss, LayerNorm, Linear, LogSoftmax, MarginRankingLoss,
-                      ModuleList, MSELoss, MultiheadAttention, NLLLoss, PoissonNLLLoss, PReLU, ReLU, Sequential,
-                      Sigmoid, SiLU, SmoothL1Loss, Softmax, SoftMarginLoss, Softmin, Softplus, Tanh,
-                      TripletMarginLoss)
+from .modules import (
+                      GELU,
+                      BatchNorm2d,
+                      BCELoss,
+                      BCEWithLogitsLoss,
+                      Bilinear,
+                      Conv2d,
+                      CosineEmbeddingLoss,
+                      CosineSimilarity,
+                      CrossEntropyLoss,
+                      Dropout,
+                      Embedding,
+                      Flatten,
+                      GroupNorm,
+                      HingeEmbeddingLoss,
+                      HuberLoss,
+                      Identity,
+                      KLDivLoss,
+                      L1Loss,
+                      LayerNorm,
+                      Linear,
+                      LogSoftmax,
+                      MarginRankingLoss,
+                      ModuleList,
+                      MSELoss,
+                      MultiheadAttention,
+                      NLLLoss,
+                      PoissonNLLLoss,
+                      PReLU,
+                      ReLU,
+                      Sequential,
+                      Sigmoid,
+                      SiLU,
+                      SmoothL1Loss,
+                      SoftMarginLoss,
+                      Softmax,
+                      Softmin,
+                      Softplus,
+                      Tanh,
+                      TripletMarginLoss,
+)
 from .parameter import Parameter
 
 __all__ = [

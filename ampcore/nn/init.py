@@ -9,6 +9,7 @@ the tensor's array.  No autograd history is recorded.  They return the tensor.
 from __future__ import annotations
 
 import math
+
 from .. import dtypes as dt
 from ..autograd import no_grad
 from ..creation import Generator, full, rand, randn

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Callable, Iterator, Mapping, NamedTuple
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -152,7 +153,7 @@ class Module:
         if not persistent:
             self._non_persistent_buffers.add(name)
 
-    def add_module(self, name: str, module: "Module | None") -> None:
+    def add_module(self, name: str, module: Module | None) -> None:
         """Register a child module (or None) under ``name``, replacing a child of that name;
         KeyError if ``name`` is already a parameter, buffer or other attribute."""
         store = self._store("_modules")
@@ -213,7 +214,7 @@ class Module:
 
     # ------------------------------------------------------------------ traversal
     def named_modules(self, memo: set[int] | None = None, prefix: str = "",
-                      remove_duplicate: bool = True) -> Iterator[tuple[str, "Module"]]:
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
         """(dotted name, module) for this module and every descendant, each once."""
         if memo is None:
             memo = set()
@@ -226,12 +227,12 @@ class Module:
             if child is not None:
                 yield from child.named_modules(memo, f"{prefix}.{name}" if prefix else name, remove_duplicate)
 
-    def modules(self) -> Iterator["Module"]:
+    def modules(self) -> Iterator[Module]:
         """This module and every descendant, each once."""
         for _, m in self.named_modules():
             yield m
 
-    def named_children(self) -> Iterator[tuple[str, "Module"]]:
+    def named_children(self) -> Iterator[tuple[str, Module]]:
         """(name, module) of the direct children, each once."""
         seen: set[int] = set()
         for name, child in self._modules.items():
@@ -239,7 +240,7 @@ class Module:
                 seen.add(id(child))
                 yield name, child
 
-    def children(self) -> Iterator["Module"]:
+    def children(self) -> Iterator[Module]:
         for _, child in self.named_children():
             yield child
 
@@ -273,7 +274,7 @@ class Module:
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
-    def get_submodule(self, target: str) -> "Module":
+    def get_submodule(self, target: str) -> Module:
         """The descendant at dotted path ``target`` (``""`` is this module); AttributeError names the gap."""
         mod: Module = self
         for part in target.split(".") if target else []:
@@ -283,7 +284,7 @@ class Module:
             mod = child
         return mod
 
-    def apply(self, fn: Callable[["Module"], None]) -> "Module":
+    def apply(self, fn: Callable[[Module], None]) -> Module:
         """Call ``fn`` on every child (recursively) and then on this module; returns self."""
         for child in self.children():
             child.apply(fn)
@@ -291,7 +292,7 @@ class Module:
         return self
 
     # ------------------------------------------------------------------ modes and gradients
-    def train(self, mode: bool = True) -> "Module":
+    def train(self, mode: bool = True) -> Module:
         """Set training mode on this module and every descendant; returns self."""
         if not isinstance(mode, bool):
             raise ValueError(f"training mode must be a bool, got {mode!r}")
@@ -299,11 +300,11 @@ class Module:
             object.__setattr__(m, "training", mode)
         return self
 
-    def eval(self) -> "Module":
+    def eval(self) -> Module:
         """Same as ``train(False)``."""
         return self.train(False)
 
-    def requires_grad_(self, requires_grad: bool = True) -> "Module":
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
         """Set ``requires_grad`` on every parameter; returns self."""
         for p in self.parameters():
             p.requires_grad_(requires_grad)
@@ -314,7 +315,7 @@ class Module:
         zero_grads(self.parameters(), set_to_none)
 
     # ------------------------------------------------------------------ device and dtype
-    def to(self, *args: Any, dtype: Any = None, device: Any = None) -> "Module":
+    def to(self, *args: Any, dtype: Any = None, device: Any = None) -> Module:
         """Move (``to(device)``) and/or cast (``to(dtype)``) parameters, their grads and buffers in place.
 
         Only floating tensors are cast; a non-floating ``dtype`` raises TypeError.
@@ -344,23 +345,23 @@ class Module:
             rebind(t, new)
         return self
 
-    def float(self) -> "Module":
+    def float(self) -> Module:
         return self.to(dt.float32)
 
-    def double(self) -> "Module":
+    def double(self) -> Module:
         return self.to(dt.float64)
 
-    def half(self) -> "Module":
+    def half(self) -> Module:
         return self.to(dt.float16)
 
-    def bfloat16(self) -> "Module":
+    def bfloat16(self) -> Module:
         return self.to(dt.bfloat16)
 
-    def cpu(self) -> "Module":
+    def cpu(self) -> Module:
         return self.to("cpu")
 
     # ------------------------------------------------------------------ state
-    def _state_entries(self, prefix: str = "") -> "OrderedDict[str, Tensor]":
+    def _state_entries(self, prefix: str = "") -> OrderedDict[str, Tensor]:
         """Key -> live tensor for every parameter and persistent buffer (tied tensors under each name)."""
         out: OrderedDict[str, Tensor] = OrderedDict()
         for name, p in self._parameters.items():
@@ -374,7 +375,7 @@ class Module:
                 out.update(child._state_entries(f"{prefix}{name}."))
         return out
 
-    def state_dict(self, *, prefix: str = "", keep_vars: bool = False) -> "OrderedDict[str, Tensor]":
+    def state_dict(self, *, prefix: str = "", keep_vars: bool = False) -> OrderedDict[str, Tensor]:
         """Dotted name -> tensor for every parameter and persistent buffer.
 
         Values are detached copies (later training does not change them); with

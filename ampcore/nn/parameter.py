@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from ..creation import empty
 from ..tensor import Tensor
 
@@ -18,7 +20,7 @@ class Parameter(Tensor):
 
     # No __slots__: a subclass with a __dict__ is fine, and lets users tag parameters.
 
-    def __new__(cls, data: Tensor | None = None, requires_grad: bool = True) -> "Parameter":
+    def __new__(cls, data: Tensor | None = None, requires_grad: bool = True) -> Parameter:
         if data is None:
             data = empty(0)
         if not isinstance(data, Tensor):
@@ -27,7 +29,8 @@ class Parameter(Tensor):
         if requires_grad and not data.dtype.is_floating_point:
             raise TypeError(f"only floating tensors can require gradients, got {data.dtype.name}; "
                             "pass requires_grad=False for an integer parameter")
-        return cls._wrap(data._data, data.device, data._backend, requires_grad=requires_grad)
+        # Tensor._wrap builds an instance of ``cls``; its annotation says only Tensor.
+        return cast(Parameter, cls._wrap(data._data, data.device, data._backend, requires_grad=requires_grad))
 
     def __init__(self, data: Tensor | None = None, requires_grad: bool = True) -> None:
         # Tensor.__init__ refuses direct construction; __new__ did the work.

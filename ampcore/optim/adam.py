@@ -17,11 +17,12 @@ A low-precision parameter is widened to float32, updated, and rounded once.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..dispatch import guarded_kernels
 from ..tensor import Tensor
-from .optimizer import Optimizer, check_hyper
+from .optimizer import Optimizer, check_hyper, grad_data
 
 __all__ = ["Adam", "AdamW", "adamw_step_reference"]
 
@@ -168,7 +169,7 @@ class Adam(Optimizer):
         beta1, beta2 = group["betas"]
         hyper = dict(step=step, lr=float(group["lr"]), beta1=beta1, beta2=beta2, eps=float(group["eps"]),
                      weight_decay=float(group["weight_decay"]), decoupled=self.decoupled)
-        grads = [p.grad._data for p in ps]
+        grads = [grad_data(p) for p in ps]
         m = [states[p]["exp_avg"]._data for p in ps]
         v = [states[p]["exp_avg_sq"]._data for p in ps]
         if fused:

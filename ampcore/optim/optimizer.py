@@ -31,7 +31,8 @@ from __future__ import annotations
 import math
 import weakref
 from collections import abc, defaultdict
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from .. import dtypes as dt
 from ..autograd import enable_grad, no_grad, zero_grads
@@ -96,7 +97,8 @@ class Optimizer:
         self.state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
         self.param_groups: list[dict[str, Any]] = []
         self._owned: dict[Tensor, _ArrayRef] = {}
-        groups = list(params)
+        # Tensors or dicts; a list of tensors becomes one group below.
+        groups: list[Any] = list(params)
         if not groups:
             raise ValueError("optimizer got an empty parameter list")
         if not isinstance(groups[0], dict):
@@ -294,6 +296,13 @@ class Optimizer:
             lines.append(f"Parameter Group {i}")
             lines.extend(f"    {k}: {v}" for k, v in sorted(group.items()) if k != "params")
         return "\n".join(lines + [")"])
+
+
+def grad_data(p: Tensor) -> Any:
+    """``p.grad``'s array, for ``_update``, which ``step`` hands only parameters that have a gradient."""
+    g = p.grad
+    assert g is not None, "step passes _update only parameters with a gradient"
+    return g._data
 
 
 def _check_grad(p: Tensor) -> None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..dispatch import guarded_kernels
 from ..tensor import Tensor
 from .adam import _widen
-from .optimizer import Optimizer, check_hyper, state_dtype
+from .optimizer import Optimizer, check_hyper, grad_data, state_dtype
 
 __all__ = ["SGD"]
 
@@ -54,7 +55,7 @@ class SGD(Optimizer):
             st = self.state.get(p, {})
             buf_t = st.get("momentum_buffer")
             cdt = state_dtype(p)
-            pc, g = _widen(k, p._data, cdt), _widen(k, p.grad._data, cdt)
+            pc, g = _widen(k, p._data, cdt), _widen(k, grad_data(p), cdt)
             if weight_decay:
                 g = k.add(g, k.mul(pc, weight_decay))
             buf = None

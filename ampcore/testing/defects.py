@@ -7,7 +7,8 @@ the suite on each and require it to FAIL, in the check that names the defect.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -17,7 +17,8 @@ It shares no code with any real backend on purpose.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -49,12 +50,17 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
-_UNARY_FNS = {"neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": _rsqrt,
-              "tanh": np.tanh, "sigmoid": _sigmoid, "erf": _erf, "sign": np.sign, "sin": np.sin, "cos": np.cos}
-_BINARY_FNS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
-               "maximum": np.maximum, "minimum": np.minimum}
-_COMPARE_FNS = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
-                "ge": np.greater_equal}
+_UNARY_FNS: dict[str, Callable[..., Any]] = {
+    "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": _rsqrt,
+    "tanh": np.tanh, "sigmoid": _sigmoid, "erf": _erf, "sign": np.sign, "sin": np.sin, "cos": np.cos,
+}
+_BINARY_FNS: dict[str, Callable[..., Any]] = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
+    "maximum": np.maximum, "minimum": np.minimum,
+}
+_COMPARE_FNS: dict[str, Callable[..., Any]] = {
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+}
 
 
 def _elementwise(fn: Callable[..., Any]) -> Callable[..., Any]:

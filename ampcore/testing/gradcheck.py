@@ -8,7 +8,8 @@ tolerances (1e-6) leave three orders of margin without hiding real errors.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -16,8 +16,9 @@ Kernels may work in place: only the arrays they return are read.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -199,7 +200,7 @@ def test_unscale_edge_lists(backend, case):
 
 # case -> (found_inf before the first call, the calls, found_inf after each).  A call: (seed of its 20 float32
 # gradients or None for an empty list, index of the gradient whose last element is NaN or None).
-STICKY = {
+STICKY: dict[str, tuple[float, list[tuple[int | None, int | None]], list[float]]] = {
     "bad then clean then empty": (0.0, [(1, 4), (2, None), (None, None)], [1.0, 1.0, 1.0]),
     "clean, bad, clean": (0.0, [(1, None), (2, 19), (3, None)], [0.0, 1.0, 1.0]),
     "set before a clean call": (1.0, [(1, None), (2, None)], [1.0, 1.0]),

@@ -66,8 +66,10 @@ def _run(backend: Any, op: str, inputs: tuple[dt.DType, ...], low: dt.DType) -> 
     """The op's output and the first trace record, called on the backend's device inside an autocast region."""
     with ampcore.autocast(backend.name, dtype=low, trace=True, strict=True) as region:
         out = CALLS[op](Inputs(inputs, seed=0, device=backend.device))
-    records = [r for r in region.trace if r.op == op]
-    assert records, f"{op}: autocast recorded no call of {op!r} (trace: {region.trace.ops()})"
+    trace = region.trace
+    assert trace is not None  # trace=True above
+    records = [r for r in trace if r.op == op]
+    assert records, f"{op}: autocast recorded no call of {op!r} (trace: {trace.ops()})"
     return out, records[0]
 
 

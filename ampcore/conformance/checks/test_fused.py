@@ -11,7 +11,8 @@ the backend takes.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,8 +20,8 @@ import pytest
 import ampcore
 from ampcore import dtypes as dt
 from ampcore.conformance import NOT_SUPPORTED, assert_close
-from ampcore.conformance.kernel_harness import assert_close_each
 from ampcore.conformance import op_reference as R
+from ampcore.conformance.kernel_harness import assert_close_each
 
 FLOATS = [d.name for d in dt.FLOAT_DTYPES]
 SEED = 20240805
@@ -195,7 +196,7 @@ def test_gelu_backward(backend, op, dtype):
 STEPS = 5
 # Odd, empty, and longer than a 64 Ki-element block (a blocked kernel's tail).
 _PARAM_SHAPES = [(7, 13), (0,), (5,), ((1 << 16) + 3,)]
-_ADAM_VARIANTS = {
+_ADAM_VARIANTS: dict[str, dict[str, Any]] = {
     "adam": dict(decoupled=False, weight_decay=0.0),
     "adam.weight_decay": dict(decoupled=False, weight_decay=0.1),
     "adamw": dict(decoupled=True, weight_decay=0.0),
@@ -277,10 +278,10 @@ def _reference_params(op: str, options: dict[str, Any], p0: list[np.ndarray], gr
         runs = [R.sgd_steps(p, g, round_param=_rounder(d), **options) for p, g in zip(p0, grads)]
         return [[p for p, _ in run] for run in runs]
     decoupled = op == "optim.AdamW"
-    runs = [R.adam_steps(p, g, lr=options["lr"], beta1=0.9, beta2=0.999, eps=1e-8,
-                         weight_decay=options["weight_decay"], decoupled=decoupled, round_param=_rounder(d))
-            for p, g in zip(p0, grads)]
-    return [[p for p, _, _ in run] for run in runs]
+    adam_runs = [R.adam_steps(p, g, lr=options["lr"], beta1=0.9, beta2=0.999, eps=1e-8,
+                              weight_decay=options["weight_decay"], decoupled=decoupled, round_param=_rounder(d))
+                 for p, g in zip(p0, grads)]
+    return [[p for p, _, _ in run] for run in adam_runs]
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -359,8 +360,8 @@ def test_adamw_step_rejects_bad_arguments_before_writing(backend, dtype):
         expected_message = None
         if not any(isinstance(a, object) and type(a) is object for a in args["params"]):
             try:
-                check_adamw_step(*args.values(), kwargs["step"], hyper, shape_of=backend.backend.shape_of,
-                                 dtype_of=backend.backend.dtype_of)
+                check_adamw_step(args["params"], args["grads"], args["exp_avgs"], args["exp_avg_sqs"], kwargs["step"],
+                                 hyper, shape_of=backend.backend.shape_of, dtype_of=backend.backend.dtype_of)
             except (ValueError, TypeError) as exc:
                 expected_message = str(exc)
         with pytest.raises(Exception) as info:

@@ -14,20 +14,42 @@ selection, casts and integer results must match bit for bit.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
 
 from ampcore import dtypes as dt
+from ampcore.conformance.kernel_harness import (
+    assert_bits,
+    assert_close_each,
+    layouts,
+    put_rounded,
+    quietly,
+    result_on_host,
+    rounded_reference,
+    seeded_rng,
+    stored_values,
+)
 from ampcore.conformance.references import (
-    ALL_NAMES, BINARY_REFERENCE, COMPARE_REFERENCE, FLOAT_NAMES, INT_NAMES, NUMERIC_NAMES, UNARY_REFERENCE, binary_inputs,
-    edge_values, round_to, sample_values, subnormals, to_f64, unary_input,
+    ALL_NAMES,
+    BINARY_REFERENCE,
+    COMPARE_REFERENCE,
+    FLOAT_NAMES,
+    INT_NAMES,
+    NUMERIC_NAMES,
+    UNARY_REFERENCE,
+    binary_inputs,
+    edge_values,
+    round_to,
+    sample_values,
+    subnormals,
+    to_f64,
+    unary_input,
 )
 from ampcore.kernels import BINARY, COMPARISON, UNARY
-from ampcore.conformance.kernel_harness import (
-    quietly, seeded_rng, put_rounded, result_on_host, stored_values, rounded_reference, assert_close_each, assert_bits, layouts,
-)
+
 
 # --------------------------------------------------------------------------- elementwise unary
 @pytest.mark.parametrize("dtype", FLOAT_NAMES)

@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
 
 from ampcore import dtypes as dt
 from ampcore.conformance import assert_close
+from ampcore.conformance.kernel_harness import Array, assert_bits, put_rounded, result_on_host, seeded_rng
 from ampcore.conformance.references import (
-    ALL_NAMES, FLOAT_NAMES, INT_NAMES, NUMERIC_NAMES, edge_values, exactly, representable, round_to, sample_values,
-    subnormals, to_f64,
+    ALL_NAMES,
+    FLOAT_NAMES,
+    INT_NAMES,
+    NUMERIC_NAMES,
+    edge_values,
+    exactly,
+    representable,
+    round_to,
+    sample_values,
+    subnormals,
+    to_f64,
 )
-from ampcore.conformance.kernel_harness import Array, seeded_rng, put_rounded, result_on_host, assert_bits
 
 pytestmark = pytest.mark.conformance(check="kernels")
 
@@ -162,11 +172,11 @@ def _cast_values(src: str, dst: str) -> np.ndarray:
     if dt.bool_ in (s, d):
         return exactly(np.array([0, 1, 1, 0, 1]), s)
     if not (s.is_floating_point and d.is_floating_point):
-        ints = [0, 1, -1, 7, -100, 255, 2 ** 11]
+        wanted = [0, 1, -1, 7, -100, 255, 2 ** 11]
         for t in (s, d):
             if not t.is_floating_point:
-                ints += [int(np.iinfo(t.numpy).max), int(np.iinfo(t.numpy).min)]
-        ints = np.array(sorted(set(ints)), dtype=np.int64)
+                wanted += [int(np.iinfo(t.numpy).max), int(np.iinfo(t.numpy).min)]
+        ints = np.array(sorted(set(wanted)), dtype=np.int64)
         info = [np.iinfo(t.numpy) for t in (s, d) if not t.is_floating_point]
         ints = ints[(ints >= max(i.min for i in info)) & (ints <= min(i.max for i in info))]
         if s.is_floating_point or d.is_floating_point:

@@ -4,17 +4,30 @@ accumulation, n = the reduction length in the tolerance."""
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import Any
 
 import numpy as np
 import pytest
 
 from ampcore.conformance import assert_close
-from ampcore.conformance.references import (
-    ALL_NAMES, FLOAT_NAMES, NUMERIC_NAMES, round_to, sample_values, to_f64,
-)
 from ampcore.conformance.kernel_harness import (
-    Array, assert_bits, put_rounded, result_on_host, rounded_reference, seeded_rng, stored_values,
+    Array,
+    assert_bits,
+    put_rounded,
+    result_on_host,
+    rounded_reference,
+    seeded_rng,
+    stored_values,
+)
+from ampcore.conformance.references import (
+    ALL_NAMES,
+    FLOAT_NAMES,
+    NUMERIC_NAMES,
+    round_to,
+    sample_values,
+    to_f64,
 )
 
 pytestmark = pytest.mark.conformance(check="kernels")
@@ -67,7 +80,7 @@ def test_sum(backend, dtype):
         out = result_on_host(backend, backend.kernels.sum(x, axes, keepdims), out_dtype, what)
         if float_in:
             n = math.prod(host.shape[a] for a in axes)
-            expected = rounded_reference(lambda v: np.sum(v, axis=axes, keepdims=keepdims), to_f64(host), dtype=dtype)
+            expected = rounded_reference(partial(np.sum, axis=axes, keepdims=keepdims), to_f64(host), dtype=dtype)
             assert_close(out, expected, dtype, n=n, what=what)
         else:
             assert_bits(out, np.asarray(np.sum(host.astype(np.int64), axis=axes, keepdims=keepdims)), what)
@@ -127,7 +140,7 @@ def test_cumsum(backend, dtype):
     for shape, axis in cases:
         x = put_rounded(backend, rng.uniform(-1.0, 1.0, size=shape), dtype)
         what = f"cumsum of {dtype} {shape} along axis {axis}"
-        expected = rounded_reference(lambda v: np.cumsum(v, axis=axis), stored_values(backend, x), dtype=dtype)
+        expected = rounded_reference(partial(np.cumsum, axis=axis), stored_values(backend, x), dtype=dtype)
         assert_close(result_on_host(backend, k.cumsum(x, axis), dtype, what), expected, dtype, n=shape[axis], what=what)
     x = put_rounded(backend, rng.uniform(-1.0, 1.0, size=(6, 11)), dtype)
     what = f"cumsum of a negative-step {dtype} view along axis 1"

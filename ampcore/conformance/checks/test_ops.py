@@ -21,8 +21,9 @@ the one the backend received.  Pure data movement must reproduce values bit for 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest

@@ -14,7 +14,8 @@ arithmetic on the float64 bit pattern (not NumPy's or ml_dtypes' conversions).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,8 +23,16 @@ import pytest
 from ampcore import dtypes as dt
 from ampcore.conformance.kernel_harness import Array, result_on_host, seeded_rng
 from ampcore.conformance.references import (
-    BINARY_REFERENCE, FORMATS, all_values, bits_of, representable, round_to, same_bits, to_f64,
+    BINARY_REFERENCE,
+    FORMATS,
+    all_values,
+    bits_of,
+    representable,
+    round_to,
+    same_bits,
+    to_f64,
 )
+
 LOW = ["float16", "bfloat16"]
 
 
@@ -62,7 +71,7 @@ def _neighbour_pairs(dst: str, rng: np.random.Generator) -> tuple[np.ndarray, np
         return v[:-1], v[1:]
     bits = rng.integers(0, 0x7F800000, size=20000, dtype=np.int64).astype(np.uint32)
     lo = bits.view(np.float32)
-    lo = np.concatenate([lo, np.float32([0, 2.0 ** emin, np.finfo(np.float32).max])])
+    lo = np.concatenate([lo, np.array([0, 2.0 ** emin, np.finfo(np.float32).max], dtype=np.float32)])
     lo = np.concatenate([lo, -lo])
     with np.errstate(over="ignore"):
         hi = np.nextafter(lo, np.float32(np.inf)).astype(np.float64)

@@ -22,8 +22,8 @@ def _every_value(dtype: dt.DType) -> np.ndarray:
                          np.inf, -np.inf, np.nan, np.pi], dtype=dtype.numpy)
     if dtype is dt.bool_:
         return np.array([True, False, True])
-    info = np.iinfo(dtype.numpy)
-    return np.array([0, 1, -1, info.min, info.max, 12345], dtype=dtype.numpy)
+    iinfo = np.iinfo(dtype.numpy)
+    return np.array([0, 1, -1, iinfo.min, iinfo.max, 12345], dtype=dtype.numpy)
 
 
 @pytest.mark.conformance(op="round trip")

@@ -41,7 +41,7 @@ FINAL_WINDOW = 10
 
 
 # --------------------------------------------------------------------------- the model and data
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def batches(steps: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
     """``steps`` fixed batches of digits (images in [0, 1], labels), the same for every run."""
     x, y = load_digits()
@@ -65,7 +65,7 @@ class _PoisonGrad(Function):
     """Identity forward; backward adds inf to one element of the gradient when the module is armed."""
 
     @staticmethod
-    def forward(ctx: Any, x: ampcore.Tensor, module: "GradPoison") -> ampcore.Tensor:
+    def forward(ctx: Any, x: ampcore.Tensor, module: GradPoison) -> ampcore.Tensor:
         ctx.armed = module.armed
         return x * 1.0
 

@@ -5,14 +5,29 @@ from .attention import scaled_dot_product_attention
 from .conv import conv1d, conv2d
 from .dropout import dropout
 from .extra_activation import prelu, softmin, softplus
-from .extra_loss import (cosine_embedding_loss, hinge_embedding_loss, huber_loss, kl_div, margin_ranking_loss,
-                         poisson_nll_loss, soft_margin_loss, triplet_margin_loss)
+from .extra_loss import (
+                         cosine_embedding_loss,
+                         hinge_embedding_loss,
+                         huber_loss,
+                         kl_div,
+                         margin_ranking_loss,
+                         poisson_nll_loss,
+                         soft_margin_loss,
+                         triplet_margin_loss,
+)
 from .linear import addmm, baddbmm, bmm, linear, matmul, mm
-from .loss import (binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, l1_loss, mse_loss,
-                   nll_loss, smooth_l1_loss)
+from .loss import (
+                         binary_cross_entropy,
+                         binary_cross_entropy_with_logits,
+                         cross_entropy,
+                         l1_loss,
+                         mse_loss,
+                         nll_loss,
+                         smooth_l1_loss,
+)
 from .normalization import batch_norm, group_norm, layer_norm
 from .pooling import avg_pool2d, max_pool2d
-from .primitives import cat, cumsum, exp, log, mean, pow, rsqrt, sigmoid, sqrt, stack, sum, tanh
+from .primitives import cat, cumsum, exp, log, mean, pow, rsqrt, sigmoid, sqrt, stack, sum, tanh  # noqa: A004 - torch names
 from .similarity import cosine_similarity, normalize
 from .sparse import embedding
 from .tensor_ops import addcdiv, addcmul, bilinear, dot, tensordot

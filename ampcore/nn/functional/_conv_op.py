@@ -74,7 +74,7 @@ class Conv2d(Op):
 
     def backward(self, ctx, k, g):
         stride, pads, dilation, groups, x_shape, w_shape, (ho, wo) = ctx.geometry
-        n, (o, cg, kh, kw) = x_shape[0], w_shape
+        n, (o, _cg, _kh, _kw) = x_shape[0], w_shape
         gx = self._input_grad(ctx, k, g) if ctx.needs_input_grad[0] else None
         gw = None
         if ctx.needs_input_grad[1]:

@@ -6,12 +6,13 @@ stacking, so autograd differentiates it with no rule of its own.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ...ops import pad, stack
 from ...tensor import Tensor
 
-Pads = tuple[tuple[int, int], tuple[int, int]]
+# (lo, hi) padding per spatial dimension (two for the 2-D ops).
+Pads = tuple[tuple[int, int], ...]
 
 
 def output_size(size: int, kernel: int, stride: int, pads: tuple[int, int], dilation: int) -> int:

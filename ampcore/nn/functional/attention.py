@@ -8,8 +8,8 @@ from typing import Any
 from ... import dtypes as dt
 from ...creation import arange, tensor
 from ...dispatch import composite
-from ...ops import elementwise as ew
 from ...ops import amax, take
+from ...ops import elementwise as ew
 from ...tensor import Tensor
 from ._utils import check_float, check_tensor
 from .activation import softmax

@@ -13,8 +13,8 @@ from typing import Any
 
 from ...dispatch import call, composite
 from ...tensor import Tensor
-from ._utils import check_float, check_tensor, ntuple
 from ._conv_op import CONV2D
+from ._utils import check_float, check_tensor, ntuple
 from ._windows import Pads, output_size
 
 __all__ = ["conv1d", "conv2d"]
@@ -58,8 +58,8 @@ def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
     return out.squeeze(0) if unbatched else out
 
 
-def _conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple[int, int], pads: Pads,
-            dilation: tuple[int, int], groups: int) -> Tensor:
+def _conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple[int, ...], pads: Pads,
+            dilation: tuple[int, ...], groups: int) -> Tensor:
     n, c, h, w = x.shape
     o, cg, kh, kw = weight.shape
     ho = output_size(h, kh, stride[0], pads[0], dilation[0])

@@ -72,7 +72,8 @@ def _check_ndim(op: str, tensors: tuple[Any, ...], ndim: int) -> None:
 def _scaled_sum(op: str, input: Tensor, product: Tensor, beta: float, alpha: float) -> Tensor:  # noqa: A002
     check_tensor(input, "input", op)
     if broadcast_shapes(input.shape, product.shape) != product.shape:
-        raise ValueError(f"{op}(): input of shape {input.shape} cannot be broadcast to the product's shape {product.shape}")
+        raise ValueError(f"{op}(): input of shape {input.shape} cannot be broadcast to the product's shape "
+                         f"{product.shape}")
     if alpha != 1:
         product = product * alpha
     if beta == 0:

@@ -19,7 +19,7 @@ from ...ops import elementwise as ew
 from ...syncs import defer_check
 from ...tensor import Tensor
 from ._bce_ops import BINARY_CROSS_ENTROPY, LOG1P
-from ._utils import check_float, check_tensor, legacy_reduction, apply_reduction
+from ._utils import apply_reduction, check_float, check_tensor, legacy_reduction
 from .activation import log_softmax
 
 __all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy",

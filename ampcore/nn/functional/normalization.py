@@ -8,8 +8,8 @@ x**2 from overflowing float16.  The output keeps the input dtype.
 from __future__ import annotations
 
 import math
-
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ...autograd import no_grad
 from ...dispatch import composite

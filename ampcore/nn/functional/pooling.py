@@ -9,8 +9,8 @@ from ...dispatch import call, composite
 from ...ops import elementwise as ew
 from ...ops import reduction
 from ...tensor import Tensor
-from ._utils import check_float, ntuple, opmath
 from ._pool_op import TILED_MAX_POOL2D, tiles
+from ._utils import check_float, ntuple, opmath
 from ._windows import output_size, pad2d, windows
 
 __all__ = ["max_pool2d", "avg_pool2d"]
@@ -97,8 +97,8 @@ def _args(op: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any, dilat
             raise ValueError(f"{op}(): padding {padding!r} must be at most half the effective kernel size "
                              f"{kernel} (dilation {dilation_})")
     pads = ((pad[0], pad[0]), (pad[1], pad[1]))
-    for size, k, s, p, d in zip(x.shape[-2:], kernel, stride_, pads, dilation_):
-        if output_size(size, k, s, p, d) <= 0:
+    for size, k, s, lo_hi, d in zip(x.shape[-2:], kernel, stride_, pads, dilation_):
+        if output_size(size, k, s, lo_hi, d) <= 0:
             raise ValueError(f"{op}(): kernel {kernel} is larger than the padded input of shape {x.shape} "
                              f"(padding {padding!r}, dilation {dilation_})")
     return kernel, stride_, pads, dilation_

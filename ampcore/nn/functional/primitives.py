@@ -45,7 +45,7 @@ def tanh(input: Tensor) -> Tensor:  # noqa: A002
     return ew.unary("tanh", input)
 
 
-def pow(input: Any, exponent: Any) -> Tensor:  # noqa: A001 - torch name
+def pow(input: Any, exponent: Any) -> Tensor:  # noqa: A001, A002 - torch names
     """``input ** exponent``; either may be a Python number (torch's type promotion).
 
     Raises TypeError if neither operand is a Tensor.

@@ -9,7 +9,8 @@ NaN a plain sqrt(sum x**2) would give).
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ... import dtypes as dt
 from ...dispatch import call, composite

@@ -8,7 +8,8 @@ are matrix products: like torch they refuse operands of different dtypes
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ... import dtypes as dt
 from ...dispatch import composite

@@ -7,9 +7,23 @@ from .conv import Conv2d
 from .distance import CosineSimilarity
 from .dropout import Dropout
 from .linear import Bilinear, Flatten, Identity, Linear
-from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss, HingeEmbeddingLoss, HuberLoss,
-                   KLDivLoss, L1Loss, MarginRankingLoss, MSELoss, NLLLoss, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss,
-                   TripletMarginLoss)
+from .loss import (
+                   BCELoss,
+                   BCEWithLogitsLoss,
+                   CosineEmbeddingLoss,
+                   CrossEntropyLoss,
+                   HingeEmbeddingLoss,
+                   HuberLoss,
+                   KLDivLoss,
+                   L1Loss,
+                   MarginRankingLoss,
+                   MSELoss,
+                   NLLLoss,
+                   PoissonNLLLoss,
+                   SmoothL1Loss,
+                   SoftMarginLoss,
+                   TripletMarginLoss,
+)
 from .normalization import BatchNorm2d, GroupNorm, LayerNorm
 from .sparse import Embedding
 

@@ -63,7 +63,7 @@ class MultiheadAttention(Module):
             qkv = F.linear(query, w, b)
             return qkv[..., :e], qkv[..., e:2 * e], qkv[..., 2 * e:]
         parts = [(w[i * e:(i + 1) * e], b[i * e:(i + 1) * e] if b is not None else None) for i in range(3)]
-        return tuple(F.linear(x, wi, bi) for x, (wi, bi) in zip((query, key, value), parts))  # type: ignore
+        return tuple(F.linear(x, wi, bi) for x, (wi, bi) in zip((query, key, value), parts))
 
     def _heads(self, x: Tensor) -> Tensor:
         n, length, _ = x.shape

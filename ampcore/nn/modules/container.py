@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Iterable, Iterator, overload
+from collections.abc import Iterable, Iterator
+from typing import Any, overload
 
 from ..module import Module
 
@@ -38,7 +39,7 @@ class Sequential(Module):
     def __getitem__(self, idx: int) -> Module: ...
 
     @overload
-    def __getitem__(self, idx: slice) -> "Sequential": ...
+    def __getitem__(self, idx: slice) -> Sequential: ...
 
     def __getitem__(self, idx: int | slice) -> Any:
         items = list(self._modules.items())
@@ -65,15 +66,16 @@ class Sequential(Module):
     def __iter__(self) -> Iterator[Module]:
         return iter(self._modules.values())
 
-    def append(self, module: Module) -> "Sequential":
+    def append(self, module: Module) -> Sequential:
         """Add ``module`` at the end; returns self."""
         self.add_module(str(len(self)), module)
         return self
 
     def forward(self, input: Any) -> Any:  # noqa: A002 - torch's argument name
+        x = input
         for module in self._modules.values():
-            input = module(input)
-        return input
+            x = module(x)
+        return x
 
 
 class ModuleList(Module):
@@ -108,12 +110,12 @@ class ModuleList(Module):
     def __iter__(self) -> Iterator[Module]:
         return iter(self._modules.values())
 
-    def append(self, module: Module) -> "ModuleList":
+    def append(self, module: Module) -> ModuleList:
         """Add ``module`` at the end; returns self."""
         self.add_module(str(len(self)), module)
         return self
 
-    def extend(self, modules: Iterable[Module]) -> "ModuleList":
+    def extend(self, modules: Iterable[Module]) -> ModuleList:
         """Append each of ``modules``; returns self."""
         for m in modules:
             self.append(m)

@@ -17,7 +17,7 @@ def _pair(value: Any, name: str) -> tuple[int, int]:
     pair = (value, value) if isinstance(value, int) else tuple(value)
     if len(pair) != 2 or any(isinstance(v, bool) or not isinstance(v, int) for v in pair):
         raise ValueError(f"Conv2d {name} must be an int or a pair of ints, got {value!r}")
-    return pair  # type: ignore[return-value]
+    return pair
 
 
 class Conv2d(Module):

@@ -15,7 +15,8 @@ inputs by ``benchmarks/check_bfloat16_exhaustive.py``.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import ml_dtypes
 import numpy as np

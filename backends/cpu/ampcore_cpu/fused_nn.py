@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -105,7 +106,8 @@ def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The exact-erf GELU kernels through :mod:`._gelu_numba` when numba is installed.
 
     A (16, 64, 1024) array of N(0, 9) values: forward 72 -> 31 ms, backward 68 -> 43 ms against the
-    blockwise NumPy kernels (single core of a 2-core Zen 3).  Other forms and inputs, and without numba, run ``fn`` (blockwise NumPy).
+    blockwise NumPy kernels (single core of a 2-core Zen 3).  Other forms and inputs, and without numba, run
+    ``fn`` (blockwise NumPy).
     """
     numpy_kernel = _blockwise(fn)
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -19,7 +19,8 @@ checked on every float16 value and a structured float32 sample by
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -8,7 +8,8 @@ the way out: the numbers a tensor core's fp32-accumulating GEMM gives.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -127,7 +128,8 @@ def _select_bits(cond: np.ndarray, a: Any, b: Any, dtype: np.dtype) -> np.ndarra
     """
     bits = _BITS.get(dtype.itemsize)
     arrays = [v for v in (a, b) if isinstance(v, np.ndarray)]
-    if bits is None or cond.ndim == 0 or cond.dtype != np.bool_ or any(v.shape != cond.shape or v.dtype != dtype for v in arrays):
+    if (bits is None or cond.ndim == 0 or cond.dtype != np.bool_
+            or any(v.shape != cond.shape or v.dtype != dtype for v in arrays)):
         return None
     if not all(isinstance(v, np.ndarray) or _is_plus_zero(v) for v in (a, b)):
         return None
@@ -317,7 +319,8 @@ def uniform(shape: tuple[int, ...], dtype: Any, seed: int, device_index: int = 0
 def normal(shape: tuple[int, ...], dtype: Any, seed: int, device_index: int = 0) -> np.ndarray:
     target = _np(dtype)
     rng = np.random.default_rng(seed)
-    return rng.standard_normal(shape, dtype=np.float64 if target == np.float64 else np.float32).astype(target, copy=False)
+    drawn = rng.standard_normal(shape, dtype=np.float64 if target == np.float64 else np.float32)
+    return drawn.astype(target, copy=False)
 
 
 def _writable(g: np.ndarray) -> np.ndarray:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from ampcore import dtypes as dt
 
 from .array import CuArray, contiguous

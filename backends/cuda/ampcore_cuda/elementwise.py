@@ -8,9 +8,11 @@ cpu backend computes them).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+
 from ampcore import dtypes as dt
 
 from . import pointwise

@@ -10,7 +10,8 @@ float32/16-bit results are all but always correctly rounded.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -14,9 +14,11 @@ broadcast batch as batch stride 0, so neither is copied.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+
 from ampcore import dtypes as dt
 
 from .array import CuArray, contiguous

@@ -6,7 +6,8 @@ Importing a family imports no CuPy; each kernel imports it when first called.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 FAMILIES = ("elementwise", "reductions", "movement", "gemm", "amp", "softmax", "gelu", "optim")
 

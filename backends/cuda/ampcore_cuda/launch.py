@@ -19,7 +19,8 @@ synchronisation either way.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from ampcore import cgen
@@ -36,7 +37,7 @@ TILE = BLOCK * ILP
 _META_CACHE_SIZE = 64
 
 _kernels: dict[tuple, Any] = {}
-_metas: "OrderedDict[tuple, Any]" = OrderedDict()
+_metas: OrderedDict[tuple, Any] = OrderedDict()
 
 
 def raw_kernel(key: tuple, source: Callable[[], str], name: str) -> Any:

@@ -3,9 +3,11 @@ every dtype (bfloat16 bits move as uint16); only ``scatter_add`` computes, in fl
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
+
 from ampcore import dtypes as dt
 
 from .array import CuArray, contiguous

@@ -7,7 +7,8 @@ ampcore's public API.  Nothing here imports CuPy at import time.
 from __future__ import annotations
 
 import gc
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 

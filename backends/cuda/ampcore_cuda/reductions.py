@@ -4,9 +4,11 @@ and the result rounded once."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
+
 from ampcore import dtypes as dt
 
 from .array import CuArray

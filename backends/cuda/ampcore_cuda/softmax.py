@@ -8,7 +8,8 @@ The four kernels share one template and differ in two C expressions:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from ampcore import cgen

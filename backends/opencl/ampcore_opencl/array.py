@@ -10,7 +10,8 @@ are copies made by kernels that read their input through element strides.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ampcore import dtypes as dt
 
@@ -45,7 +46,7 @@ class CLArray:
     def nbytes(self) -> int:
         return self.size * ctype(self.dtype).itemsize
 
-    def reshaped(self, shape: Sequence[int]) -> "CLArray":
+    def reshaped(self, shape: Sequence[int]) -> CLArray:
         """A view with a new shape over the same buffer (same number of elements)."""
         view = CLArray(self.state, shape, self.dtype, self.buffer)
         view._keepalive = self._keepalive

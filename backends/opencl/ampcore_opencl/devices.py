@@ -19,19 +19,28 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 import ampcore
 
 from . import runtimes
-from .probe import (HalfConvert, HalfSupport, choose_half_convert, compiler_message, probe_native_half,
-                    quiet_compiler, run_smoke_kernel, stderr_silenced)
+from .probe import (
+    HalfConvert,
+    HalfSupport,
+    choose_half_convert,
+    compiler_message,
+    probe_native_half,
+    quiet_compiler,
+    run_smoke_kernel,
+    stderr_silenced,
+)
 
 _lock = threading.Lock()
 _devices: list[Any] | None = None
-_states: dict[int, "DeviceState"] = {}
+_states: dict[int, DeviceState] = {}
 _unusable: dict[int, str] = {}
 
 
@@ -83,7 +92,7 @@ def device_status(index: int) -> ampcore.Availability:
     return ampcore.Availability(True)
 
 
-def device_state(index: int) -> "DeviceState":
+def device_state(index: int) -> DeviceState:
     """The (lazily created) state of device ``opencl:index``; BackendUnavailableError if it is unusable."""
     state = _states.get(index)
     if state is not None:
@@ -94,7 +103,7 @@ def device_state(index: int) -> "DeviceState":
         if state is None and index not in _unusable:
             try:
                 state = _states[index] = DeviceState(index, device)
-            except Exception as exc:  # its compiler or runtime failed: unusable, with the reason and the fix
+            except Exception as exc:  # noqa: BLE001 - its compiler or runtime failed: unusable, with the reason and the fix
                 _unusable[index] = _unusable_reason(device, exc)
     if state is None:
         raise ampcore.BackendUnavailableError("opencl", _unusable[index], device=f"opencl:{index}")

@@ -11,10 +11,12 @@ them 16 ulp, more than the 4-eps tolerance of the contract.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
+
 from ampcore import dtypes as dt
 from ampcore.kernels import BINARY, COMPARISON, UNARY
 

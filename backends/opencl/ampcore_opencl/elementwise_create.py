@@ -10,9 +10,11 @@ on every launch and every device.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
+
 from ampcore import dtypes as dt
 
 from .array import CLArray, empty

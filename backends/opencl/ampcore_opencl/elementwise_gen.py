@@ -14,10 +14,12 @@ costs a div/mod.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
+
 from ampcore import dtypes as dt
 
 from .array import CLArray, broadcast_strides, collapse

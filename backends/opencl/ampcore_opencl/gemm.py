@@ -30,9 +30,11 @@ direct kernel, one work-item per output element; it is slow beyond that size.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+
 from ampcore import dtypes as dt
 
 from .array import CLArray, broadcast_strides, collapse, empty

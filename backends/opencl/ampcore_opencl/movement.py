@@ -20,7 +20,8 @@ host round trip: ``take`` writes zero bits there and ``scatter_add`` drops them
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 

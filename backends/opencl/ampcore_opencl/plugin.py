@@ -7,8 +7,9 @@ ampcore's public API, like any third-party backend.
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable, Mapping
 from importlib import resources
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,7 @@ class OpenCLBackend(ampcore.Backend):
 
             devices = device_list()
             usable = [d for i, d in enumerate(devices) if self.device_status(i).ok]
-        except Exception:  # no pyopencl or no platform: unavailable anyway, and info must not crash
+        except Exception:  # noqa: BLE001 - no pyopencl or no platform: unavailable anyway, and info must not crash
             return 50
         return 150 if usable and not is_cpu(usable[0]) else 50
 
@@ -54,7 +55,7 @@ class OpenCLBackend(ampcore.Backend):
             devices = device_list()
         except ImportError as exc:
             return ampcore.Availability(False, f"pyopencl is not importable ({exc}): pip install ampcore-opencl")
-        except Exception as exc:  # the ICD loader reports "no platforms" as an error
+        except Exception as exc:  # noqa: BLE001 - the ICD loader reports "no platforms" as an error
             problems = "".join(f"; {p}" for p in runtimes.problems())
             return ampcore.Availability(False, f"no OpenCL platform ({type(exc).__name__}: {exc}){problems}; "
                                                f"{_RUNTIME_HINT}")

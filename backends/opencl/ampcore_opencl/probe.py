@@ -59,8 +59,9 @@ from __future__ import annotations
 import contextlib
 import os
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -187,7 +188,7 @@ def probe_native_half(state: Any) -> HalfSupport:
         program.probe(state.queue, (a.size,), None, buf_a, buf_b, buf_out, np.int32(a.size))
         out = np.empty(4 * a.size, dtype=np.float16)
         cl.enqueue_copy(state.queue, out, buf_out)
-    except Exception as exc:  # a device without half arithmetic fails to build: that is the answer
+    except Exception as exc:  # noqa: BLE001 - a device without half arithmetic fails to build: that is the answer
         return HalfSupport(False, claimed, f"probe kernel did not build or run ({compiler_message(exc)[:120]})")
     expected = _expected(a, b)
     same = (out.view(np.uint16) == expected.view(np.uint16)) | (np.isnan(out) & np.isnan(expected))
@@ -305,7 +306,7 @@ def choose_half_convert(state: Any) -> HalfConvert:
         return HalfConvert("integer", "no cl_khr_fp16")
     try:
         times, wrong = _measure_convert(state)
-    except Exception as exc:  # a driver whose half conversions do not build: the integer path needs nothing
+    except Exception as exc:  # noqa: BLE001 - a driver whose half conversions do not build: the integer path needs nothing
         return HalfConvert("integer", f"probe did not build or run: {compiler_message(exc)[:120]}")
     if any(wrong.values()):  # the integer code is plain C: wrong only under a broken compiler
         path = min(wrong, key=lambda p: (wrong[p], p != "integer"))

@@ -23,7 +23,8 @@ integer sums in long (int64 out); the result is rounded once on output.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -57,7 +58,7 @@ def work_group_size(state: DeviceState, kernel: Any, cap: int = MAX_LOCAL) -> in
     limit = min(cap, state.max_work_group_size)
     try:
         limit = min(limit, int(kernel.get_work_group_info(cl().kernel_work_group_info.WORK_GROUP_SIZE, state.device)))
-    except Exception:  # pragma: no cover - an ICD without the query: the device limit stands
+    except Exception:  # noqa: BLE001 - an ICD without the query: the device limit stands  # pragma: no cover
         pass
     return 1 << (max(limit, 1).bit_length() - 1)
 

@@ -61,7 +61,7 @@ def prepare() -> None:
         _done = True
         try:
             _register_intel()
-        except Exception as exc:  # nothing here may stop the other runtimes from working
+        except Exception as exc:  # noqa: BLE001 - nothing here may stop the other runtimes from working
             _problems.append(f"Intel's OpenCL CPU runtime could not be set up ({type(exc).__name__}: {exc})")
 
 

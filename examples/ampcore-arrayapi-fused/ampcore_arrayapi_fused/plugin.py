@@ -14,7 +14,8 @@ this plugin as the provider of ``softmax`` and ``softmax_backward``.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -18,7 +18,8 @@ negative slice steps refused (PyTorch: a ``flip``).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 

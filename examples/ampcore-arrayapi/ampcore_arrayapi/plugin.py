@@ -8,8 +8,9 @@ ampcore's public API, like any third-party backend.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from importlib import resources
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -74,7 +74,7 @@ class Signature:
 
 def signature(source: str, name: str) -> Signature:
     """The signature of ``extern "C" __global__`` kernel ``name`` in ``source``; SimulatorBuildError if absent."""
-    typedefs = dict((alias, base) for base, alias in re.findall(r"typedef\s+([\w ]+?)\s+(\w+)\s*;", source))
+    typedefs = {alias: base for base, alias in re.findall(r"typedef\s+([\w ]+?)\s+(\w+)\s*;", source)}
     for bounds, kernel, params in _SIGNATURE.findall(source):
         if kernel != name:
             continue

@@ -8,9 +8,9 @@ transpose, leading dimension and batch stride honoured.  A combination it does n
 from __future__ import annotations
 
 import ctypes
-from typing import Any
 
 import numpy as np
+
 from ampcore import dtypes as dt
 
 __all__ = ["CublasSimError", "gemmStridedBatchedEx", "setPointerMode", "get_cublas_handle",

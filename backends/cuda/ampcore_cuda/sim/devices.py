@@ -82,7 +82,7 @@ class Device:
     def synchronize(self) -> None:
         """Nothing is asynchronous in the simulator."""
 
-    def __enter__(self) -> "Device":
+    def __enter__(self) -> Device:
         self._saved.append(current_device())
         _local.device = self.id
         return self
