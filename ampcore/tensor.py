@@ -20,6 +20,7 @@ from .dtypes import DType
 from .ops import elementwise as ew
 from .ops import linalg, reduction, shape
 from .syncs import to_host
+from .tensor_base import TensorBase, set_tensor_class
 
 __all__ = ["Tensor"]
 
@@ -49,27 +50,13 @@ def check_storable(backend: Any, index: int, dtype: DType) -> None:
         raise TypeError(f"device '{backend.name}:{index}' cannot store {dtype.name} tensors; it can store {can}")
 
 
-class Tensor:
+class Tensor(TensorBase):
     """An n-dimensional array on a backend device, with autograd."""
 
-    __slots__ = ("_data", "_backend", "device", "dtype", "shape", "requires_grad", "grad", "grad_fn", "__weakref__")
+    __slots__ = ()
     __array_ufunc__ = None  # make NumPy defer to our reflected operators
 
     # ------------------------------------------------------------------ construction
-    @classmethod
-    def _wrap(cls, data: Any, device: Device, backend: Any, grad_fn: Any = None,
-              requires_grad: bool = False) -> "Tensor":
-        t = object.__new__(cls)
-        t._data = data
-        t._backend = backend
-        t.device = device
-        t.dtype = backend.dtype_of(data)
-        t.shape = backend.shape_of(data)
-        t.requires_grad = bool(requires_grad or grad_fn is not None)
-        t.grad = None
-        t.grad_fn = grad_fn
-        return t
-
     def __init__(self, *args: Any, **kwargs: Any):
         raise TypeError("create tensors with ampcore.tensor(data, dtype=..., device=...), not Tensor(...)")
 
@@ -572,6 +559,7 @@ def _move(t: Tensor, target: Device, backend: Any) -> Tensor:
     return Tensor._wrap(data, target, backend, requires_grad=t.requires_grad)
 
 
+set_tensor_class(Tensor)
 register_op("to", "primitive")
 for _name in ("add_", "mul_"):
     register_op(_name, "in-place")

@@ -15,8 +15,8 @@ from .overflow import OverflowRecord, check as _overflow_check, detect_overflow
 from .routing import AutocastError, autocast_hook
 from .trace import Trace, TraceRecord
 
-_dispatch.autocast_hook = autocast_hook
-_dispatch.overflow_hook = _overflow_check
+_dispatch.set_autocast_hook(autocast_hook)
+_dispatch.set_overflow_hook(_overflow_check)
 
 __all__ = [
     "autocast", "is_autocast_enabled", "get_autocast_dtype", "is_autocast_available", "is_autocast_cache_enabled",
