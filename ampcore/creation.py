@@ -112,7 +112,8 @@ def tensor(data: Any, dtype: Any = None, device: DeviceLike | None = None, requi
     dev, backend = _place(device, target)
     if requires_grad and not target.is_floating_point:
         raise TypeError(f"only floating tensors can require gradients, got dtype {target.name}")
-    out = Tensor._wrap(backend.from_numpy(np.asarray(array, order="C"), target, dev.index), dev, backend)
+    data = guarded_kernels(backend, "tensor").from_numpy(np.asarray(array, order="C"), target, dev.index)
+    out = Tensor._wrap(data, dev, backend)
     return out.requires_grad_(requires_grad)
 
 

@@ -323,6 +323,23 @@ class KernelGate:
         return kernel
 
 
+def _gated(backend_name: str, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` raising :class:`KernelError` naming the kernel and backend when the backend fails (errors
+    about its inputs pass through); the op that called it fills in its own name (:meth:`KernelError.named`)."""
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except INPUT_ERRORS:
+            raise
+        except Exception as exc:
+            raise KernelError(None, backend_name, exc, kernel=name) from exc
+
+    kernel.__name__ = name
+    kernel.__wrapped__ = fn  # type: ignore[attr-defined]
+    return kernel
+
+
 @dataclass(frozen=True)
 class _Entry:
     fn: Callable[..., Any]
@@ -360,6 +377,7 @@ class KernelTable:
         # Cache as an attribute: kernel calls are on every op's hot path.  Once the backend's array
         # introspection is bound, and while debug checks are on, kernels with an output rule are
         # installed with their output checked.
+        fn = _gated(self._backend_name, name, fn)
         if _debug[0] and self._array_info is not None and name in OUTPUT_RULES:
             fn = _checked(self._backend_name, name, fn, *self._array_info)
         object.__setattr__(self, name, fn)

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import numpy as np
 
 from .dispatch import guarded_kernels
+from .dtypes import float32
+from .kernels import KernelGate
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -91,7 +93,7 @@ def to_host(t: "Tensor", reason: str = "read", *, run_checks: bool = True) -> np
 def _read(backend: Any, array: Any, reason: str) -> np.ndarray:
     for counter in _state.counters:
         counter.add(reason)
-    return np.asarray(backend.to_numpy(array))
+    return np.asarray(KernelGate.of(backend, reason).to_numpy(array))
 
 
 def defer_check(flag: "Tensor", error: Callable[[], Exception]) -> None:
@@ -117,8 +119,6 @@ def read_with_checks(values: "Tensor | None", device: Any = None) -> np.ndarray 
     first failed check's error, after clearing the queue.  Works on the
     backend's arrays directly, so no op is traced or autocast on the way.
     """
-    from .dtypes import float32
-
     device = values.device if values is not None else device
     checks = _state.pending.pop(device, [])
     if values is None and not checks:

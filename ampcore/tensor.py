@@ -555,7 +555,7 @@ def _move(t: Tensor, target: Device, backend: Any) -> Tensor:
         raise RuntimeError(f"cannot move a tensor that is part of an autograd graph from '{t.device}' to "
                            f"'{target}'; move the inputs before computing")
     check_storable(backend, target.index, t.dtype)
-    data = backend.from_numpy(to_host(t, "move between devices"), t.dtype, target.index)
+    data = guarded_kernels(backend, "to").from_numpy(to_host(t, "move between devices"), t.dtype, target.index)
     return Tensor._wrap(data, target, backend, requires_grad=t.requires_grad)
 
 
