@@ -26,12 +26,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
-from .dispatch import guarded_kernels
 from .dtypes import float32
 from .kernels import KernelGate
 
 if TYPE_CHECKING:
-    from .tensor import Tensor
+    from .tensor_base import TensorBase as Tensor
 
 __all__ = ["HostSyncs", "count_host_syncs", "to_host", "defer_check", "run_deferred_checks", "read_with_checks",
            "MAX_PENDING_CHECKS"]
@@ -124,7 +123,7 @@ def read_with_checks(values: "Tensor | None", device: Any = None) -> np.ndarray 
     if values is None and not checks:
         return None
     backend = values._backend if values is not None else checks[0].flag._backend
-    k = guarded_kernels(backend, "deferred checks")
+    k = KernelGate.of(backend, "deferred checks")
     arrays = ([values._data] if values is not None else []) + [
         k.reshape(k.cast(c.flag._data, float32), (1,)) for c in checks]
     host = _read(backend, arrays[0] if len(arrays) == 1 else k.concat(arrays, 0),

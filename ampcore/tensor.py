@@ -8,47 +8,24 @@ never leaves a tensor half-written.
 from __future__ import annotations
 
 import copy
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from . import dtypes as dt
 from .autograd import is_grad_enabled, run_backward
 from .device import Device, DeviceLike
+from .creation import tensor
 from .dispatch import guarded_kernels, primitive, register_op, route
 from .dtypes import DType
 from .ops import elementwise as ew
 from .ops import linalg, reduction, shape
+from .plugins import registry
+from .plugins.capabilities import _caps_cache, capabilities_of, check_storable, forget_capabilities  # noqa: F401 - their old home
 from .syncs import to_host
 from .tensor_base import TensorBase, set_tensor_class
 
 __all__ = ["Tensor"]
-
-_caps_cache: dict[tuple[str, int], Any] = {}
-
-
-def capabilities_of(backend: Any, index: int) -> Any:
-    """Capabilities of one device, cached (they do not change while the process runs)."""
-    key = (backend.name, index)
-    caps = _caps_cache.get(key)
-    if caps is None:
-        caps = _caps_cache[key] = backend.capabilities(index)
-    return caps
-
-
-def forget_capabilities(backend_name: str) -> None:
-    """Drop cached capabilities of a backend (when it is unregistered)."""
-    for key in [k for k in _caps_cache if k[0] == backend_name]:
-        del _caps_cache[key]
-
-
-def check_storable(backend: Any, index: int, dtype: DType) -> None:
-    """TypeError naming the dtype, device and what it can store, if ``dtype`` cannot live there."""
-    caps = capabilities_of(backend, index)
-    if dtype not in caps.storable:
-        can = ", ".join(sorted(d.name for d in caps.storable))
-        raise TypeError(f"device '{backend.name}:{index}' cannot store {dtype.name} tensors; it can store {can}")
-
 
 class Tensor(TensorBase):
     """An n-dimensional array on a backend device, with autograd."""
@@ -61,8 +38,6 @@ class Tensor(TensorBase):
         raise TypeError("create tensors with ampcore.tensor(data, dtype=..., device=...), not Tensor(...)")
 
     def _new_tensor(self, data: Any, dtype: DType | None = None) -> "Tensor":
-        from .creation import tensor
-
         return tensor(data, dtype=dtype, device=self.device)
 
     def _backend_check_storable(self, dtype: DType) -> None:
@@ -207,8 +182,6 @@ class Tensor(TensorBase):
                 raise TypeError(f"to() takes a device, a dtype or a tensor, got {a!r}")
         out = self
         if device is not None:
-            from .plugins import registry
-
             target = registry.resolve(device)
             if target != self.device:
                 out = _move(self, target, registry.get_backend(target.type))
@@ -460,15 +433,9 @@ class Tensor(TensorBase):
     def matmul(self, other: "Tensor") -> "Tensor":
         return linalg.matmul(self, other)
 
-    def softmax(self, dim: int) -> "Tensor":
-        from .nn import functional as F
-
-        return F.softmax(self, dim)
-
-    def log_softmax(self, dim: int) -> "Tensor":
-        from .nn import functional as F
-
-        return F.log_softmax(self, dim)
+    # softmax(dim) and log_softmax(dim) are ampcore.nn.functional's, which sits above Tensor and attaches them.
+    softmax: Callable[..., "Tensor"]
+    log_softmax: Callable[..., "Tensor"]
 
     # ------------------------------------------------------------------ operators
     def __add__(self, o: Any) -> "Tensor":
@@ -568,8 +535,6 @@ for _name in ("add_", "mul_"):
 def _unpickle(cls: type, values: np.ndarray, dtype: str, device: str, requires_grad: bool,
               state: dict) -> Tensor:
     """Rebuild a pickled tensor (or Parameter) on ``device``."""
-    from .creation import tensor
-
     t = tensor(values, dtype=dtype, device=device)
     out = cls._wrap(t._data, t.device, t._backend, requires_grad=requires_grad)
     if state:

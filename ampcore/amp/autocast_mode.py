@@ -16,7 +16,10 @@ from typing import Any, Callable, TypeVar
 
 from .. import dispatch
 from .. import dtypes as dt
+from ..backend import BackendUnavailableError
 from ..dtypes import DType
+from ..plugins import registry
+from ..plugins.capabilities import capabilities_of
 from ..policy import Policy
 from ..policy import get as get_policy
 from ..policy.resolve import check_device_type
@@ -39,8 +42,6 @@ def _check_bool(value: Any, name: str) -> bool:
 
 def _backend_record(device_type: str) -> Any:
     """The registry record of ``device_type``; UnknownBackendError (listing the installed ones) if none."""
-    from ..plugins import registry
-
     registry.get_backend(device_type, require_available=False)
     return registry.records[device_type]
 
@@ -85,8 +86,6 @@ class autocast:  # noqa: N801 - torch's name
             if self._enabled:
                 self._disable(f"backend {device_type!r} is unavailable here: {status.reason}", unavailable=True)
             return
-        from ..tensor import capabilities_of
-
         caps = capabilities_of(record.backend, 0)
         fast = requested or caps.autocast_dtype
         if fast is None:
@@ -110,8 +109,6 @@ class autocast:  # noqa: N801 - torch's name
             return
         if self._strict:
             if unavailable:
-                from ..backend import BackendUnavailableError
-
                 raise BackendUnavailableError(self.device_type, why)
             raise ValueError(f"{why} (strict=True; without it autocast would warn and disable itself)")
         warnings.warn(f"{why}. Disabling autocast.", UserWarning, stacklevel=3)
@@ -183,17 +180,12 @@ def get_autocast_dtype(device_type: str) -> DType:
     if region is not None:
         return region.dtype
     record = _backend_record(device_type)
-    from ..tensor import capabilities_of
-
     preferred = capabilities_of(record.backend, 0).autocast_dtype if record.availability().ok else None
     return preferred or dt.float16
 
 
 def is_autocast_available(device_type: str) -> bool:
     """Whether ``device_type`` is an installed, available backend with a low-precision autocast dtype."""
-    from ..plugins import registry
-    from ..tensor import capabilities_of
-
     registry.ensure_loaded()
     record = registry.records.get(check_device_type(device_type))
     if record is None or not record.availability().ok:
