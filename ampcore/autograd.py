@@ -13,7 +13,7 @@ import threading
 from typing import Any, Iterable, Protocol, Sequence
 
 from .hooks import STATE
-from .kernels import KernelGate
+from .kernels import KernelError, KernelGate
 from .tensor_base import TensorBase, wrap
 
 
@@ -134,15 +134,13 @@ def _topological_order(root: Node) -> list[Node]:
 
 def run_backward(root: TensorBase, grad: Any, retain_graph: bool = False) -> None:
     """Propagate ``grad`` (a backend array shaped like ``root``) to every leaf that requires grad."""
-    k, backend = root._backend.kernels, root._backend.name
-    accumulate = KernelGate(k, backend, "backward", "gradient accumulation")
     if root.grad_fn is None:
         _accumulate_leaf(root, grad)
         return
     callbacks: list[Any] = []
     _callback_stack().append(callbacks)
     try:
-        _run_nodes(root, grad, retain_graph, k, backend, accumulate)
+        _run_nodes(root, grad, retain_graph, root._backend.kernels)
     finally:
         _callback_stack().pop()
     with no_grad():
@@ -166,9 +164,10 @@ def queue_callback(fn: Any) -> None:
     stack[-1].append(fn)
 
 
-def _run_nodes(root: TensorBase, grad: Any, retain_graph: bool, k: Any, backend: str, accumulate: Any) -> None:
+def _run_nodes(root: TensorBase, grad: Any, retain_graph: bool, k: Any) -> None:
+    # The kernel table gates every kernel (a backend failure is a KernelError naming the kernel); the
+    # engine names the op whose backward called it.
     pending: dict[int, Any] = {id(root.grad_fn): grad}
-    guarded = KernelGate(k, backend, "backward", "backward")
     with no_grad():
         for node in _topological_order(root.grad_fn):
             g = pending.pop(id(node), None)
@@ -179,7 +178,10 @@ def _run_nodes(root: TensorBase, grad: Any, retain_graph: bool, k: Any, backend:
                     f"trying to backward through {node.name()} a second time; its saved values were freed. "
                     "Pass retain_graph=True to the first backward() if you need to backward twice"
                 )
-            input_grads = node.op.backward(node.ctx, guarded.renamed(node.op.name, "backward"), g)  # failures name the op
+            try:
+                input_grads = node.op.backward(node.ctx, k, g)
+            except KernelError as exc:
+                raise exc.named(node.op.name, "backward") from exc.error
             if STATE.watching and STATE.overflow_hook is not None:
                 _check_backward(root, node, g, input_grads)
             if not retain_graph:
@@ -190,7 +192,7 @@ def _run_nodes(root: TensorBase, grad: Any, retain_graph: bool, k: Any, backend:
                     continue
                 if fn is not None:
                     key = id(fn)
-                    pending[key] = gi if key not in pending else accumulate.add(pending[key], gi)
+                    pending[key] = gi if key not in pending else _add(k, pending[key], gi)
                 elif t is not None and t.requires_grad:
                     _accumulate_leaf(t, gi)
 
@@ -207,16 +209,27 @@ def _check_backward(root: TensorBase, node: Node, g: Any, input_grads: Sequence[
         hook(node.op.name, "backward", ins, outs, node.within)
 
 
+def _add(k: Any, a: Any, b: Any) -> Any:
+    """Two gradients for one node summed (a failure names gradient accumulation)."""
+    try:
+        return k.add(a, b)
+    except KernelError as exc:
+        raise exc.named("backward", "gradient accumulation") from exc.error
+
+
 def _accumulate_leaf(leaf: TensorBase, g: Any) -> None:
-    k = KernelGate.of(leaf._backend, "backward", "gradient accumulation")
-    if leaf.grad is None:
-        # cast always copies: each leaf owns its .grad, since the scaler and
-        # fused optimizers may update gradients in place.
-        leaf.grad = wrap(k.cast(g, leaf.dtype), leaf.device, leaf._backend)
-    else:
-        if leaf._backend.dtype_of(g) != leaf.dtype:
-            g = k.cast(g, leaf.dtype)
-        leaf.grad = wrap(k.add(leaf.grad._data, g), leaf.device, leaf._backend)
+    k = leaf._backend.kernels
+    try:
+        if leaf.grad is None:
+            # cast always copies: each leaf owns its .grad, since the scaler and
+            # fused optimizers may update gradients in place.
+            leaf.grad = wrap(k.cast(g, leaf.dtype), leaf.device, leaf._backend)
+        else:
+            if leaf._backend.dtype_of(g) != leaf.dtype:
+                g = k.cast(g, leaf.dtype)
+            leaf.grad = wrap(k.add(leaf.grad._data, g), leaf.device, leaf._backend)
+    except KernelError as exc:
+        raise exc.named("backward", "gradient accumulation") from exc.error
 
 
 def zero_grads(params: Any, set_to_none: bool = True) -> None:

@@ -24,7 +24,7 @@ from ..policy import Policy
 from ..policy import get as get_policy
 from ..policy.resolve import check_device_type
 from .decision import Decision, decide
-from .state import Region, thread_state
+from .state import Region, shared_decisions, thread_state
 from .trace import Trace
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "is_autocast_available",
@@ -134,8 +134,9 @@ class autocast:  # noqa: N801 - torch's name
         trace = self._trace
         if trace is _INHERIT:
             trace = previous.trace if previous is not None else None
-        tls.regions[self.device_type] = Region(self.device_type, self._enabled, self.fast_dtype,
-                                               self._cache_enabled, self._policy, trace, self._fallback_ops)
+        tls.regions[self.device_type] = Region(
+            self.device_type, self._enabled, self.fast_dtype, self._cache_enabled, self._policy, trace,
+            self._fallback_ops, shared_decisions(self._policy, self.fast_dtype, self._fallback_ops))
         tls.saved.append((self.device_type, previous))
         if self._enabled:
             tls.last_dtype[self.device_type] = self.fast_dtype
