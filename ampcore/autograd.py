@@ -98,9 +98,9 @@ class Node:
     def __init__(self, op: OpRule, ctx: Context, inputs: Sequence[TensorBase | None], keep_all: bool = False):
         self.op = op
         self.ctx = ctx
-        self.input_fns = tuple(t.grad_fn if t is not None else None for t in inputs)
-        self.inputs = tuple(t if t is not None and (keep_all or (t.grad_fn is None and t.requires_grad)) else None
-                            for t in inputs)
+        self.input_fns = tuple([t.grad_fn if t is not None else None for t in inputs])
+        self.inputs = tuple([t if t is not None and (keep_all or (t.grad_fn is None and t.requires_grad)) else None
+                             for t in inputs])
         self.freed = False
         self.within: tuple[str, ...] = ()  # enclosing op boundaries, recorded while detecting overflow
 
@@ -109,6 +109,10 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<{self.name()}>"
+
+
+# What a node holds once backward freed its saved values (never written to).
+_FREED = Context()
 
 
 def _topological_order(root: Node) -> list[Node]:
@@ -185,7 +189,7 @@ def _run_nodes(root: TensorBase, grad: Any, retain_graph: bool, k: Any) -> None:
             if STATE.watching and STATE.overflow_hook is not None:
                 _check_backward(root, node, g, input_grads)
             if not retain_graph:
-                node.ctx = Context()
+                node.ctx = _FREED
                 node.freed = True
             for t, fn, gi in zip(node.inputs, node.input_fns, input_grads):
                 if gi is None:

@@ -267,6 +267,21 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return _gemm(a, b)
 
 
+# Results up to this many elements are broadcast as a copy: np.broadcast_to's view machinery costs ~3 us
+# (a sum's backward pays it on every step), a 16K-element copy well under that (2-core Xeon, NumPy 2.4).
+SMALL_BROADCAST = 1 << 14
+
+
+def broadcast_to(x: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+    """``x`` broadcast to ``shape``: a view, or for a small result a copy (the contract allows either)."""
+    shape = tuple(shape)
+    if math.prod(shape) <= SMALL_BROADCAST:
+        out = np.empty(shape, x.dtype)
+        np.copyto(out, x)  # ValueError for shapes that do not broadcast, as np.broadcast_to
+        return out
+    return np.broadcast_to(x, shape)
+
+
 def reshape(x: np.ndarray, shape: Sequence[int]) -> np.ndarray:
     """np.reshape; where that must copy a permuted view, the copy walks the source in memory order.
 
@@ -411,7 +426,7 @@ def primitive_table() -> dict[str, Callable[..., Any]]:
     table.update(
         cast=_quiet(cast), where=where, sum=_quiet(reduce_sum), max=_quiet(reduce_max), argmax=argmax,
         cumsum=_quiet(cumsum), matmul=_quiet(matmul), reshape=reshape, transpose=np.transpose,
-        broadcast_to=np.broadcast_to, slice=slice_, slice_assign=slice_assign, pad=pad, concat=concat, take=take,
+        broadcast_to=broadcast_to, slice=slice_, slice_assign=slice_assign, pad=pad, concat=concat, take=take,
         scatter_add=_quiet(scatter_add),
         full=full, arange=arange, uniform=uniform, normal=normal,
         unscale_and_check=unscale_and_check, update_scale=update_scale,
