@@ -104,8 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     theirs = {name: time_us(fn, args.number, args.repeats) for name, fn in theirs_fns.items()} if theirs_fns else None
     ref, ref_name = (theirs, "torch µs") if theirs else (ISSUE_TORCH_US, "torch µs (issue 26)")
 
-    print(f"# per-op cost, cpu backend, 16x64 float32; {cpu_model()}, {os.cpu_count()} CPUs, "
-          f"numpy {np.__version__}, best of {args.repeats}x{args.number}")
+    blas = os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS") or "library default"
+    print(f"# per-op cost, cpu backend, 16x64 float32; {cpu_model()}, {os.cpu_count()} CPUs, one Python thread "
+          f"(BLAS threads: {blas}); numpy {np.__version__}, best of {args.repeats}x{args.number}")
     if theirs is None:
         print("# torch is not importable here: its column is issue 26's figures (torch 2.13 eager CPU, 1 thread); "
               "pip install torch --index-url https://download.pytorch.org/whl/cpu to measure it in this process")

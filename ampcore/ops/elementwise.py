@@ -178,7 +178,10 @@ class Binary(Op):
 
     def forward(self, ctx, k, a, b):
         y = getattr(k, self.name)(a, b)
-        reads = "".join(r for r, needed in zip(self._reads, ctx.needs_input_grad) if needed)
+        needs = ctx.needs_input_grad
+        if not (needs[0] or needs[1]):
+            return y  # nothing will run backward: nothing to save
+        reads = "".join(r for r, needed in zip(self._reads, needs) if needed)
         ctx.a, ctx.b, ctx.y = (a if "a" in reads else None), (b if "b" in reads else None), \
             (y if "y" in reads else None)
         ctx.shapes = (_shape(k, a), _shape(k, b))
