@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# per-op cost, cpu backend, 16x64 float32; {cpu_model()}, {os.cpu_count()} CPUs, one Python thread "
           f"(BLAS threads: {blas}); numpy {np.__version__}, best of {args.repeats}x{args.number}")
     if theirs is None:
-        print("# torch is not importable here: its column is issue 26's figures (torch 2.13 eager CPU, 1 thread); "
+        why = "torch skipped (--no-torch)" if args.no_torch else "torch is not importable here"
+        print(f"# {why}: its column is issue 26's figures (torch 2.13 eager CPU, 1 thread); "
               "pip install torch --index-url https://download.pytorch.org/whl/cpu to measure it in this process")
     print(f"| case | ampcore µs | {ref_name} | ratio | target ratio |")
     print("| --- | --- | --- | --- | --- |")
