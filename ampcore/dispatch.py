@@ -209,7 +209,7 @@ def call(op: Any, *inputs: Any, **params: Any) -> Any:
     backend = anchor._backend
     ctx = Context()
     record = wants_grad and op.differentiable and is_grad_enabled()
-    ctx.needs_input_grad = tuple(isinstance(t, TensorBase) and t.requires_grad for t in inputs) if wants_grad \
+    ctx.needs_input_grad = tuple([isinstance(t, TensorBase) and t.requires_grad for t in inputs]) if wants_grad \
         else (False,) * len(inputs)
     ctx.device_index = anchor.device.index
     try:
@@ -222,7 +222,7 @@ def call(op: Any, *inputs: Any, **params: Any) -> Any:
         raise KernelError(op.name, backend.name, exc) from exc
     dtype = _checked_dtype(op, backend, out, anchor)
     watching = STATE.watching
-    node = Node(op, ctx, [t if isinstance(t, TensorBase) else None for t in inputs], keep_all=bool(watching)) \
+    node = Node(op, ctx, [t if isinstance(t, TensorBase) else None for t in inputs], bool(watching)) \
         if record else None
     result = tensor_class()._wrap_known(out, anchor.device, backend, dtype, backend.shape_of(out), node)
     if watching and STATE.overflow_hook is not None:

@@ -18,6 +18,7 @@ from .device import Device, DeviceLike
 from .creation import tensor
 from .dispatch import guarded_kernels, primitive, register_op, route
 from .dtypes import DType
+from .kernels import KernelError
 from .ops import elementwise as ew
 from .ops import linalg, reduction, shape
 from .plugins import registry
@@ -261,7 +262,10 @@ class Tensor(TensorBase):
             if self.numel() != 1:
                 raise RuntimeError(f"backward() without a gradient needs a scalar output, got shape {self.shape}; "
                                    "pass gradient=ones_like(output) or reduce (e.g. .sum()) first")
-            grad = self._kernels("backward").full(self.shape, 1.0, self.dtype, self.device.index)
+            try:
+                grad = self._backend.kernels.full(self.shape, 1.0, self.dtype, self.device.index)
+            except KernelError as exc:  # the kernel table gates it; name the op
+                raise exc.named("backward") from exc.error
         else:
             if not isinstance(gradient, Tensor) or gradient.shape != self.shape:
                 got = gradient.shape if isinstance(gradient, Tensor) else type(gradient).__name__
