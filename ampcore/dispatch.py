@@ -220,7 +220,13 @@ def call(op: Any, *inputs: Any, **params: Any) -> Any:
         raise
     except Exception as exc:
         raise KernelError(op.name, backend.name, exc) from exc
-    dtype = _checked_dtype(op, backend, out, anchor)
+    # The cheap check (well under a microsecond); the full rules run under AMPCORE_DEBUG_KERNELS=1.
+    try:
+        dtype = backend.dtype_of(out)
+    except Exception as exc:
+        raise _not_an_array(op, backend, out) from exc
+    if op.same_dtype and dtype is not anchor.dtype and dtype != anchor.dtype:
+        raise _wrong_dtype(op, backend, dtype, anchor)
     watching = STATE.watching
     node = Node(op, ctx, [t if isinstance(t, TensorBase) else None for t in inputs], bool(watching)) \
         if record else None
@@ -232,17 +238,14 @@ def call(op: Any, *inputs: Any, **params: Any) -> Any:
     return result
 
 
-def _checked_dtype(op: Any, backend: Any, out: Any, anchor: Any) -> Any:
-    """The dtype of kernel output ``out``: KernelError unless it is an array of a dtype the backend knows,
-    and, for an op whose output keeps its input's dtype (``same_dtype``), that dtype.  Well under a
-    microsecond; the full shape and dtype rules run under ``AMPCORE_DEBUG_KERNELS=1``."""
-    try:
-        dtype = backend.dtype_of(out)
-    except Exception as exc:
-        error = KernelOutputError(f"returned {type(out).__name__}, not an array of backend {backend.name!r}")
-        raise KernelError(op.name, backend.name, error) from exc
-    if op.same_dtype and dtype is not anchor.dtype and dtype != anchor.dtype:
-        error = KernelOutputError(f"returned {dtype.name} for {anchor.dtype.name} input; see the kernel contract "
-                                  "in ampcore.kernels")
-        raise KernelError(op.name, backend.name, error)
-    return dtype
+def _not_an_array(op: Any, backend: Any, out: Any) -> KernelError:
+    """The kernel of ``op`` returned something that is not an array of ``backend``."""
+    error = KernelOutputError(f"returned {type(out).__name__}, not an array of backend {backend.name!r}")
+    return KernelError(op.name, backend.name, error)
+
+
+def _wrong_dtype(op: Any, backend: Any, dtype: Any, anchor: Any) -> KernelError:
+    """The kernel of ``op``, whose output keeps its input's dtype (``same_dtype``), returned another."""
+    error = KernelOutputError(f"returned {dtype.name} for {anchor.dtype.name} input; see the kernel contract "
+                              "in ampcore.kernels")
+    return KernelError(op.name, backend.name, error)
