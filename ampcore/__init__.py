@@ -3,6 +3,9 @@
 from . import cgen, dtypes, kernels, plugins
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .backend import Availability, Backend, BackendUnavailableError, Capabilities
+# Before creation's names: importing the submodule ampcore.tensor binds it as ampcore.tensor, which the
+# function ampcore.tensor must then replace.
+from .tensor import Tensor  # isort: skip
 from .creation import (Generator, arange, as_tensor, empty, empty_like, from_numpy, full, full_like, manual_seed,
                        ones, ones_like, rand, randn, tensor, zeros, zeros_like)
 from .device import Device, parse_device as device
@@ -13,7 +16,6 @@ from .kernels import MissingKernelsError
 from .ops import cat, matmul, stack, where
 from .plugins import (PluginLoadError, UnknownBackendError, available_backends, get_backend, get_default_device,
                       register_backend, register_plugin, set_default_device)
-from .tensor import Tensor
 
 from . import nn, optim  # noqa: E402 - they build on the names above
 from . import amp, autograd, policy  # noqa: E402

@@ -8,12 +8,21 @@ against the backend's kernels) and accumulating into leaf ``.grad``.
 
 from __future__ import annotations
 
+import functools
 import threading
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import Any, Iterable, Protocol, Sequence
 
-if TYPE_CHECKING:
-    from .ops.base import Op
-    from .tensor import Tensor
+from .hooks import STATE
+from .kernels import KernelError, KernelGate
+from .tensor_base import TensorBase, wrap
+
+
+class OpRule(Protocol):
+    """What the engine needs of an op: its name and its backward rule over backend arrays."""
+
+    name: str
+
+    def backward(self, ctx: Any, k: Any, grad: Any) -> tuple[Any, ...]: ...
 
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "Node", "Context", "run_backward",
            "zero_grads", "Function", "FunctionCtx", "saved_bytes", "queue_callback"]
@@ -41,8 +50,6 @@ class set_grad_enabled:
         _state.enabled = self._prev.pop()
 
     def __call__(self, fn: Any) -> Any:
-        import functools
-
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             with set_grad_enabled(self.mode):
@@ -88,12 +95,12 @@ class Node:
 
     __slots__ = ("op", "ctx", "inputs", "input_fns", "freed", "within", "__weakref__")
 
-    def __init__(self, op: "Op", ctx: Context, inputs: Sequence["Tensor | None"], keep_all: bool = False):
+    def __init__(self, op: OpRule, ctx: Context, inputs: Sequence[TensorBase | None], keep_all: bool = False):
         self.op = op
         self.ctx = ctx
-        self.input_fns = tuple(t.grad_fn if t is not None else None for t in inputs)
-        self.inputs = tuple(t if t is not None and (keep_all or (t.grad_fn is None and t.requires_grad)) else None
-                            for t in inputs)
+        self.input_fns = tuple([t.grad_fn if t is not None else None for t in inputs])
+        self.inputs = tuple([t if t is not None and (keep_all or (t.grad_fn is None and t.requires_grad)) else None
+                             for t in inputs])
         self.freed = False
         self.within: tuple[str, ...] = ()  # enclosing op boundaries, recorded while detecting overflow
 
@@ -102,6 +109,10 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<{self.name()}>"
+
+
+# What a node holds once backward freed its saved values (never written to).
+_FREED = Context()
 
 
 def _topological_order(root: Node) -> list[Node]:
@@ -125,19 +136,15 @@ def _topological_order(root: Node) -> list[Node]:
     return order
 
 
-def run_backward(root: "Tensor", grad: Any, retain_graph: bool = False) -> None:
+def run_backward(root: TensorBase, grad: Any, retain_graph: bool = False) -> None:
     """Propagate ``grad`` (a backend array shaped like ``root``) to every leaf that requires grad."""
-    from . import dispatch as _dispatch  # dispatch imports this module
-
-    k, backend = root._backend.kernels, root._backend.name
-    accumulate = _dispatch.GuardedKernels(k, backend, "backward", "gradient accumulation")
     if root.grad_fn is None:
         _accumulate_leaf(root, grad)
         return
     callbacks: list[Any] = []
     _callback_stack().append(callbacks)
     try:
-        _run_nodes(root, grad, retain_graph, k, backend, accumulate)
+        _run_nodes(root, grad, retain_graph, root._backend.kernels)
     finally:
         _callback_stack().pop()
     with no_grad():
@@ -161,9 +168,9 @@ def queue_callback(fn: Any) -> None:
     stack[-1].append(fn)
 
 
-def _run_nodes(root: "Tensor", grad: Any, retain_graph: bool, k: Any, backend: str, accumulate: Any) -> None:
-    from . import dispatch as _dispatch  # dispatch imports this module
-
+def _run_nodes(root: TensorBase, grad: Any, retain_graph: bool, k: Any) -> None:
+    # The kernel table gates every kernel (a backend failure is a KernelError naming the kernel); the
+    # engine names the op whose backward called it.
     pending: dict[int, Any] = {id(root.grad_fn): grad}
     with no_grad():
         for node in _topological_order(root.grad_fn):
@@ -175,55 +182,62 @@ def _run_nodes(root: "Tensor", grad: Any, retain_graph: bool, k: Any, backend: s
                     f"trying to backward through {node.name()} a second time; its saved values were freed. "
                     "Pass retain_graph=True to the first backward() if you need to backward twice"
                 )
-            guarded = _dispatch.GuardedKernels(k, backend, node.op.name, "backward")  # failures name the op
-            input_grads = node.op.backward(node.ctx, guarded, g)
-            if _dispatch._watching and _dispatch.overflow_hook is not None:
+            try:
+                input_grads = node.op.backward(node.ctx, k, g)
+            except KernelError as exc:
+                raise exc.named(node.op.name, "backward") from exc.error
+            if STATE.watching and STATE.overflow_hook is not None:
                 _check_backward(root, node, g, input_grads)
             if not retain_graph:
-                node.ctx = Context()
+                node.ctx = _FREED
                 node.freed = True
             for t, fn, gi in zip(node.inputs, node.input_fns, input_grads):
                 if gi is None:
                     continue
                 if fn is not None:
                     key = id(fn)
-                    pending[key] = gi if key not in pending else accumulate.add(pending[key], gi)
+                    pending[key] = gi if key not in pending else _add(k, pending[key], gi)
                 elif t is not None and t.requires_grad:
                     _accumulate_leaf(t, gi)
 
 
-def _check_backward(root: "Tensor", node: Node, g: Any, input_grads: Sequence[Any]) -> None:
+def _check_backward(root: TensorBase, node: Node, g: Any, input_grads: Sequence[Any]) -> None:
     """Hand a backward step's incoming and outgoing gradients to overflow detection, as Tensors."""
-    from . import dispatch as _dispatch
-    from .tensor import Tensor
-
-    wrap = lambda a: Tensor._wrap(a, root.device, root._backend)  # noqa: E731 - local adapter
-    outs = [wrap(gi) for gi in input_grads if gi is not None]
+    as_tensor = lambda a: wrap(a, root.device, root._backend)  # noqa: E731 - local adapter
+    outs = [as_tensor(gi) for gi in input_grads if gi is not None]
     # The forward inputs count as inputs too: a backward fed NaN saved values did not start the overflow.
     # (Only inputs recorded under detect_overflow are kept, see Node.)
-    ins = [wrap(g), *(t for t in node.inputs if t is not None)]
-    _dispatch.overflow_hook(node.op.name, "backward", ins, outs, node.within)
+    ins = [as_tensor(g), *(t for t in node.inputs if t is not None)]
+    hook = STATE.overflow_hook
+    if hook is not None:  # checked by the caller; read once, another thread may uninstall it
+        hook(node.op.name, "backward", ins, outs, node.within)
 
 
-def _accumulate_leaf(leaf: "Tensor", g: Any) -> None:
-    from .dispatch import guarded_kernels  # dispatch imports this module
-    from .tensor import Tensor
+def _add(k: Any, a: Any, b: Any) -> Any:
+    """Two gradients for one node summed (a failure names gradient accumulation)."""
+    try:
+        return k.add(a, b)
+    except KernelError as exc:
+        raise exc.named("backward", "gradient accumulation") from exc.error
 
-    k = guarded_kernels(leaf._backend, "backward", "gradient accumulation")
-    if leaf.grad is None:
-        # cast always copies: each leaf owns its .grad, since the scaler and
-        # fused optimizers may update gradients in place.
-        leaf.grad = Tensor._wrap(k.cast(g, leaf.dtype), leaf.device, leaf._backend)
-    else:
-        if leaf._backend.dtype_of(g) != leaf.dtype:
-            g = k.cast(g, leaf.dtype)
-        leaf.grad = Tensor._wrap(k.add(leaf.grad._data, g), leaf.device, leaf._backend)
+
+def _accumulate_leaf(leaf: TensorBase, g: Any) -> None:
+    k = leaf._backend.kernels
+    try:
+        if leaf.grad is None:
+            # cast always copies: each leaf owns its .grad, since the scaler and
+            # fused optimizers may update gradients in place.
+            leaf.grad = wrap(k.cast(g, leaf.dtype), leaf.device, leaf._backend)
+        else:
+            if leaf._backend.dtype_of(g) != leaf.dtype:
+                g = k.cast(g, leaf.dtype)
+            leaf.grad = wrap(k.add(leaf.grad._data, g), leaf.device, leaf._backend)
+    except KernelError as exc:
+        raise exc.named("backward", "gradient accumulation") from exc.error
 
 
 def zero_grads(params: Any, set_to_none: bool = True) -> None:
     """Reset each tensor's ``.grad``: to None, or to zeros in the same grad tensor object."""
-    from .dispatch import guarded_kernels  # dispatch imports this module
-
     for p in params:
         g = p.grad
         if g is None:
@@ -233,7 +247,7 @@ def zero_grads(params: Any, set_to_none: bool = True) -> None:
         else:
             g.grad_fn = None
             g.requires_grad = False
-            g._data = guarded_kernels(g._backend, "zero_grad").full(g.shape, 0.0, g.dtype, g.device.index)
+            g._data = KernelGate.of(g._backend, "zero_grad").full(g.shape, 0.0, g.dtype, g.device.index)
 
 
 class FunctionCtx:
@@ -260,9 +274,7 @@ class _FunctionOp:
         self.n_args = n_args
 
     def backward(self, ctx: Any, k: Any, g: Any) -> tuple[Any, ...]:
-        from .tensor import Tensor
-
-        grads = self.fn_cls.backward(ctx.fn_ctx, Tensor._wrap(g, ctx.device, ctx.backend))
+        grads = self.fn_cls.backward(ctx.fn_ctx, wrap(g, ctx.device, ctx.backend))
         grads = grads if isinstance(grads, tuple) else (grads,)
         if len(grads) != self.n_args:
             raise RuntimeError(f"{self.name}.backward returned {len(grads)} gradients, but forward took "
@@ -273,8 +285,8 @@ class _FunctionOp:
             if gi is None:
                 out.append(None)
                 continue
-            if not isinstance(gi, Tensor) or gi.shape != inp.shape:
-                got = gi.shape if isinstance(gi, Tensor) else type(gi).__name__
+            if not isinstance(gi, TensorBase) or gi.shape != inp.shape:
+                got = gi.shape if isinstance(gi, TensorBase) else type(gi).__name__
                 raise RuntimeError(f"{self.name}.backward returned a gradient of {got} for argument {pos}, "
                                    f"which has shape {inp.shape}")
             # As torch: a gradient in another float dtype is cast to its input's dtype.
@@ -302,13 +314,11 @@ class Function:
 
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
-        from .tensor import Tensor
-
-        positions = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
-        fn_ctx = FunctionCtx(tuple(isinstance(a, Tensor) and a.requires_grad for a in args))
+        positions = tuple(i for i, a in enumerate(args) if isinstance(a, TensorBase))
+        fn_ctx = FunctionCtx(tuple(isinstance(a, TensorBase) and a.requires_grad for a in args))
         with no_grad():
             out = cls.forward(fn_ctx, *args, **kwargs)
-        if not isinstance(out, Tensor):
+        if not isinstance(out, TensorBase):
             raise TypeError(f"{cls.__name__}.forward must return one Tensor, got {type(out).__name__}")
         if not (is_grad_enabled() and any(fn_ctx.needs_input_grad)):
             return out
@@ -316,11 +326,11 @@ class Function:
         ctx.fn_ctx, ctx.device, ctx.backend = fn_ctx, out.device, out._backend
         inputs = [args[i] for i in positions]
         ctx.inputs = inputs
-        node = Node(_FunctionOp(cls, positions, len(args)), ctx, inputs)  # type: ignore[arg-type]
-        return Tensor._wrap(out._data, out.device, out._backend, grad_fn=node)
+        node = Node(_FunctionOp(cls, positions, len(args)), ctx, inputs)
+        return wrap(out._data, out.device, out._backend, grad_fn=node)
 
 
-def saved_bytes(root: "Tensor", exclude: Iterable["Tensor"] = ()) -> int:
+def saved_bytes(root: TensorBase, exclude: Iterable[TensorBase] = ()) -> int:
     """Bytes of the distinct device buffers the graph behind ``root`` keeps for its backward.
 
     What autocast's smaller activations save: every array an op stored in

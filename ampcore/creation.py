@@ -8,7 +8,7 @@ reproducible on a given backend without any host-side array.
 from __future__ import annotations
 
 import threading
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -17,7 +17,11 @@ from .device import DeviceLike
 from .dispatch import guarded_kernels
 from .dtypes import DType
 from .plugins import registry
-from .tensor import Tensor, check_storable
+from .plugins.capabilities import check_storable
+from .tensor_base import TensorBase, tensor_class
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
 
 __all__ = [
     "Generator", "manual_seed", "default_generator", "tensor", "from_numpy", "as_tensor", "zeros", "ones", "full",
@@ -102,7 +106,7 @@ def tensor(data: Any, dtype: Any = None, device: DeviceLike | None = None, requi
 
     Python floats become float32, Python ints int64; NumPy arrays keep their dtype.
     """
-    if isinstance(data, Tensor):
+    if isinstance(data, TensorBase):
         data = data.numpy()
     from_python = not isinstance(data, (np.ndarray, np.generic))
     array = np.asarray(data)
@@ -112,7 +116,8 @@ def tensor(data: Any, dtype: Any = None, device: DeviceLike | None = None, requi
     dev, backend = _place(device, target)
     if requires_grad and not target.is_floating_point:
         raise TypeError(f"only floating tensors can require gradients, got dtype {target.name}")
-    out = Tensor._wrap(backend.from_numpy(np.asarray(array, order="C"), target, dev.index), dev, backend)
+    data = guarded_kernels(backend, "tensor").from_numpy(np.asarray(array, order="C"), target, dev.index)
+    out = tensor_class()._wrap(data, dev, backend)
     return out.requires_grad_(requires_grad)
 
 
@@ -125,7 +130,7 @@ def from_numpy(array: np.ndarray, device: DeviceLike | None = None) -> Tensor:
 
 def as_tensor(data: Any, dtype: Any = None, device: DeviceLike | None = None) -> Tensor:
     """``data`` itself if it is already a matching Tensor, else a new tensor."""
-    if isinstance(data, Tensor) and (dtype is None or data.dtype == dt.as_dtype(dtype)) and \
+    if isinstance(data, TensorBase) and (dtype is None or data.dtype == dt.as_dtype(dtype)) and \
             (device is None or data.device == registry.resolve(device)):
         return data
     return tensor(data, dtype=dtype, device=device)
@@ -137,7 +142,7 @@ def full(size: Sequence[int], fill_value: float, *, dtype: Any = None, device: D
     target = dt.as_dtype(dtype) if dtype is not None else (
         dt.bool_ if isinstance(fill_value, bool) else dt.int64 if isinstance(fill_value, int) else dt.float32)
     dev, backend = _place(device, target)
-    out = Tensor._wrap(guarded_kernels(backend, "full").full(_shape([size]), fill_value, target, dev.index), dev,
+    out = tensor_class()._wrap(guarded_kernels(backend, "full").full(_shape([size]), fill_value, target, dev.index), dev,
                        backend)
     return out.requires_grad_(requires_grad)
 
@@ -181,7 +186,7 @@ def _random(op: str, kernel: str, size: Sequence[Any], dtype: Any, device: Devic
     dev, backend = _place(device, target)
     seed = (generator or default_generator).next_seed()
     data = getattr(guarded_kernels(backend, op), kernel)(_shape(size), target, seed, dev.index)
-    out = Tensor._wrap(data, dev, backend)
+    out = tensor_class()._wrap(data, dev, backend)
     return out.requires_grad_(requires_grad)
 
 
@@ -207,4 +212,4 @@ def arange(start: float, end: float | None = None, step: float = 1, *, dtype: An
     is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
     target = dt.as_dtype(dtype) if dtype is not None else (dt.int64 if is_int else dt.float32)
     dev, backend = _place(device, target)
-    return Tensor._wrap(guarded_kernels(backend, "arange").arange(start, end, step, target, dev.index), dev, backend)
+    return tensor_class()._wrap(guarded_kernels(backend, "arange").arange(start, end, step, target, dev.index), dev, backend)

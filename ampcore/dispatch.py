@@ -13,54 +13,24 @@ from __future__ import annotations
 
 import functools
 import inspect
-import threading
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
+from . import hooks
 from .autograd import Context, Node, is_grad_enabled
-from .kernels import KernelError
+from .hooks import STATE, boundary_names, boundary_stack, region_opened, watching_changed
+from .kernels import INPUT_ERRORS, KernelError, KernelGate, KernelOutputError
+from .tensor_base import TensorBase, tensor_class
 
-if TYPE_CHECKING:
-    from .ops.base import Op
-    from .tensor import Tensor
-
-__all__ = ["call", "common_device", "composite", "primitive", "op_boundary", "route", "register_op", "registered_ops", "is_registered",
-           "KernelError", "GuardedKernels", "guarded_kernels"]
+__all__ = ["call", "common_device", "composite", "primitive", "op_boundary", "route", "register_op", "registered_ops",
+           "is_registered", "KernelError", "GuardedKernels", "guarded_kernels", "set_autocast_hook",
+           "set_overflow_hook", "region_opened", "watching_changed", "boundary_stack"]
 
 # Every op name users can call -> its kind: "primitive", "composite", "in-place" or "custom".
 # The cast policy must have a decision for each (see ampcore.policy).
 _OPS: dict[str, str] = {}
 
-# Set by ampcore.amp: called as hook(name, fn, args, kwargs, ineligible) at op boundaries.
-autocast_hook: Callable[..., Any] | None = None
-
-# Autocast regions open on any thread; while 0 a boundary costs one global read.
-_open_regions = 0
-_regions_lock = threading.Lock()
-
-# Set by ampcore.amp: called as hook(op, phase, inputs, outputs) after every primitive (and backward step)
-# while a detect_overflow() region is open on any thread (_watching > 0).
-overflow_hook: Callable[..., Any] | None = None
-_watching = 0
-_boundaries = threading.local()
-
-
-def watching_changed(delta: int) -> None:
-    """Count detect_overflow() regions entered (+1) and left (-1), across threads."""
-    global _watching
-    with _regions_lock:
-        _watching += delta
-
-
-def boundary_stack() -> tuple[str, ...]:
-    """The op boundaries this thread is inside, outermost first (tracked while overflow detection is on)."""
-    return tuple(getattr(_boundaries, "names", ()))
-
-
-def region_opened(delta: int) -> None:
-    """Count autocast regions entered (+1) and left (-1), across threads."""
-    global _open_regions
-    with _regions_lock:
-        _open_regions += delta
+set_autocast_hook = hooks.set_autocast_hook
+set_overflow_hook = hooks.set_overflow_hook
 
 
 def registered_ops() -> dict[str, str]:
@@ -117,12 +87,12 @@ def route(name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict
     if out is not None:
         ineligible = "out="
     # Pop exactly what was pushed: another thread may open or close a watch while this op runs.
-    names = _boundaries.__dict__.setdefault("names", []) if _watching else None
+    names = boundary_names() if STATE.watching else None
     if names is not None:
         names.append(name)
     try:
-        hook = autocast_hook
-        if hook is None or not _open_regions:
+        hook = STATE.autocast_hook
+        if hook is None or not STATE.open_regions:
             result = fn(*args, **kwargs)
         else:
             result = hook(name, fn, args, kwargs, ineligible)
@@ -141,7 +111,7 @@ def op_boundary(name: str, kind: str) -> Callable[[Callable[..., Any]], Callable
 
         @functools.wraps(fn)
         def op(*args: Any, **kwargs: Any) -> Any:
-            if not _open_regions and not kwargs and not _watching:
+            if STATE.plain and not kwargs:
                 return fn(*args)
             return route(name, fn, args, kwargs, eligibility.reason(args, kwargs))
 
@@ -167,11 +137,9 @@ def primitive(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 
 def _write_out(name: str, out: Any, result: Any) -> Any:
     """torch's ``out=``: the result written into ``out`` (same shape; a safe dtype cast)."""
-    from .tensor import Tensor
-
-    if not isinstance(out, Tensor):
+    if not isinstance(out, TensorBase):
         raise TypeError(f"{name}(): out= must be a Tensor, got {type(out).__name__}")
-    if not isinstance(result, Tensor):
+    if not isinstance(result, TensorBase):
         raise TypeError(f"{name}() does not support out=: it returns {type(result).__name__}")
     if is_grad_enabled() and (result.requires_grad or out.requires_grad):
         raise RuntimeError(f"{name}(): out= does not support automatic differentiation, but an argument requires "
@@ -186,87 +154,98 @@ def _write_out(name: str, out: Any, result: Any) -> Any:
     if lossy_kind:
         raise TypeError(f"{name}(): result type {result.dtype.name} can't be cast to the out= dtype "
                         f"{out.dtype.name}; pass an out tensor of a wider kind")
-    out._data = out._backend.kernels.cast(result._data, out.dtype)
+    out._data = guarded_kernels(out._backend, name).cast(result._data, out.dtype)
     return out
 
 
-# Errors a kernel may raise about its inputs; anything else is the backend failing, wrapped in KernelError.
-_INPUT_ERRORS = (ValueError, TypeError, IndexError, KernelError)
+_INPUT_ERRORS = INPUT_ERRORS
+GuardedKernels = KernelGate  # the name it had before the gate moved to ampcore.kernels
 
 
-class GuardedKernels:
-    """A backend's kernel table whose kernels raise :class:`KernelError` naming the op, phase and kernel.
-
-    For code that calls kernels directly rather than through :func:`call`:
-    backward rules, optimizer steps, the loss scaler.
-    """
-
-    __slots__ = ("_kernels", "_backend", "_op", "_phase")
-
-    def __init__(self, kernels: Any, backend: str, op: str, phase: str | None = None):
-        self._kernels, self._backend, self._op, self._phase = kernels, backend, op, phase
-
-    def __getattr__(self, name: str) -> Any:
-        fn = getattr(self._kernels, name)
-        if name in ("has", "provider", "names", "shape_of", "dtype_of", "missing_primitives"):
-            return fn
-
-        def kernel(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return fn(*args, **kwargs)
-            except KernelError as exc:
-                raise exc.named(self._op, self._phase) from exc.error
-            except _INPUT_ERRORS:
-                raise
-            except Exception as exc:
-                raise KernelError(self._op, self._backend, exc, kernel=name, phase=self._phase) from exc
-
-        return kernel
-
-
-def guarded_kernels(backend: Any, op: str, phase: str | None = None) -> GuardedKernels:
+def guarded_kernels(backend: Any, op: str, phase: str | None = None) -> KernelGate:
     """``backend``'s kernels, raising KernelError that names ``op`` (and ``phase``) when one fails."""
-    return GuardedKernels(backend.kernels, backend.name, op, phase)
+    return KernelGate(backend.kernels, backend.name, op, phase, backend)
 
 
-def common_device(tensors: Sequence["Tensor"]) -> Any:
+def common_device(tensors: Sequence[Any]) -> Any:
     """The one device all ``tensors`` are on; ValueError naming both if they differ."""
     first = tensors[0]
     for t in tensors[1:]:
-        if t.device != first.device:
-            raise ValueError(
-                f"tensors on different devices ({str(first.device)!r} and {str(t.device)!r}) cannot be combined; "
-                "move one with .to(device)"
-            )
+        if t.device is not first.device and t.device != first.device:
+            raise _device_mismatch(first, t)
     return first
 
 
-def call(op: "Op", *inputs: Any, **params: Any) -> "Tensor":
-    """Run ``op`` on ``inputs`` (Tensors on one device, or Python scalar constants)
-    and record it for autograd."""
-    from .tensor import Tensor
+def _device_mismatch(a: Any, b: Any) -> ValueError:
+    return ValueError(f"tensors on different devices ({str(a.device)!r} and {str(b.device)!r}) cannot be combined; "
+                      "move one with .to(device)")
 
-    tensors = [t for t in inputs if isinstance(t, Tensor)]
-    anchor = common_device(tensors)
+
+def call(op: Any, *inputs: Any, **params: Any) -> Any:
+    """Run ``op`` on ``inputs`` (Tensors on one device, or Python scalar constants) and record it for
+    autograd when an input requires grad.
+
+    The flat hot path: one pass over the inputs (device check, arrays, grad
+    flags), the kernel through the gate, a cheap check of the result (an
+    array of a dtype the backend knows; for elementwise ops, their inputs'
+    dtype), the wrap, and a graph node only when a gradient is needed.
+    """
+    anchor = None
+    wants_grad = False
+    arrays = []
+    for t in inputs:
+        if isinstance(t, TensorBase):
+            if anchor is None:
+                anchor = t
+            elif t.device is not anchor.device and t.device != anchor.device:
+                raise _device_mismatch(anchor, t)
+            if t.requires_grad:
+                wants_grad = True
+            arrays.append(t._data)
+        else:
+            arrays.append(t)
+    if anchor is None:
+        raise TypeError(f"op {op.name!r} needs at least one Tensor input")
     backend = anchor._backend
     ctx = Context()
-    ctx.needs_input_grad = tuple(isinstance(t, Tensor) and t.requires_grad for t in inputs)
+    record = wants_grad and op.differentiable and is_grad_enabled()
+    ctx.needs_input_grad = tuple([isinstance(t, TensorBase) and t.requires_grad for t in inputs]) if wants_grad \
+        else (False,) * len(inputs)
     ctx.device_index = anchor.device.index
-    arrays = [t._data if isinstance(t, Tensor) else t for t in inputs]
     try:
         out = op.forward(ctx, backend.kernels, *arrays, **params)
     except KernelError as exc:
         raise exc.named(op.name) from exc.error
-    except _INPUT_ERRORS:
+    except INPUT_ERRORS:
         raise
     except Exception as exc:
         raise KernelError(op.name, backend.name, exc) from exc
-    needs_grad = op.differentiable and is_grad_enabled() and any(ctx.needs_input_grad)
-    node = Node(op, ctx, [t if isinstance(t, Tensor) else None for t in inputs], keep_all=bool(_watching)) \
-        if needs_grad else None
-    result = Tensor._wrap(out, anchor.device, backend, grad_fn=node)
-    if _watching and overflow_hook is not None:
+    # The cheap check (well under a microsecond); the full rules run under AMPCORE_DEBUG_KERNELS=1.
+    try:
+        dtype = backend.dtype_of(out)
+    except Exception as exc:
+        raise _not_an_array(op, backend, out) from exc
+    if op.same_dtype and dtype is not anchor.dtype and dtype != anchor.dtype:
+        raise _wrong_dtype(op, backend, dtype, anchor)
+    watching = STATE.watching
+    node = Node(op, ctx, [t if isinstance(t, TensorBase) else None for t in inputs], bool(watching)) \
+        if record else None
+    result = tensor_class()._wrap_known(out, anchor.device, backend, dtype, backend.shape_of(out), node)
+    if watching and STATE.overflow_hook is not None:
         if node is not None:
             node.within = boundary_stack()  # for naming the composite its backward belongs to
-        overflow_hook(op.name, "forward", tensors, [result])
+        STATE.overflow_hook(op.name, "forward", [t for t in inputs if isinstance(t, TensorBase)], [result])
     return result
+
+
+def _not_an_array(op: Any, backend: Any, out: Any) -> KernelError:
+    """The kernel of ``op`` returned something that is not an array of ``backend``."""
+    error = KernelOutputError(f"returned {type(out).__name__}, not an array of backend {backend.name!r}")
+    return KernelError(op.name, backend.name, error)
+
+
+def _wrong_dtype(op: Any, backend: Any, dtype: Any, anchor: Any) -> KernelError:
+    """The kernel of ``op``, whose output keeps its input's dtype (``same_dtype``), returned another."""
+    error = KernelOutputError(f"returned {dtype.name} for {anchor.dtype.name} input; see the kernel contract "
+                              "in ampcore.kernels")
+    return KernelError(op.name, backend.name, error)

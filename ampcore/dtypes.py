@@ -47,6 +47,19 @@ class DType:
     def is_floating_point(self) -> bool:
         return self.kind == "f"
 
+    # Identity first: the dtypes below are singletons and ops compare dtypes on every call; a copy (from
+    # pickle, say) still compares by its fields.  The hash is the name's, consistent with that equality.
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, DType):
+            return NotImplemented
+        return (self.name, self.itemsize, self.kind, self.numpy) == (other.name, other.itemsize, other.kind,
+                                                                       other.numpy)
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
     def __repr__(self) -> str:
         return f"ampcore.{self.name}"
 

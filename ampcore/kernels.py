@@ -76,9 +76,17 @@ passed with an integer or bool array.  Reductions get ``axes`` as a tuple,
 never None, possibly empty (a 0-d input, or ``()``: nothing reduced).  Kernels
 give IEEE results without emitting warnings (NumPy: ``np.errstate(all="ignore")``).
 
-Output checks: every kernel's result shape and dtype are checked against what
-its arguments imply (:mod:`ampcore.kernel_outputs`); a mismatch raises
-:class:`KernelError` naming the kernel.
+Output checks: every op checks that its kernel returned an array of a dtype
+the backend knows, and elementwise ops that the dtype is their inputs' (well
+under a microsecond).  With ``AMPCORE_DEBUG_KERNELS=1`` (or
+:func:`set_debug_kernels`; the test and conformance suites turn it on) every
+kernel's result shape and dtype are checked against what its arguments imply
+(:mod:`ampcore.kernel_outputs`).  A mismatch raises :class:`KernelError`
+naming the kernel.
+
+The kernel gate: every call into a backend's kernels (and its array I/O) goes
+through :class:`KernelGate` or :func:`ampcore.dispatch.call`, which turn a
+backend's exception into :class:`KernelError` naming the kernel and device.
 
 Fused kernels are optional; each has a reference composition of primitives in
 the core (see :mod:`ampcore.nn.functional` and :mod:`ampcore.optim`).  Except
@@ -118,12 +126,15 @@ adamw_step(params, grads, exp_avgs, exp_avg_sqs, *, step, lr, beta1, beta2,
 from __future__ import annotations
 
 import math
+import os
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from .dtypes import FLOAT_DTYPES, DType, float32, float64
+from .kernel_outputs import OUTPUT_RULES, describe_args
 
 __all__ = [
     "UNARY",
@@ -133,7 +144,11 @@ __all__ = [
     "FUSED",
     "KernelTable",
     "KernelError",
+    "KernelGate",
+    "KernelOutputError",
     "MissingKernelsError",
+    "debug_kernels",
+    "set_debug_kernels",
     "adamw_moment_dtype",
     "check_adamw_step",
 ]
@@ -192,6 +207,31 @@ class KernelError(RuntimeError):
         return KernelError(op, self.backend, self.error, kernel=self.kernel, phase=phase or self.phase)
 
 
+# Whether every kernel's output shape and dtype are checked (ampcore.kernel_outputs): a list so the
+# hot path reads one item, not a global rebound by set_debug_kernels.
+_debug = [os.environ.get("AMPCORE_DEBUG_KERNELS", "").strip().lower() in {"1", "true", "yes", "on"}]
+_tables: "weakref.WeakSet[KernelTable]" = weakref.WeakSet()
+
+
+def debug_kernels() -> bool:
+    """Whether every kernel's output is checked against its contract (``AMPCORE_DEBUG_KERNELS=1``)."""
+    return _debug[0]
+
+
+def set_debug_kernels(enabled: bool) -> bool:
+    """Turn the full kernel-output check on or off for every backend; returns the previous setting.
+
+    Off by default (each check costs a few microseconds per kernel call); the
+    test suite and the conformance suite turn it on, as does
+    ``AMPCORE_DEBUG_KERNELS=1`` in the environment.
+    """
+    previous, _debug[0] = _debug[0], bool(enabled)
+    if previous != _debug[0]:
+        for table in list(_tables):
+            table._reinstall()
+    return previous
+
+
 class KernelOutputError(ValueError):
     """A kernel returned an array whose shape or dtype is not the one its contract gives for its inputs."""
 
@@ -199,8 +239,6 @@ class KernelOutputError(ValueError):
 def _checked(backend_name: str, name: str, fn: Callable[..., Any], shape_of: Callable[[Any], Any],
              dtype_of: Callable[[Any], Any]) -> Callable[..., Any]:
     """``fn`` with its output's shape and dtype checked against :data:`ampcore.kernel_outputs.OUTPUT_RULES`."""
-    from .kernel_outputs import OUTPUT_RULES, describe_args
-
     rule = OUTPUT_RULES[name]
 
     def kernel(*args: Any, **kwargs: Any) -> Any:
@@ -218,6 +256,84 @@ def _checked(backend_name: str, name: str, fn: Callable[..., Any], shape_of: Cal
                 f"{got_shape}, expected {want}; see the kernel contract in ampcore.kernels")
             raise KernelError(None, backend_name, error, kernel=name)
         return out
+
+    kernel.__name__ = name
+    kernel.__wrapped__ = fn  # type: ignore[attr-defined]
+    return kernel
+
+
+# Errors a kernel may raise about its inputs; anything else is the backend failing, wrapped in KernelError.
+INPUT_ERRORS = (ValueError, TypeError, IndexError, KernelError)
+
+# Backend methods that move arrays between host and device: gated like kernels.
+_IO_METHODS = frozenset({"from_numpy", "to_numpy"})
+# Table attributes that are not kernels (introspection): returned as they are.
+_NOT_KERNELS = frozenset({"has", "provider", "names", "shape_of", "dtype_of", "missing_primitives"})
+
+
+class KernelGate:
+    """The one gate into a backend: its kernels (and array I/O) raising :class:`KernelError` that names
+    the op, phase, kernel and backend when the backend fails.
+
+    ``gate.add(a, b)`` calls the backend's ``add`` kernel; ``gate.to_numpy(x)``
+    and ``gate.from_numpy(a, dtype, index)`` call the backend's array I/O.
+    Errors about the inputs (ValueError, TypeError, IndexError) pass through
+    unchanged.  For code that calls kernels directly rather than through
+    :func:`ampcore.dispatch.call`: creation, conversions, backward rules,
+    gradient accumulation, optimizer steps, the loss scaler and overflow detection.
+    """
+
+    def __init__(self, kernels: Any, backend: str, op: str, phase: str | None = None, source: Any = None):
+        self._kernels, self._backend, self._op, self._phase = kernels, backend, op, phase
+        self._source = source  # the backend object, for its array I/O
+
+    @classmethod
+    def of(cls, backend: Any, op: str, phase: str | None = None) -> "KernelGate":
+        """The gate into ``backend``'s kernels for the op ``op`` (and ``phase``)."""
+        return cls(backend.kernels, backend.name, op, phase, backend)
+
+    def renamed(self, op: str, phase: str | None = None) -> "KernelGate":
+        """This gate, now naming ``op`` (and ``phase``) in its errors: the backward engine reuses one gate
+        for every node, so each kernel is wrapped once per backward pass, not once per call."""
+        self._op, self._phase = op, phase
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        # Reached once per kernel name: the wrapper is cached in the instance dict.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in _IO_METHODS and self._source is not None:
+            fn = getattr(self._source, name)
+        else:
+            fn = getattr(self._kernels, name)
+            if name in _NOT_KERNELS:
+                return fn
+
+        def kernel(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except KernelError as exc:
+                raise exc.named(self._op, self._phase) from exc.error
+            except INPUT_ERRORS:
+                raise
+            except Exception as exc:
+                raise KernelError(self._op, self._backend, exc, kernel=name, phase=self._phase) from exc
+
+        self.__dict__[name] = kernel
+        return kernel
+
+
+def _gated(backend_name: str, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` raising :class:`KernelError` naming the kernel and backend when the backend fails (errors
+    about its inputs pass through); the op that called it fills in its own name (:meth:`KernelError.named`)."""
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except INPUT_ERRORS:
+            raise
+        except Exception as exc:
+            raise KernelError(None, backend_name, exc, kernel=name) from exc
 
     kernel.__name__ = name
     kernel.__wrapped__ = fn  # type: ignore[attr-defined]
@@ -259,10 +375,10 @@ class KernelTable:
 
     def _install(self, name: str, fn: Callable[..., Any]) -> None:
         # Cache as an attribute: kernel calls are on every op's hot path.  Once the backend's array
-        # introspection is bound, kernels with an output rule are installed with their output checked.
-        from .kernel_outputs import OUTPUT_RULES
-
-        if self._array_info is not None and name in OUTPUT_RULES:
+        # introspection is bound, and while debug checks are on, kernels with an output rule are
+        # installed with their output checked.
+        fn = _gated(self._backend_name, name, fn)
+        if _debug[0] and self._array_info is not None and name in OUTPUT_RULES:
             fn = _checked(self._backend_name, name, fn, *self._array_info)
         object.__setattr__(self, name, fn)
 
@@ -273,6 +389,10 @@ class KernelTable:
         object.__setattr__(self, "shape_of", shape_of)
         object.__setattr__(self, "dtype_of", dtype_of)
         self._array_info = (shape_of, dtype_of)
+        _tables.add(self)
+        self._reinstall()
+
+    def _reinstall(self) -> None:
         for name, entry in self._entries.items():
             self._install(name, entry.fn)
 

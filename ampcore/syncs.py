@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .dispatch import guarded_kernels
+from .dtypes import float32
+from .kernels import KernelGate
 
 if TYPE_CHECKING:
-    from .tensor import Tensor
+    from .tensor_base import TensorBase as Tensor
 
 __all__ = ["HostSyncs", "count_host_syncs", "to_host", "defer_check", "run_deferred_checks", "read_with_checks",
            "MAX_PENDING_CHECKS"]
@@ -92,7 +93,7 @@ def to_host(t: Tensor, reason: str = "read", *, run_checks: bool = True) -> np.n
 def _read(backend: Any, array: Any, reason: str) -> np.ndarray:
     for counter in _state.counters:
         counter.add(reason)
-    return np.asarray(backend.to_numpy(array))
+    return np.asarray(KernelGate.of(backend, reason).to_numpy(array))
 
 
 def defer_check(flag: Tensor, error: Callable[[], Exception]) -> None:
@@ -118,14 +119,12 @@ def read_with_checks(values: Tensor | None, device: Any = None) -> np.ndarray | 
     first failed check's error, after clearing the queue.  Works on the
     backend's arrays directly, so no op is traced or autocast on the way.
     """
-    from .dtypes import float32
-
     device = values.device if values is not None else device
     checks = _state.pending.pop(device, [])
     if values is None and not checks:
         return None
     backend = values._backend if values is not None else checks[0].flag._backend
-    k = guarded_kernels(backend, "deferred checks")
+    k = KernelGate.of(backend, "deferred checks")
     arrays = ([values._data] if values is not None else []) + [
         k.reshape(k.cast(c.flag._data, float32), (1,)) for c in checks]
     host = _read(backend, arrays[0] if len(arrays) == 1 else k.concat(arrays, 0),

@@ -8,74 +8,86 @@ never leaves a tensor half-written.
 from __future__ import annotations
 
 import copy
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from . import dtypes as dt
 from .autograd import is_grad_enabled, run_backward
 from .device import Device, DeviceLike
+from .creation import tensor
 from .dispatch import guarded_kernels, primitive, register_op, route
 from .dtypes import DType
+from .kernels import KernelError
 from .ops import elementwise as ew
 from .ops import linalg, reduction, shape
+from .plugins import registry
+from .plugins.capabilities import _caps_cache, capabilities_of, check_storable, forget_capabilities  # noqa: F401 - their old home
 from .syncs import to_host
+from .tensor_base import TensorBase, set_tensor_class
 
 __all__ = ["Tensor"]
 
-_caps_cache: dict[tuple[str, int], Any] = {}
+def _unary_method(op: str, name: str | None = None) -> Callable[["Tensor"], "Tensor"]:
+    """A Tensor method running the unary op ``op`` (ops.elementwise.unary)."""
+
+    def method(self: "Tensor") -> "Tensor":
+        return ew.unary(op, self)
+
+    method.__name__ = method.__qualname__ = name or op
+    method.__doc__ = f"Elementwise {op} (the op {op!r})."
+    return method
 
 
-def capabilities_of(backend: Any, index: int) -> Any:
-    """Capabilities of one device, cached (they do not change while the process runs)."""
-    key = (backend.name, index)
-    caps = _caps_cache.get(key)
-    if caps is None:
-        caps = _caps_cache[key] = backend.capabilities(index)
-    return caps
+def _binary_method(op: str, name: str, *, swap: bool = False,
+                   reflected: bool = False) -> Callable[["Tensor", Any], "Tensor"]:
+    """A Tensor method running the binary op ``op``; ``swap`` for ``other <op> self`` (``__radd__``), and
+    ``reflected`` where the cast policy lists the reflected operator under its own name (``__rtruediv__``)."""
+    if swap:
+        def method(self: "Tensor", other: Any) -> "Tensor":
+            return ew.binary(op, other, self, reflected=reflected)
+    else:
+        def method(self: "Tensor", other: Any) -> "Tensor":
+            return ew.binary(op, self, other)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"Elementwise {op} with broadcasting (the op {op!r}); ``other`` may be a Python number."
+    return method
 
 
-def forget_capabilities(backend_name: str) -> None:
-    """Drop cached capabilities of a backend (when it is unregistered)."""
-    for key in [k for k in _caps_cache if k[0] == backend_name]:
-        del _caps_cache[key]
+def _compare_method(op: str, name: str) -> Callable[["Tensor", Any], "Tensor"]:
+    """A Tensor method running the comparison ``op`` -> a bool tensor."""
+
+    def method(self: "Tensor", other: Any) -> "Tensor":
+        return ew.compare(op, self, other)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"Elementwise {op} comparison, a bool tensor."
+    return method
 
 
-def check_storable(backend: Any, index: int, dtype: DType) -> None:
-    """TypeError naming the dtype, device and what it can store, if ``dtype`` cannot live there."""
-    caps = capabilities_of(backend, index)
-    if dtype not in caps.storable:
-        can = ", ".join(sorted(d.name for d in caps.storable))
-        raise TypeError(f"device '{backend.name}:{index}' cannot store {dtype.name} tensors; it can store {can}")
+def _to_method(name: str, target: Any) -> Callable[["Tensor"], "Tensor"]:
+    """A Tensor method converting to ``target`` (a dtype or a device): ``.to(target)``."""
+
+    def method(self: "Tensor") -> "Tensor":
+        return self.to(target)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"``self.to({target!r})``."
+    return method
 
 
-class Tensor:
+class Tensor(TensorBase):
     """An n-dimensional array on a backend device, with autograd."""
 
-    __slots__ = ("_data", "_backend", "device", "dtype", "shape", "requires_grad", "grad", "grad_fn", "__weakref__")
+    __slots__ = ()
     __array_ufunc__ = None  # make NumPy defer to our reflected operators
 
     # ------------------------------------------------------------------ construction
-    @classmethod
-    def _wrap(cls, data: Any, device: Device, backend: Any, grad_fn: Any = None,
-              requires_grad: bool = False) -> "Tensor":
-        t = object.__new__(cls)
-        t._data = data
-        t._backend = backend
-        t.device = device
-        t.dtype = backend.dtype_of(data)
-        t.shape = backend.shape_of(data)
-        t.requires_grad = bool(requires_grad or grad_fn is not None)
-        t.grad = None
-        t.grad_fn = grad_fn
-        return t
-
     def __init__(self, *args: Any, **kwargs: Any):
         raise TypeError("create tensors with ampcore.tensor(data, dtype=..., device=...), not Tensor(...)")
 
     def _new_tensor(self, data: Any, dtype: DType | None = None) -> "Tensor":
-        from .creation import tensor
-
         return tensor(data, dtype=dtype, device=self.device)
 
     def _backend_check_storable(self, dtype: DType) -> None:
@@ -220,8 +232,6 @@ class Tensor:
                 raise TypeError(f"to() takes a device, a dtype or a tensor, got {a!r}")
         out = self
         if device is not None:
-            from .plugins import registry
-
             target = registry.resolve(device)
             if target != self.device:
                 out = _move(self, target, registry.get_backend(target.type))
@@ -229,29 +239,15 @@ class Tensor:
             out = ew.cast(out, dt.as_dtype(dtype))
         return out
 
-    def float(self) -> "Tensor":
-        return self.to(dt.float32)
-
-    def double(self) -> "Tensor":
-        return self.to(dt.float64)
-
-    def half(self) -> "Tensor":
-        return self.to(dt.float16)
-
-    def bfloat16(self) -> "Tensor":
-        return self.to(dt.bfloat16)
-
-    def long(self) -> "Tensor":
-        return self.to(dt.int64)
-
-    def int(self) -> "Tensor":
-        return self.to(dt.int32)
-
-    def bool(self) -> "Tensor":
-        return self.to(dt.bool_)
-
-    def cpu(self) -> "Tensor":
-        return self.to("cpu")
+    # dtype and device shorthands: .float() is .to(float32), and so on (from one table).
+    float = _to_method("float", dt.float32)
+    double = _to_method("double", dt.float64)
+    half = _to_method("half", dt.float16)
+    bfloat16 = _to_method("bfloat16", dt.bfloat16)
+    long = _to_method("long", dt.int64)
+    int = _to_method("int", dt.int32)
+    bool = _to_method("bool", dt.bool_)
+    cpu = _to_method("cpu", "cpu")
 
     def type_as(self, other: "Tensor") -> "Tensor":
         return self.to(other.dtype)
@@ -266,7 +262,10 @@ class Tensor:
             if self.numel() != 1:
                 raise RuntimeError(f"backward() without a gradient needs a scalar output, got shape {self.shape}; "
                                    "pass gradient=ones_like(output) or reduce (e.g. .sum()) first")
-            grad = self._kernels("backward").full(self.shape, 1.0, self.dtype, self.device.index)
+            try:
+                grad = self._backend.kernels.full(self.shape, 1.0, self.dtype, self.device.index)
+            except KernelError as exc:  # the kernel table gates it; name the op
+                raise exc.named("backward") from exc.error
         else:
             if not isinstance(gradient, Tensor) or gradient.shape != self.shape:
                 got = gradient.shape if isinstance(gradient, Tensor) else type(gradient).__name__
@@ -410,44 +409,17 @@ class Tensor:
         return self.var(dim, correction, keepdim).sqrt()
 
     # ------------------------------------------------------------------ math
-    def exp(self) -> "Tensor":
-        return ew.unary("exp", self)
-
-    def log(self) -> "Tensor":
-        return ew.unary("log", self)
-
-    def sqrt(self) -> "Tensor":
-        return ew.unary("sqrt", self)
-
-    def rsqrt(self) -> "Tensor":
-        return ew.unary("rsqrt", self)
-
-    def tanh(self) -> "Tensor":
-        return ew.unary("tanh", self)
-
-    def sigmoid(self) -> "Tensor":
-        return ew.unary("sigmoid", self)
-
-    def sin(self) -> "Tensor":
-        return ew.unary("sin", self)
-
-    def cos(self) -> "Tensor":
-        return ew.unary("cos", self)
-
-    def erf(self) -> "Tensor":
-        return ew.unary("erf", self)
-
-    def abs(self) -> "Tensor":
-        return ew.unary("abs", self)
-
-    def sign(self) -> "Tensor":
-        return ew.unary("sign", self)
+    # Plain delegations to the ops, from one table each: ops.elementwise's unary and binary ops, and matmul.
+    exp, log, sqrt, rsqrt, tanh, sigmoid, sin, cos, erf, abs, sign = (
+        _unary_method(name) for name in ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "erf",
+                                         "abs", "sign"))
+    pow = _binary_method("pow", "pow")
+    maximum = _binary_method("maximum", "maximum")
+    minimum = _binary_method("minimum", "minimum")
 
     def relu(self) -> "Tensor":
+        """max(x, 0) (the primitive relu op)."""
         return ew.relu(self)
-
-    def pow(self, exponent: Any) -> "Tensor":
-        return ew.binary("pow", self, exponent)
 
     @primitive("clamp")
     def clamp(self, min: float | None = None, max: float | None = None) -> "Tensor":  # noqa: A002 - torch names
@@ -460,68 +432,43 @@ class Tensor:
 
     clip = clamp
 
-    def maximum(self, other: Any) -> "Tensor":
-        return ew.binary("maximum", self, other)
-
-    def minimum(self, other: Any) -> "Tensor":
-        return ew.binary("minimum", self, other)
-
     @primitive("masked_fill")
     def masked_fill(self, mask: "Tensor", value: float) -> "Tensor":
         return ew.where(mask, value, self)
 
     def matmul(self, other: "Tensor") -> "Tensor":
+        """Matrix product (torch.matmul semantics)."""
         return linalg.matmul(self, other)
 
-    def softmax(self, dim: int) -> "Tensor":
-        from .nn import functional as F
-
-        return F.softmax(self, dim)
-
-    def log_softmax(self, dim: int) -> "Tensor":
-        from .nn import functional as F
-
-        return F.log_softmax(self, dim)
+    # softmax(dim) and log_softmax(dim) are ampcore.nn.functional's, which sits above Tensor and attaches them.
+    softmax: Callable[..., "Tensor"]
+    log_softmax: Callable[..., "Tensor"]
 
     # ------------------------------------------------------------------ operators
-    def __add__(self, o: Any) -> "Tensor":
-        return ew.binary("add", self, o)
-
-    def __radd__(self, o: Any) -> "Tensor":
-        return ew.binary("add", o, self)
-
-    def __sub__(self, o: Any) -> "Tensor":
-        return ew.binary("sub", self, o)
-
-    def __rsub__(self, o: Any) -> "Tensor":
-        return ew.binary("sub", o, self)
-
-    def __mul__(self, o: Any) -> "Tensor":
-        return ew.binary("mul", self, o)
-
-    def __rmul__(self, o: Any) -> "Tensor":
-        return ew.binary("mul", o, self)
-
-    def __truediv__(self, o: Any) -> "Tensor":
-        return ew.binary("div", self, o)
-
-    def __rtruediv__(self, o: Any) -> "Tensor":
-        return ew.binary("div", o, self, reflected=True)
-
-    def __pow__(self, o: Any) -> "Tensor":
-        return ew.binary("pow", self, o)
-
-    def __rpow__(self, o: Any) -> "Tensor":
-        return ew.binary("pow", o, self, reflected=True)
+    __add__ = _binary_method("add", "__add__")
+    __radd__ = _binary_method("add", "__radd__", swap=True)
+    __sub__ = _binary_method("sub", "__sub__")
+    __rsub__ = _binary_method("sub", "__rsub__", swap=True)
+    __mul__ = _binary_method("mul", "__mul__")
+    __rmul__ = _binary_method("mul", "__rmul__", swap=True)
+    __truediv__ = _binary_method("div", "__truediv__")
+    __rtruediv__ = _binary_method("div", "__rtruediv__", swap=True, reflected=True)
+    __pow__ = _binary_method("pow", "__pow__")
+    __rpow__ = _binary_method("pow", "__rpow__", swap=True, reflected=True)
+    __neg__ = _unary_method("neg", "__neg__")
+    __abs__ = _unary_method("abs", "__abs__")
+    __eq__ = _compare_method("eq", "__eq__")  # type: ignore[assignment]
+    __ne__ = _compare_method("ne", "__ne__")  # type: ignore[assignment]
+    __lt__ = _compare_method("lt", "__lt__")
+    __le__ = _compare_method("le", "__le__")
+    __gt__ = _compare_method("gt", "__gt__")
+    __ge__ = _compare_method("ge", "__ge__")
 
     def __matmul__(self, o: "Tensor") -> "Tensor":
         return linalg.matmul(self, o)
 
     def __rmatmul__(self, o: "Tensor") -> "Tensor":
         return linalg.matmul(o, self)
-
-    def __neg__(self) -> "Tensor":
-        return ew.unary("neg", self)
 
     def __invert__(self) -> "Tensor":
         """Logical not of a bool tensor (``~mask``)."""
@@ -531,27 +478,6 @@ class Tensor:
 
     def __pos__(self) -> "Tensor":
         return self
-
-    def __abs__(self) -> "Tensor":
-        return ew.unary("abs", self)
-
-    def __eq__(self, o: Any) -> "Tensor":  # type: ignore[override]
-        return ew.compare("eq", self, o)
-
-    def __ne__(self, o: Any) -> "Tensor":  # type: ignore[override]
-        return ew.compare("ne", self, o)
-
-    def __lt__(self, o: Any) -> "Tensor":
-        return ew.compare("lt", self, o)
-
-    def __le__(self, o: Any) -> "Tensor":
-        return ew.compare("le", self, o)
-
-    def __gt__(self, o: Any) -> "Tensor":
-        return ew.compare("gt", self, o)
-
-    def __ge__(self, o: Any) -> "Tensor":
-        return ew.compare("ge", self, o)
 
 
 def _is_dtype_name(name: str) -> bool:
@@ -568,10 +494,11 @@ def _move(t: Tensor, target: Device, backend: Any) -> Tensor:
         raise RuntimeError(f"cannot move a tensor that is part of an autograd graph from '{t.device}' to "
                            f"'{target}'; move the inputs before computing")
     check_storable(backend, target.index, t.dtype)
-    data = backend.from_numpy(to_host(t, "move between devices"), t.dtype, target.index)
+    data = guarded_kernels(backend, "to").from_numpy(to_host(t, "move between devices"), t.dtype, target.index)
     return Tensor._wrap(data, target, backend, requires_grad=t.requires_grad)
 
 
+set_tensor_class(Tensor)
 register_op("to", "primitive")
 for _name in ("add_", "mul_"):
     register_op(_name, "in-place")
@@ -580,8 +507,6 @@ for _name in ("add_", "mul_"):
 def _unpickle(cls: type, values: np.ndarray, dtype: str, device: str, requires_grad: bool,
               state: dict) -> Tensor:
     """Rebuild a pickled tensor (or Parameter) on ``device``."""
-    from .creation import tensor
-
     t = tensor(values, dtype=dtype, device=device)
     out = cls._wrap(t._data, t.device, t._backend, requires_grad=requires_grad)
     if state:

@@ -14,8 +14,13 @@ from typing import Any
 import pytest
 
 import ampcore
+from ampcore.kernels import set_debug_kernels
 from ampcore.plugins import registry
 from ampcore.testing import FakeBackend
+
+# The tests run with every kernel's output checked against its contract (as AMPCORE_DEBUG_KERNELS=1 does);
+# a training run pays only the cheap per-op check.
+set_debug_kernels(True)
 
 _ids = itertools.count()
 

@@ -109,3 +109,19 @@ def test_bench_distributed_compares_1_and_2_ranks_and_zero_state(tmp_path):
 def test_bench_distributed_rejects_an_odd_global_batch():
     proc = run(DISTRIBUTED_SCRIPT, "--batch", "7")
     assert proc.returncode == 2 and "--batch must be even" in proc.stderr
+
+
+DISPATCH_SCRIPT = SCRIPT.parent / "bench_dispatch.py"
+
+
+def test_bench_dispatch_prints_the_per_op_table(tmp_path):
+    out = tmp_path / "dispatch.json"
+    proc = run(DISPATCH_SCRIPT, "--number", "20", "--repeats", "2", "--no-torch", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "| case | ampcore µs | torch µs (issue 26) | ratio | target ratio |" in proc.stdout
+    assert "torch skipped (--no-torch)" in proc.stdout
+    for case in ("`a + b`", "`a.sum()`", "`a * 2.0`", "`a @ w`", "`(a @ w).relu().sum().backward()`",
+                 '`with autocast("cpu"): a @ w`'):
+        assert case in proc.stdout
+    result = json.loads(out.read_text())
+    assert set(result["ampcore_us"]) == set(result["torch_us"]) and all(v > 0 for v in result["ampcore_us"].values())

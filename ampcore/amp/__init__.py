@@ -9,14 +9,16 @@ from .. import dispatch as _dispatch
 from .autocast_mode import (autocast, clear_autocast_cache, explain, get_autocast_dtype, is_autocast_available,
                             is_autocast_cache_enabled, is_autocast_enabled)
 from .custom import custom_bwd, custom_fwd, op
-from ..grad_scaler import GradScaler, OptState
+from .grad_scaler import GradScaler, OptState
 from .decision import Decision, decide
 from .overflow import OverflowRecord, check as _overflow_check, detect_overflow
 from .routing import AutocastError, autocast_hook
 from .trace import Trace, TraceRecord
+from ..policy.dtype_policy import set_autocast as _set_policy_autocast
 
-_dispatch.autocast_hook = autocast_hook
-_dispatch.overflow_hook = _overflow_check
+_dispatch.set_autocast_hook(autocast_hook)
+_dispatch.set_overflow_hook(_overflow_check)
+_set_policy_autocast(autocast)
 
 __all__ = [
     "autocast", "is_autocast_enabled", "get_autocast_dtype", "is_autocast_available", "is_autocast_cache_enabled",

@@ -16,12 +16,15 @@ from typing import Any, Callable, TypeVar
 
 from .. import dispatch
 from .. import dtypes as dt
+from ..backend import BackendUnavailableError
 from ..dtypes import DType
+from ..plugins import registry
+from ..plugins.capabilities import capabilities_of
 from ..policy import Policy
 from ..policy import get as get_policy
 from ..policy.resolve import check_device_type
 from .decision import Decision, decide
-from .state import Region, thread_state
+from .state import Region, shared_decisions, thread_state
 from .trace import Trace
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "is_autocast_available",
@@ -39,8 +42,6 @@ def _check_bool(value: Any, name: str) -> bool:
 
 def _backend_record(device_type: str) -> Any:
     """The registry record of ``device_type``; UnknownBackendError (listing the installed ones) if none."""
-    from ..plugins import registry
-
     registry.get_backend(device_type, require_available=False)
     return registry.records[device_type]
 
@@ -85,8 +86,6 @@ class autocast:  # noqa: N801 - torch's name
             if self._enabled:
                 self._disable(f"backend {device_type!r} is unavailable here: {status.reason}", unavailable=True)
             return
-        from ..tensor import capabilities_of
-
         caps = capabilities_of(record.backend, 0)
         fast = requested or caps.autocast_dtype
         if fast is None:
@@ -110,8 +109,6 @@ class autocast:  # noqa: N801 - torch's name
             return
         if self._strict:
             if unavailable:
-                from ..backend import BackendUnavailableError
-
                 raise BackendUnavailableError(self.device_type, why)
             raise ValueError(f"{why} (strict=True; without it autocast would warn and disable itself)")
         warnings.warn(f"{why}. Disabling autocast.", UserWarning, stacklevel=3)
@@ -137,8 +134,9 @@ class autocast:  # noqa: N801 - torch's name
         trace = self._trace
         if trace is _INHERIT:
             trace = previous.trace if previous is not None else None
-        tls.regions[self.device_type] = Region(self.device_type, self._enabled, self.fast_dtype,
-                                               self._cache_enabled, self._policy, trace, self._fallback_ops)
+        tls.regions[self.device_type] = Region(
+            self.device_type, self._enabled, self.fast_dtype, self._cache_enabled, self._policy, trace,
+            self._fallback_ops, shared_decisions(self._policy, self.fast_dtype, self._fallback_ops))
         tls.saved.append((self.device_type, previous))
         if self._enabled:
             tls.last_dtype[self.device_type] = self.fast_dtype
@@ -183,17 +181,12 @@ def get_autocast_dtype(device_type: str) -> DType:
     if region is not None:
         return region.dtype
     record = _backend_record(device_type)
-    from ..tensor import capabilities_of
-
     preferred = capabilities_of(record.backend, 0).autocast_dtype if record.availability().ok else None
     return preferred or dt.float16
 
 
 def is_autocast_available(device_type: str) -> bool:
     """Whether ``device_type`` is an installed, available backend with a low-precision autocast dtype."""
-    from ..plugins import registry
-    from ..tensor import capabilities_of
-
     registry.ensure_loaded()
     record = registry.records.get(check_device_type(device_type))
     if record is None or not record.availability().ok:

@@ -15,7 +15,7 @@ import functools
 from typing import Any, Callable, TypeVar
 
 from .. import dtypes as dt
-from ..dispatch import op_boundary, register_op
+from ..dispatch import op_boundary, register_op, registered_ops
 from ..dtypes import DType
 from ..policy import Category, register
 from ..policy.dtype_policy import cast_tree
@@ -28,8 +28,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def op(name: str, category: "Category | str | None" = None) -> Callable[[F], F]:
     """Decorator: register a Tensor-level function as the op ``name`` (optionally with a policy category)."""
-    from ..dispatch import registered_ops
-
     kind = registered_ops().get(name)
     if kind is not None and kind != "custom":
         raise ValueError(f"op name {name!r} is taken by a built-in {kind} op; choose another name")

@@ -15,7 +15,7 @@ from typing import Iterable
 
 from .. import dtypes as dt
 from ..dtypes import DType
-from ..policy import Category, Policy
+from ..policy import BANNED_REASONS, Category, Policy
 
 __all__ = ["Decision", "decide"]
 
@@ -47,8 +47,6 @@ def decide(policy: Policy, op: str, input_dtypes: Iterable[DType], autocast_dtyp
     entry = policy.decision(op)
     category = entry.category
     if category is Category.BANNED:
-        from ..policy import BANNED_REASONS
-
         return Decision(op, category, None, BANNED_REASONS.get(
             op, f"{op} is banned inside autocast regions by policy {policy.name!r} ({entry.source}); "
                 "call it with autocast(device_type, enabled=False) and float32 inputs"))

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from .. import dispatch
+from ..syncs import to_host
+from ..tensor import Tensor
 
 __all__ = ["detect_overflow", "OverflowRecord"]
 
@@ -104,9 +106,6 @@ def _describe(t: Any) -> str:
 
 def _finite(t: Any) -> bool:
     """Whether every element of a float tensor is finite: x - x is 0 exactly where x is finite."""
-    from ..syncs import to_host
-    from ..tensor import Tensor
-
     if not isinstance(t, Tensor) or not t.dtype.is_floating_point or t.numel() == 0:
         return True
     k = dispatch.guarded_kernels(t._backend, "detect_overflow")

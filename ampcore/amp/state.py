@@ -15,7 +15,26 @@ from ..dtypes import DType
 from ..policy import Policy
 from .trace import Trace
 
-__all__ = ["Region", "thread_state"]
+__all__ = ["Region", "thread_state", "shared_decisions"]
+
+# (id(policy), dtype, fallback ops) -> (policy, decisions): regions with the same settings share their
+# decisions, so a training step's region decides each (op, input dtypes) once per run, not once per step.
+# The policy is held so its id is not reused; the table is dropped when it grows past _MAX_SHARED.
+_shared: dict[tuple[int, DType, frozenset[str]], tuple[Any, dict[Any, Any]]] = {}
+_MAX_SHARED = 64
+
+
+def shared_decisions(policy: Policy | None, dtype: DType, fallback_ops: frozenset[str]) -> dict[Any, Any]:
+    """The decisions table of regions with this policy, dtype and fallback ops (a function of them alone)."""
+    key = (id(policy), dtype, fallback_ops)
+    hit = _shared.get(key)
+    if hit is not None and hit[0] is policy:
+        return hit[1]
+    if len(_shared) >= _MAX_SHARED:
+        _shared.clear()
+    decisions: dict[Any, Any] = {}
+    _shared[key] = (policy, decisions)
+    return decisions
 
 
 @dataclass(frozen=True, eq=False)

@@ -21,7 +21,7 @@ import pluggy
 import pytest
 
 from .. import dtypes as dt
-from ..kernels import PRIMITIVES
+from ..kernels import PRIMITIVES, set_debug_kernels
 from .gaps import KnownGap, KnownGapsError, load_known_gaps
 from .report import OUTCOMES, BackendReport, Case, TestResult, environment, section_order
 from .subject import NOT_SUPPORTED, BackendUnderTest
@@ -135,6 +135,9 @@ def backend(request: pytest.FixtureRequest) -> BackendUnderTest:
     plugin's error where the plugin is broken.
     """
     target: str = request.param
+    # The suite checks every kernel's output against its contract (AMPCORE_DEBUG_KERNELS), not only the
+    # cheap per-op check a training run pays for.
+    set_debug_kernels(True)
     subject = _resolve(target)
     request.config.stash[_RUN].report(target).info.update(_describe(subject))
     return subject

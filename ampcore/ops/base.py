@@ -17,6 +17,7 @@ class Op:
 
     name: str = ""
     differentiable: bool = True
+    same_dtype: bool = False  # the output has the first tensor input's dtype (checked on every call)
 
     def forward(self, ctx: Any, k: Any, *arrays: Any, **params: Any) -> Any:
         raise NotImplementedError

@@ -15,6 +15,8 @@ import numpy as np
 from .. import dtypes as dt
 from ..dispatch import call, primitive, register_op, route
 from ..dtypes import DType
+from ..hooks import STATE
+from ..tensor_base import TensorBase
 from .base import Op, unbroadcast
 
 Scalar = (int, float, bool, np.number)
@@ -48,6 +50,8 @@ def cast(x: Any, dtype: DType) -> Any:
 class Unary(Op):
     """A unary op whose derivative is a function of (k, x, y, g); ``saves`` names which of x and y
     backward reads, so only those are kept alive (an activation's memory is AMP's business)."""
+
+    same_dtype = True
 
     def __init__(self, name: str, grad: Callable[..., Any] | None, saves: str = ""):
         self.name = name
@@ -87,6 +91,7 @@ class Relu(Op):
     """max(x, 0) with torch's gradient rule (zero at 0): two passes backward instead of max's tie split."""
 
     name = "relu"
+    same_dtype = True
 
     def forward(self, ctx, k, x):
         y = k.maximum(x, 0.0 if k.dtype_of(x).is_floating_point else 0)
@@ -108,6 +113,8 @@ def relu(x: Any) -> Any:
 
 def unary(name: str, x: Any) -> Any:
     """Apply the unary op ``name``; integer inputs of float-only ops become float32."""
+    if STATE.plain and x.dtype.is_floating_point:  # the exact common case: no hook can fire, no cast needed
+        return call(UNARY_OPS[name], x)
     return route(name, _unary, (name, x), {})
 
 
@@ -162,6 +169,8 @@ class Binary(Op):
     gradient), so a bias add does not hold its input and output alive.
     """
 
+    same_dtype = True
+
     def __init__(self, name: str):
         self.name = name
         self._ga, self._gb, reads_a, reads_b = _BINARY_GRADS[name]
@@ -169,7 +178,10 @@ class Binary(Op):
 
     def forward(self, ctx, k, a, b):
         y = getattr(k, self.name)(a, b)
-        reads = "".join(r for r, needed in zip(self._reads, ctx.needs_input_grad) if needed)
+        needs = ctx.needs_input_grad
+        if not (needs[0] or needs[1]):
+            return y  # nothing will run backward: nothing to save
+        reads = "".join(r for r, needed in zip(self._reads, needs) if needed)
         ctx.a, ctx.b, ctx.y = (a if "a" in reads else None), (b if "b" in reads else None), \
             (y if "y" in reads else None)
         ctx.shapes = (_shape(k, a), _shape(k, b))
@@ -211,8 +223,7 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 
 def _operands(a: Any, b: Any, float_result: bool = False) -> tuple[Any, Any]:
     """Promote two operands (Tensors or scalars) to a common dtype, torch-style."""
-    from ..tensor import Tensor
-
+    Tensor = TensorBase  # noqa: N806 - reads as the type it checks for
     a_t, b_t = isinstance(a, Tensor), isinstance(b, Tensor)
     if not a_t and not b_t:
         raise TypeError(f"at least one operand must be a Tensor, got {type(a).__name__} and {type(b).__name__}")
@@ -245,6 +256,15 @@ def binary(name: str, a: Any, b: Any, *, reflected: bool = False) -> Any:
     ``reflected`` marks ``other <op> tensor`` calls (``__rtruediv__``), which
     the cast policy may treat differently from the forward operator.
     """
+    if STATE.plain and isinstance(a, TensorBase):
+        # The exact common case, straight to the kernel: no autocast region or overflow watch open, and
+        # operands that need no promotion (one dtype and shape; or a float scalar with a float tensor).
+        dtype = a.dtype
+        if isinstance(b, TensorBase):
+            if b.dtype is dtype and b.shape == a.shape and (dtype.is_floating_point or name != "div"):
+                return call(BINARY_OPS[name], a, b)
+        elif type(b) is float and dtype.is_floating_point:
+            return call(BINARY_OPS[name], a, b)
     op_name = REFLECTED_OP_NAMES.get(name, name) if reflected else name
     return route(op_name, _binary, (name, a, b), {})
 
@@ -285,8 +305,7 @@ WHERE = Where()
 @primitive("where")
 def where(cond: Any, a: Any, b: Any) -> Any:
     """``a`` where ``cond`` is true, else ``b`` (broadcasting; scalars allowed for ``a``/``b``)."""
-    from ..tensor import Tensor
-
+    Tensor = TensorBase  # noqa: N806 - reads as the type it checks for
     if not isinstance(cond, Tensor) or cond.dtype != dt.bool_:
         raise TypeError(f"where() needs a bool Tensor condition, got {cond!r}")
     if not isinstance(a, Tensor) and not isinstance(b, Tensor) and isinstance(a, Scalar):

@@ -74,6 +74,13 @@ MATMUL_NT = MatMulNT()
 @primitive("matmul")
 def matmul(a: Any, b: Any) -> Any:
     """torch.matmul semantics: 1-D operands are promoted to matrices and the extra dimension removed."""
+    a_shape, b_shape = a.shape, b.shape
+    if (len(a_shape) == 2 and len(b_shape) == 2 and a_shape[1] == b_shape[0] and a.dtype is b.dtype
+            and a.dtype.is_floating_point):
+        # The common case, exactly as below: two matrices of one floating dtype (no promotion, no
+        # batch, no reshape of the result).
+        grad_fn = b.grad_fn
+        return call(MATMUL, a, b, b_transposed=grad_fn is not None and grad_fn.op is TRANSPOSE)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"matmul needs operands with at least 1 dimension, got shapes {a.shape} and {b.shape}")
     a2 = a.reshape(1, a.shape[0]) if a.ndim == 1 else a

@@ -9,6 +9,7 @@ from typing import Any, Sequence
 from .. import dtypes as dt
 from ..dispatch import call, primitive
 from .base import Op
+from .elementwise import cast
 
 MaxResult = namedtuple("MaxResult", ["values", "indices"])
 
@@ -120,8 +121,6 @@ SUM, AMAX, MAX_ALONG, ARGMAX, CUMSUM = Sum(), Amax(), MaxAlong(), ArgMax(), CumS
 @primitive("sum")
 def sum(x: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:  # noqa: A001 - torch name
     """Sum over ``dim`` (all axes if None), accumulated in float32 or better."""
-    from .elementwise import cast
-
     if dtype is not None:
         x = cast(x, dt.as_dtype(dtype))
     return call(SUM, x, axes=normalize_axes(dim, x.ndim), keepdims=bool(keepdim))
@@ -134,8 +133,6 @@ def mean(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
     float16/bfloat16 are summed and divided in float32 and rounded once: a
     float16 sum of 1e5 ones would overflow (65504) before the division.
     """
-    from .elementwise import cast
-
     if not x.dtype.is_floating_point:
         raise TypeError(f"mean() needs a floating tensor, got {x.dtype.name}; call .float() first")
     axes = normalize_axes(dim, x.ndim)

@@ -17,10 +17,11 @@ from typing import Any, Iterable
 
 import pluggy
 
-from ..backend import Backend, BackendUnavailableError
+from ..backend import Availability, Backend, BackendUnavailableError
 from ..device import Device, DeviceLike, parse_device
 from ..kernels import KernelTable, MissingKernelsError
 from . import hookspecs
+from .capabilities import forget_capabilities
 
 ENTRY_POINT_GROUP = "ampcore.backends"
 
@@ -66,16 +67,12 @@ class BackendRecord:
             try:
                 self._availability = self.backend.availability()
             except Exception as exc:  # availability() must not raise; report it instead
-                from ..backend import Availability
-
                 self._availability = Availability(False, f"availability() raised {type(exc).__name__}: {exc}")
         return self._availability
 
 
 def device_status(backend: Backend, index: int) -> Any:
     """``backend.device_status(index)``, with a raising implementation reported as an unusable device."""
-    from ..backend import Availability
-
     try:
         return backend.device_status(index)
     except Exception as exc:  # device_status() must not raise; report it instead
@@ -226,8 +223,6 @@ class Registry:
 
     def unregister_backend(self, name: str) -> None:
         """Forget a backend registered from code (tests)."""
-        from ..tensor import forget_capabilities
-
         with self._lock:
             self.generation += 1
             self.records.pop(name, None)

@@ -15,8 +15,17 @@ from typing import Any, Callable
 
 from .. import dtypes as dt
 from ..dtypes import DType
+from ..tensor import Tensor
 
-__all__ = ["DtypePolicy", "cast_tree"]
+__all__ = ["DtypePolicy", "cast_tree", "set_autocast"]
+
+# ampcore.amp's autocast, installed by ampcore.amp (which sits above the policy tables) when it is imported.
+_autocast: list[Callable[..., Any] | None] = [None]
+
+
+def set_autocast(autocast: Callable[..., Any]) -> None:
+    """Give :meth:`DtypePolicy.autocast` the region it opens (``ampcore.amp.autocast``)."""
+    _autocast[0] = autocast
 
 _KEYS = {"p": "param_dtype", "params": "param_dtype", "param": "param_dtype",
          "c": "compute_dtype", "compute": "compute_dtype",
@@ -79,16 +88,14 @@ class DtypePolicy:
 
     def autocast(self, device_type: str, **kwargs: Any) -> Any:
         """An autocast region on ``device_type`` computing in ``compute_dtype``."""
-        from ..amp import autocast
-
-        return autocast(device_type, dtype=self.compute_dtype, **kwargs)
+        if _autocast[0] is None:
+            raise RuntimeError("DtypePolicy.autocast() needs ampcore.amp, which installs autocast when imported")
+        return _autocast[0](device_type, dtype=self.compute_dtype, **kwargs)
 
 
 def cast_tree(tree: Any, dtype: DType, eligible: Callable[[Any], bool] | None = None) -> Any:
     """Floating tensors in nested lists/tuples/dicts cast to ``dtype`` (only those ``eligible`` accepts,
     if given); everything else as is."""
-    from ..tensor import Tensor
-
     if isinstance(tree, Tensor):
         cast = tree.dtype.is_floating_point and (eligible is None or eligible(tree))
         return tree.to(dtype) if cast else tree

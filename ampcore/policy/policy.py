@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Iterable, Mapping
 
+from ..dispatch import is_registered
+
 __all__ = ["Category", "Entry", "Policy", "UnknownOpError", "BANNED_REASONS"]
 
 
@@ -113,8 +115,6 @@ class Policy:
         entry = self._entries.get(op)
         if entry is not None:
             return entry
-        from ..dispatch import is_registered
-
         if is_registered(op):
             return Entry(Category.UNLISTED, "unlisted")
         raise UnknownOpError(

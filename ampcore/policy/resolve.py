@@ -11,6 +11,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from ..plugins import registry
+from ..plugins.capabilities import capabilities_of
 from .builtin import builtin
 from .policy import Category, Policy
 
@@ -38,16 +40,12 @@ def get(device_type: str) -> Policy:
     Raises UnknownBackendError (listing the installed ones) for an unknown
     name and BackendUnavailableError if that backend cannot run here.
     """
-    from ..plugins import registry
-
     check_device_type(device_type)
     backend = registry.get_backend(device_type)
     key = (registry.generation, _user_generation)
     cached = _cache.get(device_type)
     if cached is not None and cached[0] == key:
         return cached[1]
-    from ..tensor import capabilities_of
-
     table = capabilities_of(backend, 0).policy
     policy = builtin(table)
     for plugin_name, mapping in registry.policy_layers(device_type):

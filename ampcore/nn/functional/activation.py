@@ -149,3 +149,8 @@ def _silu(x: Tensor) -> Tensor:
 
 for _name in ("relu_", "silu_"):
     register_op(_name, "in-place")
+
+
+# Tensor sits below nn, so the layer that owns softmax gives Tensor its softmax/log_softmax methods.
+Tensor.softmax = softmax
+Tensor.log_softmax = log_softmax

@@ -1,0 +1,75 @@
+"""The two hooks amp installs into the op path, and the counters that make them free while unused.
+
+``ampcore.amp`` installs the autocast router (called at op boundaries while an
+autocast region is open on any thread) and the overflow watcher (called after
+every primitive and backward step while a ``detect_overflow()`` region is
+open).  The layers below amp only read this module, so they need not import
+amp: while no region is open, :data:`STATE` ``.plain`` is True and an op pays
+one attribute read for both hooks.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+__all__ = ["STATE", "set_autocast_hook", "set_overflow_hook", "region_opened", "watching_changed",
+           "boundary_stack", "boundary_names"]
+
+
+class _HookState:
+    """What the op path reads on every call; ``plain`` is True while neither hook can fire."""
+
+    __slots__ = ("autocast_hook", "overflow_hook", "open_regions", "watching", "plain")
+
+    def __init__(self) -> None:
+        self.autocast_hook: Callable[..., Any] | None = None
+        self.overflow_hook: Callable[..., Any] | None = None
+        self.open_regions = 0  # autocast regions open on any thread
+        self.watching = 0  # detect_overflow() regions open on any thread
+        self.plain = True
+
+
+STATE = _HookState()
+_lock = threading.Lock()
+_boundaries = threading.local()
+
+
+def set_autocast_hook(hook: Callable[..., Any] | None) -> None:
+    """Install the autocast router, called as ``hook(name, fn, args, kwargs, ineligible)`` at op boundaries."""
+    STATE.autocast_hook = hook
+
+
+def set_overflow_hook(hook: Callable[..., Any] | None) -> None:
+    """Install the overflow watcher, called as ``hook(op, phase, inputs, outputs[, within])`` after each
+    primitive (forward) and backward step while overflow detection is on."""
+    STATE.overflow_hook = hook
+
+
+def _update() -> None:
+    STATE.plain = not STATE.open_regions and not STATE.watching
+
+
+def region_opened(delta: int) -> None:
+    """Count autocast regions entered (+1) and left (-1), across threads."""
+    with _lock:
+        STATE.open_regions += delta
+        _update()
+
+
+def watching_changed(delta: int) -> None:
+    """Count detect_overflow() regions entered (+1) and left (-1), across threads."""
+    with _lock:
+        STATE.watching += delta
+        _update()
+
+
+def boundary_names() -> list[str]:
+    """This thread's stack of op boundaries (mutable: the op path pushes and pops)."""
+    names: list[str] = _boundaries.__dict__.setdefault("names", [])
+    return names
+
+
+def boundary_stack() -> tuple[str, ...]:
+    """The op boundaries this thread is inside, outermost first (tracked while overflow detection is on)."""
+    return tuple(getattr(_boundaries, "names", ()))
