@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Any, Iterable, Protocol, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 from .hooks import STATE
 from .kernels import KernelError, KernelGate
@@ -24,8 +25,21 @@ class OpRule(Protocol):
 
     def backward(self, ctx: Any, k: Any, grad: Any) -> tuple[Any, ...]: ...
 
-__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "Node", "Context", "run_backward",
-           "zero_grads", "Function", "FunctionCtx", "saved_bytes", "queue_callback"]
+
+__all__ = [
+    "no_grad",
+    "enable_grad",
+    "set_grad_enabled",
+    "is_grad_enabled",
+    "Node",
+    "Context",
+    "run_backward",
+    "zero_grads",
+    "Function",
+    "FunctionCtx",
+    "saved_bytes",
+    "queue_callback",
+]
 
 _state = threading.local()
 
@@ -99,8 +113,9 @@ class Node:
         self.op = op
         self.ctx = ctx
         self.input_fns = tuple([t.grad_fn if t is not None else None for t in inputs])
-        self.inputs = tuple([t if t is not None and (keep_all or (t.grad_fn is None and t.requires_grad)) else None
-                             for t in inputs])
+        self.inputs = tuple(
+            [t if t is not None and (keep_all or (t.grad_fn is None and t.requires_grad)) else None for t in inputs]
+        )
         self.freed = False
         self.within: tuple[str, ...] = ()  # enclosing op boundaries, recorded while detecting overflow
 
@@ -277,8 +292,10 @@ class _FunctionOp:
         grads = self.fn_cls.backward(ctx.fn_ctx, wrap(g, ctx.device, ctx.backend))
         grads = grads if isinstance(grads, tuple) else (grads,)
         if len(grads) != self.n_args:
-            raise RuntimeError(f"{self.name}.backward returned {len(grads)} gradients, but forward took "
-                               f"{self.n_args} arguments; return one per argument (None for non-tensors)")
+            raise RuntimeError(
+                f"{self.name}.backward returned {len(grads)} gradients, but forward took "
+                f"{self.n_args} arguments; return one per argument (None for non-tensors)"
+            )
         out = []
         for pos, inp in zip(self.positions, ctx.inputs):
             gi = grads[pos]
@@ -287,8 +304,9 @@ class _FunctionOp:
                 continue
             if not isinstance(gi, TensorBase) or gi.shape != inp.shape:
                 got = gi.shape if isinstance(gi, TensorBase) else type(gi).__name__
-                raise RuntimeError(f"{self.name}.backward returned a gradient of {got} for argument {pos}, "
-                                   f"which has shape {inp.shape}")
+                raise RuntimeError(
+                    f"{self.name}.backward returned a gradient of {got} for argument {pos}, which has shape {inp.shape}"
+                )
             # As torch: a gradient in another float dtype is cast to its input's dtype.
             out.append(gi._data if gi.dtype == inp.dtype else k.cast(gi._data, inp.dtype))
         return tuple(out)

@@ -40,16 +40,46 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
-    "Dialect", "OPENCL", "CUDA", "TAGS", "FLOAT_TAGS", "element_type", "compute_type",
-    "half_conversions", "bfloat16_conversions", "double_conversions", "conversions",
-    "load", "store", "nonfinite", "unscale_element",
-    "ADAMW_SCALARS", "ADAMW_NO_DECAY", "ADAMW_DECOUPLED", "ADAMW_L2", "adamw_scalars", "adamw_element",
-    "update_scale_kernel", "SOFTMAX_OPS", "ROW_BASE", "nan_max",
-    "ceil_div", "tile_starts", "row_geometry", "fit_group_size",
+    "Dialect",
+    "OPENCL",
+    "CUDA",
+    "TAGS",
+    "FLOAT_TAGS",
+    "element_type",
+    "compute_type",
+    "half_conversions",
+    "bfloat16_conversions",
+    "double_conversions",
+    "conversions",
+    "load",
+    "store",
+    "nonfinite",
+    "unscale_element",
+    "ADAMW_SCALARS",
+    "ADAMW_NO_DECAY",
+    "ADAMW_DECOUPLED",
+    "ADAMW_L2",
+    "adamw_scalars",
+    "adamw_element",
+    "update_scale_kernel",
+    "SOFTMAX_OPS",
+    "ROW_BASE",
+    "nan_max",
+    "ceil_div",
+    "tile_starts",
+    "row_geometry",
+    "fit_group_size",
 ]
 
-TAGS: dict[str, str] = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int32": "i32",
-                        "int64": "i64", "bool": "b8"}
+TAGS: dict[str, str] = {
+    "float32": "f32",
+    "float64": "f64",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "int32": "i32",
+    "int64": "i64",
+    "bool": "b8",
+}
 """Each dtype's tag (by the dtype's name): the renderers' ``tag`` argument, and short enough for kernel names."""
 FLOAT_TAGS = ("f32", "f64", "f16", "bf16")
 
@@ -91,25 +121,62 @@ class Dialect:
 
 
 OPENCL = Dialect(
-    name="opencl", kernel="__kernel void", inline="inline", global_="__global ", restrict="restrict",
-    local="__local", u16="ushort", u32="uint", i64="long", bool_storage="uchar", u64_literal="UL",
-    float_bits="as_uint({})", bits_float="as_float({})", double_bits="as_ulong({})", add_rn="{a} + {b}",
-    double_to_float_rz="convert_float_rtz({})", double_to_float_rn="convert_float_rte({})",
-    not_nan="!isnan({0})", is_nan="isnan({0})", global_id="(long)get_global_id(0)",
-    local_id="get_local_id(0)", group_id="get_group_id(0)", local_size="get_local_size(0)",
-    barrier="barrier(CLK_LOCAL_MEM_FENCE)", fp64_pragma="#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n",
+    name="opencl",
+    kernel="__kernel void",
+    inline="inline",
+    global_="__global ",
+    restrict="restrict",
+    local="__local",
+    u16="ushort",
+    u32="uint",
+    i64="long",
+    bool_storage="uchar",
+    u64_literal="UL",
+    float_bits="as_uint({})",
+    bits_float="as_float({})",
+    double_bits="as_ulong({})",
+    add_rn="{a} + {b}",
+    double_to_float_rz="convert_float_rtz({})",
+    double_to_float_rn="convert_float_rte({})",
+    not_nan="!isnan({0})",
+    is_nan="isnan({0})",
+    global_id="(long)get_global_id(0)",
+    local_id="get_local_id(0)",
+    group_id="get_group_id(0)",
+    local_size="get_local_size(0)",
+    barrier="barrier(CLK_LOCAL_MEM_FENCE)",
+    fp64_pragma="#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n",
     no_contract="#pragma OPENCL FP_CONTRACT OFF\n",
 )
 """OpenCL C 1.2."""
 
 CUDA = Dialect(
-    name="cuda", kernel='extern "C" __global__ void', inline="__device__ __forceinline__", global_="",
-    restrict="__restrict__", local="__shared__", u16="unsigned short", u32="unsigned int", i64="long long",
-    bool_storage="bool", u64_literal="LL", float_bits="__float_as_uint({})", bits_float="__uint_as_float({})",
-    double_bits="__double_as_longlong({})", add_rn="__fadd_rn({a}, {b})", double_to_float_rz="__double2float_rz({})",
-    double_to_float_rn="__double2float_rn({})", not_nan="{0} == {0}", is_nan="{0} != {0}",
-    global_id="(blockIdx.x * (long long)blockDim.x + threadIdx.x)", local_id="threadIdx.x", group_id="blockIdx.x",
-    local_size="blockDim.x", barrier="__syncthreads()", fp64_pragma="", no_contract="",
+    name="cuda",
+    kernel='extern "C" __global__ void',
+    inline="__device__ __forceinline__",
+    global_="",
+    restrict="__restrict__",
+    local="__shared__",
+    u16="unsigned short",
+    u32="unsigned int",
+    i64="long long",
+    bool_storage="bool",
+    u64_literal="LL",
+    float_bits="__float_as_uint({})",
+    bits_float="__uint_as_float({})",
+    double_bits="__double_as_longlong({})",
+    add_rn="__fadd_rn({a}, {b})",
+    double_to_float_rz="__double2float_rz({})",
+    double_to_float_rn="__double2float_rn({})",
+    not_nan="{0} == {0}",
+    is_nan="{0} != {0}",
+    global_id="(blockIdx.x * (long long)blockDim.x + threadIdx.x)",
+    local_id="threadIdx.x",
+    group_id="blockIdx.x",
+    local_size="blockDim.x",
+    barrier="__syncthreads()",
+    fp64_pragma="",
+    no_contract="",
 )
 """CUDA C++ as NVRTC compiles it: no headers (so no ``INFINITY``), compiled with ``--fmad=false``."""
 
@@ -117,8 +184,15 @@ CUDA = Dialect(
 def element_type(d: Dialect, tag: str) -> str:
     """The C type of a buffer's elements for dtype ``tag``: float16 and bfloat16 as 16-bit words (converted by
     :func:`load` and :func:`store`), the rest as themselves; ValueError for an unknown tag."""
-    types = {"f32": "float", "f64": "double", "f16": d.u16, "bf16": d.u16, "i32": "int", "i64": d.i64,
-             "b8": d.bool_storage}
+    types = {
+        "f32": "float",
+        "f64": "double",
+        "f16": d.u16,
+        "bf16": d.u16,
+        "i32": "int",
+        "i64": d.i64,
+        "b8": d.bool_storage,
+    }
     if tag not in types:
         raise ValueError(f"unknown dtype tag {tag!r}; valid tags are {', '.join(types)}")
     return types[tag]
@@ -248,34 +322,45 @@ def unscale_element(d: Dialect, tag: str, storage: str, ptr: str, index: str, in
     """C lines unscaling element ``index`` of gradient ``ptr`` in place by ``inv`` (in the compute type) and
     or-ing its overflow test into ``int bad``."""
     compute = "double" if tag == "f64" else "float"
-    lines = (f"const {compute} v = ({compute}){load(tag, ptr, index)} * inv;", store(tag, storage, ptr, index, "v"),
-             f"bad |= {nonfinite(d, tag)};")
+    lines = (
+        f"const {compute} v = ({compute}){load(tag, ptr, index)} * inv;",
+        store(tag, storage, ptr, index, "v"),
+        f"bad |= {nonfinite(d, tag)};",
+    )
     return "".join(f"{indent}{line}\n" for line in lines)
 
 
 # --------------------------------------------------------------------------- adamw_step
-ADAMW_SCALARS = ("weight_decay", "decay", "one_minus_beta1", "beta2", "one_minus_beta2", "bc2_sqrt", "eps",
-                 "step_size")
+ADAMW_SCALARS = ("weight_decay", "decay", "one_minus_beta1", "beta2", "one_minus_beta2", "bc2_sqrt", "eps", "step_size")
 """The step's scalar kernel arguments, in order (see :func:`adamw_scalars`)."""
 # mode: no weight decay, decoupled (AdamW: p *= decay), L2 (Adam: g += weight_decay * p)
 ADAMW_NO_DECAY, ADAMW_DECOUPLED, ADAMW_L2 = 0, 1, 2
 
 
-def adamw_scalars(step: int, lr: float, beta1: float, beta2: float, eps: float, weight_decay: float,
-                  decoupled: bool) -> tuple[int, list[float]]:
+def adamw_scalars(
+    step: int, lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, decoupled: bool
+) -> tuple[int, list[float]]:
     """``(mode, scalars)``: the kernel's mode and its :data:`ADAMW_SCALARS` values for step ``step`` (>= 1)::
 
-        decay = 1 - lr * weight_decay;  bc2_sqrt = sqrt(1 - beta2 ** step);  step_size = lr / (1 - beta1 ** step)
+    decay = 1 - lr * weight_decay;  bc2_sqrt = sqrt(1 - beta2 ** step);  step_size = lr / (1 - beta1 ** step)
     """
     mode = ADAMW_NO_DECAY if not weight_decay else ADAMW_DECOUPLED if decoupled else ADAMW_L2
-    values = dict(weight_decay=weight_decay, decay=1.0 - lr * weight_decay, one_minus_beta1=1.0 - beta1,
-                  beta2=beta2, one_minus_beta2=1.0 - beta2, bc2_sqrt=math.sqrt(1.0 - beta2 ** int(step)), eps=eps,
-                  step_size=lr / (1.0 - beta1 ** int(step)))
+    values = dict(
+        weight_decay=weight_decay,
+        decay=1.0 - lr * weight_decay,
+        one_minus_beta1=1.0 - beta1,
+        beta2=beta2,
+        one_minus_beta2=1.0 - beta2,
+        bc2_sqrt=math.sqrt(1.0 - beta2 ** int(step)),
+        eps=eps,
+        step_size=lr / (1.0 - beta1 ** int(step)),
+    )
     return mode, [values[name] for name in ADAMW_SCALARS]
 
 
-def adamw_element(d: Dialect, p_tag: str, p_storage: str, g_tag: str, buffers: Sequence[str], index: str,
-                  indent: str) -> str:
+def adamw_element(
+    d: Dialect, p_tag: str, p_storage: str, g_tag: str, buffers: Sequence[str], index: str, indent: str
+) -> str:
     """C lines of one element's Adam/AdamW step, op for op the cpu backend's, each operation rounded on its own:
     parameter, gradient, first and second moment in ``buffers`` (in that order), the scalars of
     :data:`ADAMW_SCALARS` and ``int mode`` in scope.  Float arithmetic (double for an f64 parameter); a 16-bit
@@ -283,14 +368,20 @@ def adamw_element(d: Dialect, p_tag: str, p_storage: str, g_tag: str, buffers: S
     selects (2x)."""
     c = "double" if p_tag == "f64" else "float"
     p, g, m, v = buffers
-    lines = (f"{c} pc = ({c}){load(p_tag, p, index)};", f"{c} gc = ({c}){load(g_tag, g, index)};",
-             f"{c} mc = {m}[{index}], vc = {v}[{index}];",
-             f"pc = mode == {ADAMW_DECOUPLED} ? pc * decay : pc;",
-             f"gc = mode == {ADAMW_L2} ? gc + pc * weight_decay : gc;",
-             "mc = mc + (gc - mc) * one_minus_beta1;  /* m.lerp_(g, 1 - beta1) */",
-             "vc = vc * beta2 + (gc * gc) * one_minus_beta2;",
-             f"const {c} denom = sqrt(vc) / bc2_sqrt + eps;", "pc = pc - (mc / denom) * step_size;",
-             f"{m}[{index}] = mc;", f"{v}[{index}] = vc;", store(p_tag, p_storage, p, index, "pc"))
+    lines = (
+        f"{c} pc = ({c}){load(p_tag, p, index)};",
+        f"{c} gc = ({c}){load(g_tag, g, index)};",
+        f"{c} mc = {m}[{index}], vc = {v}[{index}];",
+        f"pc = mode == {ADAMW_DECOUPLED} ? pc * decay : pc;",
+        f"gc = mode == {ADAMW_L2} ? gc + pc * weight_decay : gc;",
+        "mc = mc + (gc - mc) * one_minus_beta1;  /* m.lerp_(g, 1 - beta1) */",
+        "vc = vc * beta2 + (gc * gc) * one_minus_beta2;",
+        f"const {c} denom = sqrt(vc) / bc2_sqrt + eps;",
+        "pc = pc - (mc / denom) * step_size;",
+        f"{m}[{index}] = mc;",
+        f"{v}[{index}] = vc;",
+        store(p_tag, p_storage, p, index, "pc"),
+    )
     return "".join(f"{indent}{line}\n" for line in lines)
 
 
@@ -368,7 +459,7 @@ def row_geometry(shape: Sequence[int], axis: int) -> tuple[int, int, int]:
     ``n`` elements along the axis, ``inner`` apart; row ``o`` starts at ``(o / inner) * n * inner + o % inner``."""
     axis = axis % len(shape)  # shape[axis + 1:] of a negative axis would be the wrong dimensions
     n = shape[axis]
-    inner = math.prod(shape[axis + 1:])
+    inner = math.prod(shape[axis + 1 :])
     rows = math.prod(shape) // n if n else 0
     return rows, n, inner
 

@@ -8,7 +8,8 @@ reproducible on a given backend without any host-side array.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,8 +25,23 @@ if TYPE_CHECKING:
     from .tensor import Tensor
 
 __all__ = [
-    "Generator", "manual_seed", "default_generator", "tensor", "from_numpy", "as_tensor", "zeros", "ones", "full",
-    "empty", "zeros_like", "ones_like", "full_like", "empty_like", "rand", "randn", "arange",
+    "Generator",
+    "manual_seed",
+    "default_generator",
+    "tensor",
+    "from_numpy",
+    "as_tensor",
+    "zeros",
+    "ones",
+    "full",
+    "empty",
+    "zeros_like",
+    "ones_like",
+    "full_like",
+    "empty_like",
+    "rand",
+    "randn",
+    "arange",
 ]
 
 
@@ -36,7 +52,7 @@ class Generator:
         self._lock = threading.Lock()
         self.manual_seed(seed if seed is not None else int(np.random.SeedSequence().entropy % (2**63)))
 
-    def manual_seed(self, seed: int) -> "Generator":
+    def manual_seed(self, seed: int) -> Generator:
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
             raise TypeError(f"seed must be an int, got {seed!r}")
         with self._lock:
@@ -94,7 +110,9 @@ def _infer_dtype(array: np.ndarray, from_python: bool) -> DType:
     if array.dtype.kind == "b":
         return dt.bool_
     if array.dtype.kind in "iu":
-        return dt.int64 if from_python or array.dtype.itemsize > 4 or array.dtype.kind == "u" else dt.as_dtype(array.dtype)
+        return (
+            dt.int64 if from_python or array.dtype.itemsize > 4 or array.dtype.kind == "u" else dt.as_dtype(array.dtype)
+        )
     try:
         return dt.as_dtype(array.dtype)
     except ValueError:
@@ -130,20 +148,33 @@ def from_numpy(array: np.ndarray, device: DeviceLike | None = None) -> Tensor:
 
 def as_tensor(data: Any, dtype: Any = None, device: DeviceLike | None = None) -> Tensor:
     """``data`` itself if it is already a matching Tensor, else a new tensor."""
-    if isinstance(data, TensorBase) and (dtype is None or data.dtype == dt.as_dtype(dtype)) and \
-            (device is None or data.device == registry.resolve(device)):
+    if (
+        isinstance(data, TensorBase)
+        and (dtype is None or data.dtype == dt.as_dtype(dtype))
+        and (device is None or data.device == registry.resolve(device))
+    ):
         return data
     return tensor(data, dtype=dtype, device=device)
 
 
-def full(size: Sequence[int], fill_value: float, *, dtype: Any = None, device: DeviceLike | None = None,
-         requires_grad: bool = False) -> Tensor:
+def full(
+    size: Sequence[int],
+    fill_value: float,
+    *,
+    dtype: Any = None,
+    device: DeviceLike | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
     """A tensor of ``size`` filled with ``fill_value`` (float32 unless ``dtype`` says otherwise)."""
-    target = dt.as_dtype(dtype) if dtype is not None else (
-        dt.bool_ if isinstance(fill_value, bool) else dt.int64 if isinstance(fill_value, int) else dt.float32)
+    target = (
+        dt.as_dtype(dtype)
+        if dtype is not None
+        else (dt.bool_ if isinstance(fill_value, bool) else dt.int64 if isinstance(fill_value, int) else dt.float32)
+    )
     dev, backend = _place(device, target)
-    out = tensor_class()._wrap(guarded_kernels(backend, "full").full(_shape([size]), fill_value, target, dev.index), dev,
-                       backend)
+    out = tensor_class()._wrap(
+        guarded_kernels(backend, "full").full(_shape([size]), fill_value, target, dev.index), dev, backend
+    )
     return out.requires_grad_(requires_grad)
 
 
@@ -176,8 +207,15 @@ def empty_like(t: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> 
     return zeros_like(t, dtype=dtype, requires_grad=requires_grad)
 
 
-def _random(op: str, kernel: str, size: Sequence[Any], dtype: Any, device: DeviceLike | None, generator: Generator | None,
-            requires_grad: bool) -> Tensor:
+def _random(
+    op: str,
+    kernel: str,
+    size: Sequence[Any],
+    dtype: Any,
+    device: DeviceLike | None,
+    generator: Generator | None,
+    requires_grad: bool,
+) -> Tensor:
     target = dt.as_dtype(dtype) if dtype is not None else dt.float32
     if not target.is_floating_point:
         raise TypeError(f"{op}() needs a floating dtype, got {target.name}")
@@ -190,20 +228,31 @@ def _random(op: str, kernel: str, size: Sequence[Any], dtype: Any, device: Devic
     return out.requires_grad_(requires_grad)
 
 
-def rand(*size: Any, dtype: Any = None, device: DeviceLike | None = None, generator: Generator | None = None,
-         requires_grad: bool = False) -> Tensor:
+def rand(
+    *size: Any,
+    dtype: Any = None,
+    device: DeviceLike | None = None,
+    generator: Generator | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
     """Uniform samples in [0, 1)."""
     return _random("rand", "uniform", size, dtype, device, generator, requires_grad)
 
 
-def randn(*size: Any, dtype: Any = None, device: DeviceLike | None = None, generator: Generator | None = None,
-          requires_grad: bool = False) -> Tensor:
+def randn(
+    *size: Any,
+    dtype: Any = None,
+    device: DeviceLike | None = None,
+    generator: Generator | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
     """Standard normal samples."""
     return _random("randn", "normal", size, dtype, device, generator, requires_grad)
 
 
-def arange(start: float, end: float | None = None, step: float = 1, *, dtype: Any = None,
-           device: DeviceLike | None = None) -> Tensor:
+def arange(
+    start: float, end: float | None = None, step: float = 1, *, dtype: Any = None, device: DeviceLike | None = None
+) -> Tensor:
     """Values from ``start`` up to (not including) ``end`` in steps of ``step``."""
     if end is None:
         start, end = 0, start
@@ -212,4 +261,6 @@ def arange(start: float, end: float | None = None, step: float = 1, *, dtype: An
     is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
     target = dt.as_dtype(dtype) if dtype is not None else (dt.int64 if is_int else dt.float32)
     dev, backend = _place(device, target)
-    return tensor_class()._wrap(guarded_kernels(backend, "arange").arange(start, end, step, target, dev.index), dev, backend)
+    return tensor_class()._wrap(
+        guarded_kernels(backend, "arange").arange(start, end, step, target, dev.index), dev, backend
+    )

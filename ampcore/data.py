@@ -27,8 +27,9 @@ def load_digits() -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def train_test_split(x: np.ndarray, y: np.ndarray, test_fraction: float = 0.2, seed: int = 0,
-                     stratify: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def train_test_split(
+    x: np.ndarray, y: np.ndarray, test_fraction: float = 0.2, seed: int = 0, stratify: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Shuffle with ``seed`` and split into ``(x_train, y_train, x_test, y_test)``.
 
     With ``stratify`` each label gets ``round(test_fraction * count)`` test rows,

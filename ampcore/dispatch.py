@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from . import hooks
 from .autograd import Context, Node, is_grad_enabled
@@ -21,9 +22,25 @@ from .hooks import STATE, boundary_names, boundary_stack, region_opened, watchin
 from .kernels import INPUT_ERRORS, KernelError, KernelGate, KernelOutputError
 from .tensor_base import TensorBase, tensor_class
 
-__all__ = ["call", "common_device", "composite", "primitive", "op_boundary", "route", "register_op", "registered_ops",
-           "is_registered", "KernelError", "GuardedKernels", "guarded_kernels", "set_autocast_hook",
-           "set_overflow_hook", "region_opened", "watching_changed", "boundary_stack"]
+__all__ = [
+    "call",
+    "common_device",
+    "composite",
+    "primitive",
+    "op_boundary",
+    "route",
+    "register_op",
+    "registered_ops",
+    "is_registered",
+    "KernelError",
+    "GuardedKernels",
+    "guarded_kernels",
+    "set_autocast_hook",
+    "set_overflow_hook",
+    "region_opened",
+    "watching_changed",
+    "boundary_stack",
+]
 
 # Every op name users can call -> its kind: "primitive", "composite", "in-place" or "custom".
 # The cast policy must have a decision for each (see ampcore.policy).
@@ -75,8 +92,9 @@ def _given(args: tuple[Any, ...], kwargs: dict[str, Any], pos: int, name: str) -
     return args[pos] if len(args) > pos else kwargs.get(name)
 
 
-def route(name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-          ineligible: str | None = None) -> Any:
+def route(
+    name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], ineligible: str | None = None
+) -> Any:
     """Run the op ``name`` (body ``fn``) through autocast and ``out=`` handling.
 
     ``ineligible`` names why this call must not be autocast (in-place, explicit
@@ -142,18 +160,25 @@ def _write_out(name: str, out: Any, result: Any) -> Any:
     if not isinstance(result, TensorBase):
         raise TypeError(f"{name}() does not support out=: it returns {type(result).__name__}")
     if is_grad_enabled() and (result.requires_grad or out.requires_grad):
-        raise RuntimeError(f"{name}(): out= does not support automatic differentiation, but an argument requires "
-                           "grad; call it without out= or under ampcore.no_grad()")
+        raise RuntimeError(
+            f"{name}(): out= does not support automatic differentiation, but an argument requires "
+            "grad; call it without out= or under ampcore.no_grad()"
+        )
     if out.device != result.device:
         raise ValueError(f"{name}(): out= is on {str(out.device)!r} but the result is on {str(result.device)!r}")
     if out.shape != result.shape:
-        raise ValueError(f"{name}(): out= has shape {out.shape} but the result has shape {result.shape}; "
-                         "pass an out tensor of the result's shape")
-    lossy_kind = (result.dtype.is_floating_point and not out.dtype.is_floating_point) or \
-        (result.dtype.name != "bool" and out.dtype.name == "bool")
+        raise ValueError(
+            f"{name}(): out= has shape {out.shape} but the result has shape {result.shape}; "
+            "pass an out tensor of the result's shape"
+        )
+    lossy_kind = (result.dtype.is_floating_point and not out.dtype.is_floating_point) or (
+        result.dtype.name != "bool" and out.dtype.name == "bool"
+    )
     if lossy_kind:
-        raise TypeError(f"{name}(): result type {result.dtype.name} can't be cast to the out= dtype "
-                        f"{out.dtype.name}; pass an out tensor of a wider kind")
+        raise TypeError(
+            f"{name}(): result type {result.dtype.name} can't be cast to the out= dtype "
+            f"{out.dtype.name}; pass an out tensor of a wider kind"
+        )
     out._data = guarded_kernels(out._backend, name).cast(result._data, out.dtype)
     return out
 
@@ -177,8 +202,10 @@ def common_device(tensors: Sequence[Any]) -> Any:
 
 
 def _device_mismatch(a: Any, b: Any) -> ValueError:
-    return ValueError(f"tensors on different devices ({str(a.device)!r} and {str(b.device)!r}) cannot be combined; "
-                      "move one with .to(device)")
+    return ValueError(
+        f"tensors on different devices ({str(a.device)!r} and {str(b.device)!r}) cannot be combined; "
+        "move one with .to(device)"
+    )
 
 
 def call(op: Any, *inputs: Any, **params: Any) -> Any:
@@ -209,8 +236,9 @@ def call(op: Any, *inputs: Any, **params: Any) -> Any:
     backend = anchor._backend
     ctx = Context()
     record = wants_grad and op.differentiable and is_grad_enabled()
-    ctx.needs_input_grad = tuple([isinstance(t, TensorBase) and t.requires_grad for t in inputs]) if wants_grad \
-        else (False,) * len(inputs)
+    ctx.needs_input_grad = (
+        tuple([isinstance(t, TensorBase) and t.requires_grad for t in inputs]) if wants_grad else (False,) * len(inputs)
+    )
     ctx.device_index = anchor.device.index
     try:
         out = op.forward(ctx, backend.kernels, *arrays, **params)
@@ -228,8 +256,7 @@ def call(op: Any, *inputs: Any, **params: Any) -> Any:
     if op.same_dtype and dtype is not anchor.dtype and dtype != anchor.dtype:
         raise _wrong_dtype(op, backend, dtype, anchor)
     watching = STATE.watching
-    node = Node(op, ctx, [t if isinstance(t, TensorBase) else None for t in inputs], bool(watching)) \
-        if record else None
+    node = Node(op, ctx, [t if isinstance(t, TensorBase) else None for t in inputs], bool(watching)) if record else None
     result = tensor_class()._wrap_known(out, anchor.device, backend, dtype, backend.shape_of(out), node)
     if watching and STATE.overflow_hook is not None:
         if node is not None:
@@ -246,6 +273,7 @@ def _not_an_array(op: Any, backend: Any, out: Any) -> KernelError:
 
 def _wrong_dtype(op: Any, backend: Any, dtype: Any, anchor: Any) -> KernelError:
     """The kernel of ``op``, whose output keeps its input's dtype (``same_dtype``), returned another."""
-    error = KernelOutputError(f"returned {dtype.name} for {anchor.dtype.name} input; see the kernel contract "
-                              "in ampcore.kernels")
+    error = KernelOutputError(
+        f"returned {dtype.name} for {anchor.dtype.name} input; see the kernel contract in ampcore.kernels"
+    )
     return KernelError(op.name, backend.name, error)

@@ -54,8 +54,12 @@ class DType:
             return True
         if not isinstance(other, DType):
             return NotImplemented
-        return (self.name, self.itemsize, self.kind, self.numpy) == (other.name, other.itemsize, other.kind,
-                                                                       other.numpy)
+        return (self.name, self.itemsize, self.kind, self.numpy) == (
+            other.name,
+            other.itemsize,
+            other.kind,
+            other.numpy,
+        )
 
     def __hash__(self) -> int:
         return hash(self.name)
@@ -79,9 +83,20 @@ FLOAT_DTYPES: tuple[DType, ...] = (float64, float32, float16, bfloat16)
 LOW_PRECISION_DTYPES: tuple[DType, ...] = (float16, bfloat16)
 
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
-_BY_NAME.update({"bool_": bool_, "half": float16, "float": float32, "double": float64,
-                 "bf16": bfloat16, "fp16": float16, "fp32": float32, "fp64": float64,
-                 "long": int64, "int": int32})
+_BY_NAME.update(
+    {
+        "bool_": bool_,
+        "half": float16,
+        "float": float32,
+        "double": float64,
+        "bf16": bfloat16,
+        "fp16": float16,
+        "fp32": float32,
+        "fp64": float64,
+        "long": int64,
+        "int": int32,
+    }
+)
 _BY_NUMPY = {d.numpy: d for d in ALL_DTYPES}
 
 
@@ -156,8 +171,15 @@ def finfo(dtype: Any) -> FInfo:
     if not d.is_floating_point:
         raise TypeError(f"finfo needs a floating dtype, got {d.name!r}")
     info = ml_dtypes.finfo(d.numpy) if d is bfloat16 else np.finfo(d.numpy)
-    return FInfo(d, d.itemsize * 8, float(info.eps), float(info.max), float(info.min),
-                 float(info.tiny), float(info.smallest_subnormal))
+    return FInfo(
+        d,
+        d.itemsize * 8,
+        float(info.eps),
+        float(info.max),
+        float(info.min),
+        float(info.tiny),
+        float(info.smallest_subnormal),
+    )
 
 
 def convert(array: Any, dtype: Any) -> np.ndarray:

@@ -11,10 +11,18 @@ one attribute read for both hooks.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["STATE", "set_autocast_hook", "set_overflow_hook", "region_opened", "watching_changed",
-           "boundary_stack", "boundary_names"]
+__all__ = [
+    "STATE",
+    "set_autocast_hook",
+    "set_overflow_hook",
+    "region_opened",
+    "watching_changed",
+    "boundary_stack",
+    "boundary_names",
+]
 
 
 class _HookState:

@@ -14,7 +14,8 @@ turn it on).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -85,8 +86,11 @@ def _reduce(int64_for_integers: bool) -> Rule:
     def rule(shape_of, dtype_of, args):
         x, axes, keepdims = args[0], tuple(args[1]), bool(args[2])
         shape = shape_of(x)
-        out = tuple(1 if i in axes else n for i, n in enumerate(shape)) if keepdims else \
-            tuple(n for i, n in enumerate(shape) if i not in axes)
+        out = (
+            tuple(1 if i in axes else n for i, n in enumerate(shape))
+            if keepdims
+            else tuple(n for i, n in enumerate(shape) if i not in axes)
+        )
         d = dtype_of(x)
         return out, (_integer_to_int64(d) if int64_for_integers else d)
 
@@ -131,19 +135,19 @@ def _concat(shape_of, dtype_of, args):
         return None, None
     first = shape_of(xs[0])
     total = sum(shape_of(x)[axis] for x in xs)
-    return first[:axis] + (total,) + first[axis + 1:], dtype_of(xs[0])
+    return first[:axis] + (total,) + first[axis + 1 :], dtype_of(xs[0])
 
 
 def _take(shape_of, dtype_of, args):
     x, indices, axis = args[0], args[1], args[2]
     shape = shape_of(x)
-    return shape[:axis] + tuple(shape_of(indices)) + shape[axis + 1:], dtype_of(x)
+    return shape[:axis] + tuple(shape_of(indices)) + shape[axis + 1 :], dtype_of(x)
 
 
 def _scatter_add(shape_of, dtype_of, args):
     src, axis, size = args[0], args[2], args[3]
     shape = shape_of(src)
-    return shape[:axis] + (size,) + shape[axis + 1:], dtype_of(src)
+    return shape[:axis] + (size,) + shape[axis + 1 :], dtype_of(src)
 
 
 def _pad(shape_of, dtype_of, args):
@@ -172,21 +176,42 @@ def _arange(shape_of, dtype_of, args):
 
 # kernel -> how to get the expected (shape, dtype) of its output from its positional arguments.
 OUTPUT_RULES: dict[str, Rule] = {
-    **{name: _same for name in ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sign",
-                                "sin", "cos")},
-    **{name: _binary for name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum")},
-    **{name: _comparison for name in ("eq", "ne", "lt", "le", "gt", "ge")},
-    "where": _where, "sum": _reduce(True), "max": _reduce(False), "argmax": _argmax, "cumsum": _cumsum,
-    "matmul": _matmul, "reshape": _reshape, "transpose": _transpose, "broadcast_to": _broadcast_to,
-    "concat": _concat, "take": _take, "scatter_add": _scatter_add, "pad": _pad, "cast": _cast,
-    "slice_assign": _same, "full": _full, "arange": _arange, "uniform": _created, "normal": _created,
-    "softmax": _same, "log_softmax": _same, "softmax_backward": _same, "log_softmax_backward": _same,
-    "gelu": _same, "gelu_backward": _same,
+    **dict.fromkeys(
+        ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sign", "sin", "cos"), _same
+    ),
+    **dict.fromkeys(("add", "sub", "mul", "div", "pow", "maximum", "minimum"), _binary),
+    **dict.fromkeys(("eq", "ne", "lt", "le", "gt", "ge"), _comparison),
+    "where": _where,
+    "sum": _reduce(True),
+    "max": _reduce(False),
+    "argmax": _argmax,
+    "cumsum": _cumsum,
+    "matmul": _matmul,
+    "reshape": _reshape,
+    "transpose": _transpose,
+    "broadcast_to": _broadcast_to,
+    "concat": _concat,
+    "take": _take,
+    "scatter_add": _scatter_add,
+    "pad": _pad,
+    "cast": _cast,
+    "slice_assign": _same,
+    "full": _full,
+    "arange": _arange,
+    "uniform": _created,
+    "normal": _created,
+    "softmax": _same,
+    "log_softmax": _same,
+    "softmax_backward": _same,
+    "log_softmax_backward": _same,
+    "gelu": _same,
+    "gelu_backward": _same,
 }
 
 
-def expected_output(name: str, args: tuple[Any, ...], shape_of: Callable[[Any], Shape],
-                    dtype_of: Callable[[Any], DType]) -> Expected:
+def expected_output(
+    name: str, args: tuple[Any, ...], shape_of: Callable[[Any], Shape], dtype_of: Callable[[Any], DType]
+) -> Expected:
     """The (shape, dtype) kernel ``name`` must return for ``args``; None for what the contract leaves open."""
     rule = OUTPUT_RULES.get(name)
     return (None, None) if rule is None else rule(shape_of, dtype_of, args)

@@ -128,8 +128,9 @@ from __future__ import annotations
 import math
 import os
 import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -157,16 +158,41 @@ UNARY = ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", 
 BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
 COMPARISON = ("eq", "ne", "lt", "le", "gt", "ge")
 _STRUCTURAL = (
-    "cast", "where", "sum", "max", "argmax", "cumsum", "matmul",
-    "reshape", "transpose", "broadcast_to", "slice", "slice_assign", "pad", "concat",
-    "take", "scatter_add", "full", "arange", "uniform", "normal",
-    "unscale_and_check", "update_scale",
+    "cast",
+    "where",
+    "sum",
+    "max",
+    "argmax",
+    "cumsum",
+    "matmul",
+    "reshape",
+    "transpose",
+    "broadcast_to",
+    "slice",
+    "slice_assign",
+    "pad",
+    "concat",
+    "take",
+    "scatter_add",
+    "full",
+    "arange",
+    "uniform",
+    "normal",
+    "unscale_and_check",
+    "update_scale",
 )
 PRIMITIVES: frozenset[str] = frozenset(UNARY + BINARY + COMPARISON + _STRUCTURAL)
-FUSED: frozenset[str] = frozenset({
-    "softmax", "softmax_backward", "log_softmax", "log_softmax_backward",
-    "gelu", "gelu_backward", "adamw_step",
-})
+FUSED: frozenset[str] = frozenset(
+    {
+        "softmax",
+        "softmax_backward",
+        "log_softmax",
+        "log_softmax_backward",
+        "gelu",
+        "gelu_backward",
+        "adamw_step",
+    }
+)
 
 
 class MissingKernelsError(TypeError):
@@ -189,8 +215,9 @@ class KernelError(RuntimeError):
     op boundary that called it re-raises with its name.  Also ``ampcore.dispatch.KernelError``.
     """
 
-    def __init__(self, op: str | None, backend: str, error: BaseException, *, kernel: str | None = None,
-                 phase: str | None = None):
+    def __init__(
+        self, op: str | None, backend: str, error: BaseException, *, kernel: str | None = None, phase: str | None = None
+    ):
         self.op = op
         self.backend = backend
         self.kernel = kernel
@@ -200,7 +227,7 @@ class KernelError(RuntimeError):
         subject = f"op {op!r} failed{where}" if op is not None else f"kernel {kernel!r} failed"
         super().__init__(f"{subject} on backend {backend!r}: {type(error).__name__}: {error}")
 
-    def named(self, op: str, phase: str | None = None) -> "KernelError":
+    def named(self, op: str, phase: str | None = None) -> KernelError:
         """This error with the op (and phase) that called the kernel filled in, if it had none."""
         if self.op is not None:
             return self
@@ -210,7 +237,7 @@ class KernelError(RuntimeError):
 # Whether every kernel's output shape and dtype are checked (ampcore.kernel_outputs): a list so the
 # hot path reads one item, not a global rebound by set_debug_kernels.
 _debug = [os.environ.get("AMPCORE_DEBUG_KERNELS", "").strip().lower() in {"1", "true", "yes", "on"}]
-_tables: "weakref.WeakSet[KernelTable]" = weakref.WeakSet()
+_tables: weakref.WeakSet[KernelTable] = weakref.WeakSet()
 
 
 def debug_kernels() -> bool:
@@ -236,8 +263,9 @@ class KernelOutputError(ValueError):
     """A kernel returned an array whose shape or dtype is not the one its contract gives for its inputs."""
 
 
-def _checked(backend_name: str, name: str, fn: Callable[..., Any], shape_of: Callable[[Any], Any],
-             dtype_of: Callable[[Any], Any]) -> Callable[..., Any]:
+def _checked(
+    backend_name: str, name: str, fn: Callable[..., Any], shape_of: Callable[[Any], Any], dtype_of: Callable[[Any], Any]
+) -> Callable[..., Any]:
     """``fn`` with its output's shape and dtype checked against :data:`ampcore.kernel_outputs.OUTPUT_RULES`."""
     rule = OUTPUT_RULES[name]
 
@@ -248,12 +276,14 @@ def _checked(backend_name: str, name: str, fn: Callable[..., Any], shape_of: Cal
         shape, dtype = rule(shape_of, dtype_of, args)
         got_shape, got_dtype = shape_of(out), dtype_of(out)
         # Identity first: DType equality compares fields, and this runs on every kernel call.
-        if (shape is not None and got_shape != shape) or (dtype is not None and got_dtype is not dtype
-                                                           and got_dtype != dtype):
+        if (shape is not None and got_shape != shape) or (
+            dtype is not None and got_dtype is not dtype and got_dtype != dtype
+        ):
             want = f"{dtype.name if dtype else got_dtype.name} of shape {shape if shape is not None else got_shape}"
             error = KernelOutputError(
                 f"{name}({describe_args(args, shape_of, dtype_of)}) returned {got_dtype.name} of shape "
-                f"{got_shape}, expected {want}; see the kernel contract in ampcore.kernels")
+                f"{got_shape}, expected {want}; see the kernel contract in ampcore.kernels"
+            )
             raise KernelError(None, backend_name, error, kernel=name)
         return out
 
@@ -288,11 +318,11 @@ class KernelGate:
         self._source = source  # the backend object, for its array I/O
 
     @classmethod
-    def of(cls, backend: Any, op: str, phase: str | None = None) -> "KernelGate":
+    def of(cls, backend: Any, op: str, phase: str | None = None) -> KernelGate:
         """The gate into ``backend``'s kernels for the op ``op`` (and ``phase``)."""
         return cls(backend.kernels, backend.name, op, phase, backend)
 
-    def renamed(self, op: str, phase: str | None = None) -> "KernelGate":
+    def renamed(self, op: str, phase: str | None = None) -> KernelGate:
         """This gate, now naming ``op`` (and ``phase``) in its errors: the backward engine reuses one gate
         for every node, so each kernel is wrapped once per backward pass, not once per call."""
         self._op, self._phase = op, phase
@@ -423,9 +453,17 @@ def adamw_moment_dtype(param_dtype: DType) -> DType:
     return float64 if param_dtype == float64 else float32
 
 
-def check_adamw_step(params: Sequence[Any], grads: Sequence[Any], exp_avgs: Sequence[Any],
-                     exp_avg_sqs: Sequence[Any], step: Any, hyper: Mapping[str, float], *,
-                     shape_of: Callable[[Any], tuple[int, ...]], dtype_of: Callable[[Any], DType]) -> None:
+def check_adamw_step(
+    params: Sequence[Any],
+    grads: Sequence[Any],
+    exp_avgs: Sequence[Any],
+    exp_avg_sqs: Sequence[Any],
+    step: Any,
+    hyper: Mapping[str, float],
+    *,
+    shape_of: Callable[[Any], tuple[int, ...]],
+    dtype_of: Callable[[Any], DType],
+) -> None:
     """The ``adamw_step`` argument checks every backend makes before it writes anything, so all raise alike.
 
     ``hyper`` maps exactly the keys ``lr``, ``beta1``, ``beta2``, ``eps`` and
@@ -439,8 +477,10 @@ def check_adamw_step(params: Sequence[Any], grads: Sequence[Any], exp_avgs: Sequ
     """
     n = len(params)
     if not (len(grads) == len(exp_avgs) == len(exp_avg_sqs) == n):
-        raise ValueError(f"adamw_step needs lists of one length, got {n} params, {len(grads)} grads, "
-                         f"{len(exp_avgs)} exp_avgs and {len(exp_avg_sqs)} exp_avg_sqs")
+        raise ValueError(
+            f"adamw_step needs lists of one length, got {n} params, {len(grads)} grads, "
+            f"{len(exp_avgs)} exp_avgs and {len(exp_avg_sqs)} exp_avg_sqs"
+        )
     if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 1:
         raise ValueError(f"adamw_step step must be an int >= 1, got {step!r}")
     for name, value in hyper.items():
@@ -449,13 +489,18 @@ def check_adamw_step(params: Sequence[Any], grads: Sequence[Any], exp_avgs: Sequ
     for i, (p, g, m, v) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
         p_dtype, g_dtype = dtype_of(p), dtype_of(g)
         if p_dtype not in FLOAT_DTYPES or g_dtype not in FLOAT_DTYPES:
-            raise TypeError(f"adamw_step tensor {i}: parameter and gradient must be floating, "
-                            f"got {p_dtype.name} and {g_dtype.name}")
+            raise TypeError(
+                f"adamw_step tensor {i}: parameter and gradient must be floating, got {p_dtype.name} and {g_dtype.name}"
+            )
         shapes = [shape_of(a) for a in (p, g, m, v)]
         if len(set(shapes)) != 1:
-            raise ValueError(f"adamw_step tensor {i}: shapes differ: param {shapes[0]}, grad {shapes[1]}, "
-                             f"exp_avg {shapes[2]}, exp_avg_sq {shapes[3]}")
+            raise ValueError(
+                f"adamw_step tensor {i}: shapes differ: param {shapes[0]}, grad {shapes[1]}, "
+                f"exp_avg {shapes[2]}, exp_avg_sq {shapes[3]}"
+            )
         want, moments = adamw_moment_dtype(p_dtype), (dtype_of(m), dtype_of(v))
         if moments != (want, want):
-            raise TypeError(f"adamw_step tensor {i}: moments must be {want.name} for a {p_dtype.name} parameter, "
-                            f"got {moments[0].name} and {moments[1].name}")
+            raise TypeError(
+                f"adamw_step tensor {i}: moments must be {want.name} for a {p_dtype.name} parameter, "
+                f"got {moments[0].name} and {moments[1].name}"
+            )

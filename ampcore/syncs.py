@@ -33,8 +33,15 @@ from .kernels import KernelGate
 if TYPE_CHECKING:
     from .tensor_base import TensorBase as Tensor
 
-__all__ = ["HostSyncs", "count_host_syncs", "to_host", "defer_check", "run_deferred_checks", "read_with_checks",
-           "MAX_PENDING_CHECKS"]
+__all__ = [
+    "HostSyncs",
+    "count_host_syncs",
+    "to_host",
+    "defer_check",
+    "run_deferred_checks",
+    "read_with_checks",
+    "MAX_PENDING_CHECKS",
+]
 
 MAX_PENDING_CHECKS = 64
 """Queued checks per device beyond which they are read at once (bounds memory when nothing reads)."""
@@ -126,9 +133,13 @@ def read_with_checks(values: Tensor | None, device: Any = None) -> np.ndarray | 
     backend = values._backend if values is not None else checks[0].flag._backend
     k = KernelGate.of(backend, "deferred checks")
     arrays = ([values._data] if values is not None else []) + [
-        k.reshape(k.cast(c.flag._data, float32), (1,)) for c in checks]
-    host = _read(backend, arrays[0] if len(arrays) == 1 else k.concat(arrays, 0),
-                 "checks" if values is None else "values and checks")
+        k.reshape(k.cast(c.flag._data, float32), (1,)) for c in checks
+    ]
+    host = _read(
+        backend,
+        arrays[0] if len(arrays) == 1 else k.concat(arrays, 0),
+        "checks" if values is None else "values and checks",
+    )
     n = 0 if values is None else values.shape[0]
     for check, failed in zip(checks, host[n:]):
         if failed:

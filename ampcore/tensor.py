@@ -8,14 +8,15 @@ never leaves a tensor half-written.
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
 from . import dtypes as dt
 from .autograd import is_grad_enabled, run_backward
-from .device import Device, DeviceLike
 from .creation import tensor
+from .device import Device, DeviceLike
 from .dispatch import guarded_kernels, primitive, register_op, route
 from .dtypes import DType
 from .kernels import KernelError
@@ -28,10 +29,11 @@ from .tensor_base import TensorBase, set_tensor_class
 
 __all__ = ["Tensor"]
 
-def _unary_method(op: str, name: str | None = None) -> Callable[["Tensor"], "Tensor"]:
+
+def _unary_method(op: str, name: str | None = None) -> Callable[[Tensor], Tensor]:
     """A Tensor method running the unary op ``op`` (ops.elementwise.unary)."""
 
-    def method(self: "Tensor") -> "Tensor":
+    def method(self: Tensor) -> Tensor:
         return ew.unary(op, self)
 
     method.__name__ = method.__qualname__ = name or op
@@ -39,15 +41,18 @@ def _unary_method(op: str, name: str | None = None) -> Callable[["Tensor"], "Ten
     return method
 
 
-def _binary_method(op: str, name: str, *, swap: bool = False,
-                   reflected: bool = False) -> Callable[["Tensor", Any], "Tensor"]:
+def _binary_method(
+    op: str, name: str, *, swap: bool = False, reflected: bool = False
+) -> Callable[[Tensor, Any], Tensor]:
     """A Tensor method running the binary op ``op``; ``swap`` for ``other <op> self`` (``__radd__``), and
     ``reflected`` where the cast policy lists the reflected operator under its own name (``__rtruediv__``)."""
     if swap:
-        def method(self: "Tensor", other: Any) -> "Tensor":
+
+        def method(self: Tensor, other: Any) -> Tensor:
             return ew.binary(op, other, self, reflected=reflected)
     else:
-        def method(self: "Tensor", other: Any) -> "Tensor":
+
+        def method(self: Tensor, other: Any) -> Tensor:
             return ew.binary(op, self, other)
 
     method.__name__ = method.__qualname__ = name
@@ -55,10 +60,10 @@ def _binary_method(op: str, name: str, *, swap: bool = False,
     return method
 
 
-def _compare_method(op: str, name: str) -> Callable[["Tensor", Any], "Tensor"]:
+def _compare_method(op: str, name: str) -> Callable[[Tensor, Any], Tensor]:
     """A Tensor method running the comparison ``op`` -> a bool tensor."""
 
-    def method(self: "Tensor", other: Any) -> "Tensor":
+    def method(self: Tensor, other: Any) -> Tensor:
         return ew.compare(op, self, other)
 
     method.__name__ = method.__qualname__ = name
@@ -66,10 +71,10 @@ def _compare_method(op: str, name: str) -> Callable[["Tensor", Any], "Tensor"]:
     return method
 
 
-def _to_method(name: str, target: Any) -> Callable[["Tensor"], "Tensor"]:
+def _to_method(name: str, target: Any) -> Callable[[Tensor], Tensor]:
     """A Tensor method converting to ``target`` (a dtype or a device): ``.to(target)``."""
 
-    def method(self: "Tensor") -> "Tensor":
+    def method(self: Tensor) -> Tensor:
         return self.to(target)
 
     method.__name__ = method.__qualname__ = name
@@ -87,7 +92,7 @@ class Tensor(TensorBase):
     def __init__(self, *args: Any, **kwargs: Any):
         raise TypeError("create tensors with ampcore.tensor(data, dtype=..., device=...), not Tensor(...)")
 
-    def _new_tensor(self, data: Any, dtype: DType | None = None) -> "Tensor":
+    def _new_tensor(self, data: Any, dtype: DType | None = None) -> Tensor:
         return tensor(data, dtype=dtype, device=self.device)
 
     def _backend_check_storable(self, dtype: DType) -> None:
@@ -123,16 +128,18 @@ class Tensor(TensorBase):
         return self._backend.nbytes(self._data)
 
     @property
-    def T(self) -> "Tensor":
+    def T(self) -> Tensor:
         return self.permute(tuple(reversed(range(self.ndim))))
 
     @property
-    def mT(self) -> "Tensor":
+    def mT(self) -> Tensor:
         return self.transpose(-2, -1)
 
-    def t(self) -> "Tensor":
+    def t(self) -> Tensor:
         if self.ndim > 2:
-            raise ValueError(f"t() expects a tensor with <= 2 dimensions, got shape {self.shape}; use .mT or .transpose")
+            raise ValueError(
+                f"t() expects a tensor with <= 2 dimensions, got shape {self.shape}; use .mT or .transpose"
+            )
         return self.T
 
     # ------------------------------------------------------------------ host conversion
@@ -151,8 +158,11 @@ class Tensor(TensorBase):
         """The value of a one-element tensor as a Python number."""
         if self.numel() != 1:
             raise ValueError(f"item() needs a tensor with one element, got shape {self.shape}")
-        return self.numpy().reshape(()).item() if self.dtype not in dt.LOW_PRECISION_DTYPES \
+        return (
+            self.numpy().reshape(()).item()
+            if self.dtype not in dt.LOW_PRECISION_DTYPES
             else float(self.numpy().reshape(()))
+        )
 
     def __float__(self) -> float:
         return float(self.item())
@@ -162,8 +172,10 @@ class Tensor(TensorBase):
 
     def __bool__(self) -> bool:
         if self.numel() != 1:
-            raise ValueError(f"the truth value of a tensor with {self.numel()} elements is ambiguous; "
-                             "use .any()-style reductions explicitly")
+            raise ValueError(
+                f"the truth value of a tensor with {self.numel()} elements is ambiguous; "
+                "use .any()-style reductions explicitly"
+            )
         return bool(self.item())
 
     def __index__(self) -> int:
@@ -176,22 +188,32 @@ class Tensor(TensorBase):
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
-    def __iter__(self) -> Iterator["Tensor"]:
+    def __iter__(self) -> Iterator[Tensor]:
         for i in range(len(self)):
             yield self[i]
 
     def __repr__(self) -> str:
-        body = np.array2string(self.numpy().astype(np.float64) if self.dtype in dt.LOW_PRECISION_DTYPES
-                               else self.numpy(), separator=", ", threshold=100, precision=4)
-        extra = f", grad_fn={self.grad_fn!r}" if self.grad_fn else (", requires_grad=True" if self.requires_grad else "")
+        body = np.array2string(
+            self.numpy().astype(np.float64) if self.dtype in dt.LOW_PRECISION_DTYPES else self.numpy(),
+            separator=", ",
+            threshold=100,
+            precision=4,
+        )
+        extra = (
+            f", grad_fn={self.grad_fn!r}" if self.grad_fn else (", requires_grad=True" if self.requires_grad else "")
+        )
         return f"tensor({body}, dtype={self.dtype.name}, device='{self.device}'{extra})"
 
     __hash__ = object.__hash__
 
-    def __deepcopy__(self, memo: dict) -> "Tensor":
+    def __deepcopy__(self, memo: dict) -> Tensor:
         """A copy with its own storage on the same device and backend (``copy.deepcopy(model.state_dict())``)."""
-        out = type(self)._wrap(self._kernels("deepcopy").cast(self._data, self.dtype), self.device, self._backend,
-                               requires_grad=self.requires_grad and self.grad_fn is None)
+        out = type(self)._wrap(
+            self._kernels("deepcopy").cast(self._data, self.dtype),
+            self.device,
+            self._backend,
+            requires_grad=self.requires_grad and self.grad_fn is None,
+        )
         if hasattr(self, "__dict__"):  # subclasses such as Parameter
             out.__dict__.update(copy.deepcopy(self.__dict__, memo))
         if self.grad is not None:
@@ -206,21 +228,24 @@ class Tensor(TensorBase):
         be installed and available then.
         """
         if self.grad_fn is not None:
-            raise RuntimeError("only leaf tensors can be pickled (this one has autograd history); pickle "
-                               "t.detach() instead")
+            raise RuntimeError(
+                "only leaf tensors can be pickled (this one has autograd history); pickle t.detach() instead"
+            )
         state = dict(self.__dict__) if hasattr(self, "__dict__") else {}
-        return (_unpickle, (type(self), to_host(self, "pickle"), self.dtype.name, str(self.device),
-                            self.requires_grad, state))
+        return (
+            _unpickle,
+            (type(self), to_host(self, "pickle"), self.dtype.name, str(self.device), self.requires_grad, state),
+        )
 
     # ------------------------------------------------------------------ devices and dtypes
-    def to(self, *args: Any, dtype: Any = None, device: DeviceLike | None = None) -> "Tensor":
+    def to(self, *args: Any, dtype: Any = None, device: DeviceLike | None = None) -> Tensor:
         """``.to(device)``, ``.to(dtype)`` or ``.to(device, dtype)``; differentiable for dtype changes.
 
         An explicit conversion: autocast never changes what it produces.
         """
         return route("to", Tensor._convert, (self, *args), {"dtype": dtype, "device": device}, "explicit dtype=")
 
-    def _convert(self, *args: Any, dtype: Any = None, device: DeviceLike | None = None) -> "Tensor":
+    def _convert(self, *args: Any, dtype: Any = None, device: DeviceLike | None = None) -> Tensor:
         for a in args:
             if isinstance(a, DType) or (isinstance(a, str) and _is_dtype_name(a)):
                 dtype = a
@@ -249,19 +274,23 @@ class Tensor(TensorBase):
     bool = _to_method("bool", dt.bool_)
     cpu = _to_method("cpu", "cpu")
 
-    def type_as(self, other: "Tensor") -> "Tensor":
+    def type_as(self, other: Tensor) -> Tensor:
         return self.to(other.dtype)
 
     # ------------------------------------------------------------------ autograd
-    def backward(self, gradient: "Tensor | None" = None, retain_graph: bool = False) -> None:
+    def backward(self, gradient: Tensor | None = None, retain_graph: bool = False) -> None:
         """Accumulate d(self)/d(leaf) into every leaf's ``.grad``."""
         if not self.requires_grad:
-            raise RuntimeError("backward() on a tensor that does not require grad and has no grad_fn; "
-                               "set requires_grad=True on the leaves you differentiate")
+            raise RuntimeError(
+                "backward() on a tensor that does not require grad and has no grad_fn; "
+                "set requires_grad=True on the leaves you differentiate"
+            )
         if gradient is None:
             if self.numel() != 1:
-                raise RuntimeError(f"backward() without a gradient needs a scalar output, got shape {self.shape}; "
-                                   "pass gradient=ones_like(output) or reduce (e.g. .sum()) first")
+                raise RuntimeError(
+                    f"backward() without a gradient needs a scalar output, got shape {self.shape}; "
+                    "pass gradient=ones_like(output) or reduce (e.g. .sum()) first"
+                )
             try:
                 grad = self._backend.kernels.full(self.shape, 1.0, self.dtype, self.device.index)
             except KernelError as exc:  # the kernel table gates it; name the op
@@ -273,11 +302,11 @@ class Tensor(TensorBase):
             grad = gradient.to(device=self.device, dtype=self.dtype)._data
         run_backward(self, grad, retain_graph=retain_graph)
 
-    def detach(self) -> "Tensor":
+    def detach(self) -> Tensor:
         """The same values, cut from the graph (shares the array)."""
         return Tensor._wrap(self._data, self.device, self._backend)
 
-    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         if not isinstance(requires_grad, (bool, np.bool_)):
             raise TypeError(f"requires_grad must be True or False, got {requires_grad!r}")
         if self.grad_fn is not None and not requires_grad:
@@ -288,7 +317,7 @@ class Tensor(TensorBase):
         return self
 
     @primitive("clone")
-    def clone(self) -> "Tensor":
+    def clone(self) -> Tensor:
         """A copy with its own storage; differentiable."""
         return ew.call(ew.CAST, self, dtype=self.dtype)
 
@@ -298,7 +327,7 @@ class Tensor(TensorBase):
             kind = "a leaf tensor that requires grad" if self.is_leaf else "a tensor in the autograd graph"
             raise RuntimeError(f"in-place change of {kind}; do it under ampcore.no_grad() or on .detach()")
 
-    def _rebase(self, compute: Any, name: str) -> "Tensor":
+    def _rebase(self, compute: Any, name: str) -> Tensor:
         """torch-style in-place op ``name``: ``self`` becomes ``compute(self)`` and its
         autograd history continues through the ops ``compute`` recorded.
 
@@ -310,17 +339,20 @@ class Tensor(TensorBase):
         A leaf that requires grad cannot change in place (as in torch).
         """
         if is_grad_enabled() and self.requires_grad and self.grad_fn is None:
-            raise RuntimeError("a leaf tensor that requires grad cannot be changed in place; "
-                               "do it under ampcore.no_grad() or on .detach()")
-        alias = Tensor._wrap(self._data, self.device, self._backend, grad_fn=self.grad_fn,
-                             requires_grad=self.requires_grad)
+            raise RuntimeError(
+                "a leaf tensor that requires grad cannot be changed in place; "
+                "do it under ampcore.no_grad() or on .detach()"
+            )
+        alias = Tensor._wrap(
+            self._data, self.device, self._backend, grad_fn=self.grad_fn, requires_grad=self.requires_grad
+        )
         out = route(name, compute, (alias,), {}, "in-place")
         self._data, self.dtype, self.shape = out._data, out.dtype, out.shape
         if is_grad_enabled():  # under no_grad the history is untouched: a Parameter keeps requires_grad
             self.grad_fn, self.requires_grad = out.grad_fn, out.requires_grad
         return self
 
-    def copy_(self, src: Any) -> "Tensor":
+    def copy_(self, src: Any) -> Tensor:
         """Overwrite the values with ``src`` (broadcast and cast to this tensor's shape and dtype)."""
         self._check_inplace()
         src = src if isinstance(src, Tensor) else self._new_tensor(src, self.dtype)
@@ -328,23 +360,23 @@ class Tensor(TensorBase):
         self._data = src._data
         return self
 
-    def zero_(self) -> "Tensor":
+    def zero_(self) -> Tensor:
         return self.fill_(0)
 
     def _kernels(self, op: str) -> Any:
         """This tensor's backend kernels, raising KernelError naming ``op`` when one fails."""
         return guarded_kernels(self._backend, op)
 
-    def fill_(self, value: float) -> "Tensor":
+    def fill_(self, value: float) -> Tensor:
         self._check_inplace()
         self._data = self._kernels("fill_").full(self.shape, value, self.dtype, self.device.index)
         return self
 
-    def add_(self, other: Any, alpha: float = 1.0) -> "Tensor":
+    def add_(self, other: Any, alpha: float = 1.0) -> Tensor:
         """In place ``self += alpha * other``, keeping the dtype; differentiable for non-leaf tensors."""
         return self._rebase(lambda a: ew.cast(a + (other * alpha if alpha != 1.0 else other), self.dtype), "add_")
 
-    def mul_(self, other: Any) -> "Tensor":
+    def mul_(self, other: Any) -> Tensor:
         """In place ``self *= other``, keeping the dtype; differentiable for non-leaf tensors."""
         return self._rebase(lambda a: ew.cast(a * other, self.dtype), "mul_")
 
@@ -369,10 +401,10 @@ class Tensor(TensorBase):
     flatten = shape.flatten
     __getitem__ = shape.getitem
 
-    def expand_as(self, other: "Tensor") -> "Tensor":
+    def expand_as(self, other: Tensor) -> Tensor:
         return self.expand(other.shape)
 
-    def contiguous(self) -> "Tensor":
+    def contiguous(self) -> Tensor:
         return self
 
     # ------------------------------------------------------------------ reductions
@@ -391,11 +423,11 @@ class Tensor(TensorBase):
         return reduction.MaxResult(-values, indices)
 
     @primitive("argmin")
-    def argmin(self, dim: int | None = None, keepdim: bool = False) -> "Tensor":
+    def argmin(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
         return reduction.argmax(-self, dim, keepdim)
 
     @primitive("var")
-    def var(self, dim: Any = None, correction: int = 1, keepdim: bool = False) -> "Tensor":
+    def var(self, dim: Any = None, correction: int = 1, keepdim: bool = False) -> Tensor:
         """Variance with Bessel's ``correction`` (torch's default 1)."""
         axes = reduction.normalize_axes(dim, self.ndim)
         n = 1
@@ -405,24 +437,25 @@ class Tensor(TensorBase):
         return (centered * centered).sum(axes, keepdim) / float(max(n - correction, 0) or float("nan"))
 
     @primitive("std")
-    def std(self, dim: Any = None, correction: int = 1, keepdim: bool = False) -> "Tensor":
+    def std(self, dim: Any = None, correction: int = 1, keepdim: bool = False) -> Tensor:
         return self.var(dim, correction, keepdim).sqrt()
 
     # ------------------------------------------------------------------ math
     # Plain delegations to the ops, from one table each: ops.elementwise's unary and binary ops, and matmul.
     exp, log, sqrt, rsqrt, tanh, sigmoid, sin, cos, erf, abs, sign = (
-        _unary_method(name) for name in ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "erf",
-                                         "abs", "sign"))
+        _unary_method(name)
+        for name in ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "erf", "abs", "sign")
+    )
     pow = _binary_method("pow", "pow")
     maximum = _binary_method("maximum", "maximum")
     minimum = _binary_method("minimum", "minimum")
 
-    def relu(self) -> "Tensor":
+    def relu(self) -> Tensor:
         """max(x, 0) (the primitive relu op)."""
         return ew.relu(self)
 
     @primitive("clamp")
-    def clamp(self, min: float | None = None, max: float | None = None) -> "Tensor":  # noqa: A002 - torch names
+    def clamp(self, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002 - torch names
         out = self
         if min is not None:
             out = ew.binary("maximum", out, min)
@@ -433,16 +466,16 @@ class Tensor(TensorBase):
     clip = clamp
 
     @primitive("masked_fill")
-    def masked_fill(self, mask: "Tensor", value: float) -> "Tensor":
+    def masked_fill(self, mask: Tensor, value: float) -> Tensor:
         return ew.where(mask, value, self)
 
-    def matmul(self, other: "Tensor") -> "Tensor":
+    def matmul(self, other: Tensor) -> Tensor:
         """Matrix product (torch.matmul semantics)."""
         return linalg.matmul(self, other)
 
     # softmax(dim) and log_softmax(dim) are ampcore.nn.functional's, which sits above Tensor and attaches them.
-    softmax: Callable[..., "Tensor"]
-    log_softmax: Callable[..., "Tensor"]
+    softmax: Callable[..., Tensor]
+    log_softmax: Callable[..., Tensor]
 
     # ------------------------------------------------------------------ operators
     __add__ = _binary_method("add", "__add__")
@@ -464,19 +497,19 @@ class Tensor(TensorBase):
     __gt__ = _compare_method("gt", "__gt__")
     __ge__ = _compare_method("ge", "__ge__")
 
-    def __matmul__(self, o: "Tensor") -> "Tensor":
+    def __matmul__(self, o: Tensor) -> Tensor:
         return linalg.matmul(self, o)
 
-    def __rmatmul__(self, o: "Tensor") -> "Tensor":
+    def __rmatmul__(self, o: Tensor) -> Tensor:
         return linalg.matmul(o, self)
 
-    def __invert__(self) -> "Tensor":
+    def __invert__(self) -> Tensor:
         """Logical not of a bool tensor (``~mask``)."""
         if self.dtype != dt.bool_:
             raise TypeError(f"~ is only supported on bool tensors here, got {self.dtype.name}")
         return ew.compare("eq", self, False)
 
-    def __pos__(self) -> "Tensor":
+    def __pos__(self) -> Tensor:
         return self
 
 
@@ -491,8 +524,10 @@ def _is_dtype_name(name: str) -> bool:
 def _move(t: Tensor, target: Device, backend: Any) -> Tensor:
     """Copy ``t`` to another device through the host."""
     if t.grad_fn is not None:
-        raise RuntimeError(f"cannot move a tensor that is part of an autograd graph from '{t.device}' to "
-                           f"'{target}'; move the inputs before computing")
+        raise RuntimeError(
+            f"cannot move a tensor that is part of an autograd graph from '{t.device}' to "
+            f"'{target}'; move the inputs before computing"
+        )
     check_storable(backend, target.index, t.dtype)
     data = guarded_kernels(backend, "to").from_numpy(to_host(t, "move between devices"), t.dtype, target.index)
     return Tensor._wrap(data, target, backend, requires_grad=t.requires_grad)
@@ -504,8 +539,7 @@ for _name in ("add_", "mul_"):
     register_op(_name, "in-place")
 
 
-def _unpickle(cls: type, values: np.ndarray, dtype: str, device: str, requires_grad: bool,
-              state: dict) -> Tensor:
+def _unpickle(cls: type, values: np.ndarray, dtype: str, device: str, requires_grad: bool, state: dict) -> Tensor:
     """Rebuild a pickled tensor (or Parameter) on ``device``."""
     t = tensor(values, dtype=dtype, device=device)
     out = cls._wrap(t._data, t.device, t._backend, requires_grad=requires_grad)

@@ -33,8 +33,7 @@ class TensorBase:
     grad_fn: Any
 
     @classmethod
-    def _wrap(cls, data: Any, device: Device, backend: Any, grad_fn: Any = None,
-              requires_grad: bool = False) -> Any:
+    def _wrap(cls, data: Any, device: Device, backend: Any, grad_fn: Any = None, requires_grad: bool = False) -> Any:
         """A tensor of this class holding ``data`` (a ``backend`` array on ``device``)."""
         t = object.__new__(cls)
         t._data = data
@@ -48,8 +47,9 @@ class TensorBase:
         return t
 
     @classmethod
-    def _wrap_known(cls, data: Any, device: Device, backend: Any, dtype: DType, shape: tuple[int, ...],
-                    grad_fn: Any = None) -> Any:
+    def _wrap_known(
+        cls, data: Any, device: Device, backend: Any, dtype: DType, shape: tuple[int, ...], grad_fn: Any = None
+    ) -> Any:
         """:meth:`_wrap` for a caller that already read ``data``'s dtype and shape (the op hot path)."""
         t = object.__new__(cls)
         t._data = data

@@ -35,8 +35,7 @@ from .plugins import get_backend, resolve_device
 from .syncs import count_host_syncs, to_host
 from .tensor import Tensor
 
-__all__ = ["TrainConfig", "TrainResult", "Progress", "build_model", "train", "train_step", "evaluate",
-           "training_dtype"]
+__all__ = ["TrainConfig", "TrainResult", "Progress", "build_model", "train", "train_step", "evaluate", "training_dtype"]
 
 DTYPES = ("float16", "bfloat16", "float32")
 PROGRESS = "progress"  # the host-sync reason of progress reports (not part of a training step)
@@ -67,8 +66,10 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if self.dtype is not None and self.dtype not in DTYPES:
-            raise ValueError(f"dtype {self.dtype!r} is not supported; choose one of {', '.join(map(repr, DTYPES))} "
-                             "(or None for the device's autocast dtype)")
+            raise ValueError(
+                f"dtype {self.dtype!r} is not supported; choose one of {', '.join(map(repr, DTYPES))} "
+                "(or None for the device's autocast dtype)"
+            )
         for name in ("epochs", "batch_size", "progress_every"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -141,8 +142,9 @@ def build_model(in_features: int, hidden: tuple[int, ...], classes: int, device:
     return nn.Sequential(*layers)
 
 
-def train_step(model: Any, optimizer: Any, x: Tensor, y: Tensor, scaler: GradScaler,
-               dtype: dt.DType = dt.float32) -> Tensor:
+def train_step(
+    model: Any, optimizer: Any, x: Tensor, y: Tensor, scaler: GradScaler, dtype: dt.DType = dt.float32
+) -> Tensor:
     """One optimizer step on a batch, with autocast to ``dtype`` unless it is float32; returns the detached loss.
 
     ``scaler`` is a GradScaler, disabled (a pass-through) when no scaling is needed.
@@ -163,14 +165,17 @@ def evaluate(model: Any, x: Tensor, y: Tensor, batch_size: int = 512) -> float:
     correct = 0
     with no_grad():
         for start in range(0, x.shape[0], batch_size):
-            logits = model(x[start:start + batch_size])
-            correct += int((logits.argmax(1) == y[start:start + batch_size]).sum().item())
+            logits = model(x[start : start + batch_size])
+            correct += int((logits.argmax(1) == y[start : start + batch_size]).sum().item())
     model.train(was_training)
     return correct / max(x.shape[0], 1)
 
 
-def train(config: TrainConfig = TrainConfig(), on_progress: Callable[[Progress], None] | None = None,
-          process_group: Any = None) -> TrainResult:
+def train(
+    config: TrainConfig = TrainConfig(),
+    on_progress: Callable[[Progress], None] | None = None,
+    process_group: Any = None,
+) -> TrainResult:
     """Train the digits MLP with AdamW per ``config``; ``on_progress`` is called every
     ``config.progress_every`` steps and at the end of each epoch.
 
@@ -214,7 +219,7 @@ def train(config: TrainConfig = TrainConfig(), on_progress: Callable[[Progress],
             epoch_sum, window, window_steps = zeros((), device=device), zeros((), device=device), 0
             for i in range(per_epoch):
                 first = i * span + rank * config.batch_size
-                index = tensor(order[first:first + config.batch_size], device=device)
+                index = tensor(order[first : first + config.batch_size], device=device)
                 loss = train_step(model, optimizer, x_train[index], y_train[index], scaler, dtype)
                 epoch_sum, step = epoch_sum + loss, step + 1
                 if on_progress is None:
@@ -222,8 +227,11 @@ def train(config: TrainConfig = TrainConfig(), on_progress: Callable[[Progress],
                 window, window_steps = window + loss, window_steps + 1
                 if step % config.progress_every == 0 or i == per_epoch - 1:
                     window_sum, scale = _read_progress(window, scaler)
-                    on_progress(Progress(step, total, epoch, config.epochs, window_sum / window_steps, scale,
-                                         scaler.skipped_steps))
+                    on_progress(
+                        Progress(
+                            step, total, epoch, config.epochs, window_sum / window_steps, scale, scaler.skipped_steps
+                        )
+                    )
                     window, window_steps = zeros((), device=device), 0
             epoch_sums.append(epoch_sum.reshape(1))
     losses = cat(epoch_sums + [loss.reshape(1)]).numpy()  # epoch sums and the last loss, one read
@@ -232,12 +240,20 @@ def train(config: TrainConfig = TrainConfig(), on_progress: Callable[[Progress],
     by_reason = dict(syncs.by_reason)
     stats = process_group.stats if process_group is not None else None
     return TrainResult(
-        device=str(device), dtype=dtype.name, amp=dtype != dt.float32, epochs=config.epochs, steps=step,
-        final_loss=float(losses[-1]), train_accuracy=evaluate(model, x_train, y_train),
-        test_accuracy=evaluate(model, x_test, y_test), seconds=seconds,
+        device=str(device),
+        dtype=dtype.name,
+        amp=dtype != dt.float32,
+        epochs=config.epochs,
+        steps=step,
+        final_loss=float(losses[-1]),
+        train_accuracy=evaluate(model, x_train, y_train),
+        test_accuracy=evaluate(model, x_test, y_test),
+        seconds=seconds,
         epoch_losses=tuple(float(v) / per_epoch for v in losses[:-1]),
-        loss_scale=scaler.get_scale() if scaler.is_enabled() else None, skipped_steps=scaler.skipped_steps,
-        host_syncs_per_step=(syncs.count - by_reason.get(PROGRESS, 0)) / max(step, 1), host_syncs_by_reason=by_reason,
+        loss_scale=scaler.get_scale() if scaler.is_enabled() else None,
+        skipped_steps=scaler.skipped_steps,
+        host_syncs_per_step=(syncs.count - by_reason.get(PROGRESS, 0)) / max(step, 1),
+        host_syncs_by_reason=by_reason,
         world_size=world,
         allreduce_bytes_per_step=stats.bytes_by_op.get("all_reduce", 0) / max(step, 1) if stats else 0.0,
         collective_seconds=stats.seconds if stats else 0.0,

@@ -63,8 +63,9 @@ TARGET_ACTIVATION_RATIO = 0.6
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_arguments(parser, steps=20, warmup=3)
-    parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"),
-                        help="autocast dtype (default bfloat16)")
+    parser.add_argument(
+        "--dtype", default="bfloat16", choices=("bfloat16", "float16"), help="autocast dtype (default bfloat16)"
+    )
     return parse_checked(parser, argv)
 
 
@@ -142,8 +143,15 @@ def torch_worker(path: str, steps: int, warmup: int, dtype: str) -> None:
         return sum(storages.values())
 
     times = time_interleaved({"fp32": lambda: step(False), "amp": lambda: step(True)}, steps, warmup)
-    print(json.dumps({"times": times, "saved": {"fp32": saved(False), "amp": saved(True)},
-                      "label": f"torch {torch.__version__} ({torch.get_num_threads()} threads)"}))
+    print(
+        json.dumps(
+            {
+                "times": times,
+                "saved": {"fp32": saved(False), "amp": saved(True)},
+                "label": f"torch {torch.__version__} ({torch.get_num_threads()} threads)",
+            }
+        )
+    )
 
 
 def time_torch(weights: list[np.ndarray], x: np.ndarray, y: np.ndarray, args: argparse.Namespace) -> Any:
@@ -153,50 +161,103 @@ def time_torch(weights: list[np.ndarray], x: np.ndarray, y: np.ndarray, args: ar
     with tempfile.TemporaryDirectory() as workdir:
         path = os.path.join(workdir, "inputs.npz")
         np.savez(path, *weights, x=x, y=y)
-        proc = subprocess.run([sys.executable, __file__, "--torch-worker", path, "--steps", str(args.steps),
-                               "--warmup", str(args.warmup), "--dtype", args.dtype], capture_output=True, text=True)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--torch-worker",
+                path,
+                "--steps",
+                str(args.steps),
+                "--warmup",
+                str(args.warmup),
+                "--dtype",
+                args.dtype,
+            ],
+            capture_output=True,
+            text=True,
+        )
     if proc.returncode != 0:
         raise RuntimeError(f"the torch worker failed:\n{proc.stderr}")
     return json.loads(proc.stdout)
 
 
 # ---------------------------------------------------------------------------- report
-def report(args: argparse.Namespace, times: dict[str, list[float]], saved: dict[str, dict[str, int]],
-           losses: dict[str, float], torch_result: Any) -> dict[str, Any]:
+def report(
+    args: argparse.Namespace,
+    times: dict[str, list[float]],
+    saved: dict[str, dict[str, int]],
+    losses: dict[str, float],
+    torch_result: Any,
+) -> dict[str, Any]:
     from rich.console import Console
     from rich.table import Table
 
     med = {k: statistics.median(v) for k, v in times.items()}
-    mib = lambda n: f"{n / 2 ** 20:.2f}"  # noqa: E731 - local formatting
+    mib = lambda n: f"{n / 2**20:.2f}"  # noqa: E731 - local formatting
     table = Table(title=f"MLP {'-'.join(map(str, SIZES))}, batch {args.batch}, CPU: float32 vs autocast {args.dtype}")
-    for col in ("configuration", "median ms/step", "vs fp32", "activations MiB", "weight copies MiB",
-                "loss after step 1"):
+    for col in (
+        "configuration",
+        "median ms/step",
+        "vs fp32",
+        "activations MiB",
+        "weight copies MiB",
+        "loss after step 1",
+    ):
         table.add_column(col, justify="left" if col == "configuration" else "right")
     for name, label in (("fp32", "ampcore float32"), ("amp", f"ampcore autocast {args.dtype}")):
-        table.add_row(label, f"{med[name] * 1e3:.2f}", f"{med[name] / med['fp32']:.3f}x",
-                      mib(saved[name]["activations"]), mib(saved[name]["weight_copies"]), f"{losses[name]:.5f}")
+        table.add_row(
+            label,
+            f"{med[name] * 1e3:.2f}",
+            f"{med[name] / med['fp32']:.3f}x",
+            mib(saved[name]["activations"]),
+            mib(saved[name]["weight_copies"]),
+            f"{losses[name]:.5f}",
+        )
     result: dict[str, Any] = {
-        "batch": args.batch, "sizes": SIZES, "dtype": args.dtype, "steps": args.steps, "median_s": med,
-        "time_ratio": med["amp"] / med["fp32"], "saved_bytes": saved,
+        "batch": args.batch,
+        "sizes": SIZES,
+        "dtype": args.dtype,
+        "steps": args.steps,
+        "median_s": med,
+        "time_ratio": med["amp"] / med["fp32"],
+        "saved_bytes": saved,
         "activation_ratio": saved["amp"]["activations"] / saved["fp32"]["activations"],
-        "total_saved_ratio": sum(saved["amp"].values()) / sum(saved["fp32"].values()), "first_loss": losses,
+        "total_saved_ratio": sum(saved["amp"].values()) / sum(saved["fp32"].values()),
+        "first_loss": losses,
     }
     if torch_result is not None:
         tmed = {k: statistics.median(v) for k, v in torch_result["times"].items()}
         for name, label in (("fp32", "float32"), ("amp", f"autocast {args.dtype}")):
-            table.add_row(f"{torch_result['label']} {label}", f"{tmed[name] * 1e3:.2f}",
-                          f"{tmed[name] / tmed['fp32']:.3f}x", mib(torch_result["saved"][name]), "(incl.)", "")
-        result["torch"] = {"label": torch_result["label"], "median_s": tmed, "time_ratio": tmed["amp"] / tmed["fp32"],
-                           "saved_bytes": torch_result["saved"],
-                           "total_saved_ratio": torch_result["saved"]["amp"] / torch_result["saved"]["fp32"]}
+            table.add_row(
+                f"{torch_result['label']} {label}",
+                f"{tmed[name] * 1e3:.2f}",
+                f"{tmed[name] / tmed['fp32']:.3f}x",
+                mib(torch_result["saved"][name]),
+                "(incl.)",
+                "",
+            )
+        result["torch"] = {
+            "label": torch_result["label"],
+            "median_s": tmed,
+            "time_ratio": tmed["amp"] / tmed["fp32"],
+            "saved_bytes": torch_result["saved"],
+            "total_saved_ratio": torch_result["saved"]["amp"] / torch_result["saved"]["fp32"],
+        }
     Console(width=140).print(table)
     ok = lambda good: "ok" if good else "ABOVE TARGET"  # noqa: E731
-    print(f"autocast/fp32 step time: {result['time_ratio']:.3f}x "
-          f"(target <= {TARGET_TIME_RATIO}x: {ok(result['time_ratio'] <= TARGET_TIME_RATIO)})")
-    print(f"autocast/fp32 activation bytes saved for backward: {result['activation_ratio']:.3f}x "
-          f"(target <= {TARGET_ACTIVATION_RATIO}x: {ok(result['activation_ratio'] <= TARGET_ACTIVATION_RATIO)})")
-    print(f"autocast/fp32 all bytes saved for backward (with weight copies): {result['total_saved_ratio']:.3f}x"
-          + (f"; torch: {result['torch']['total_saved_ratio']:.3f}x" if "torch" in result else ""))
+    print(
+        f"autocast/fp32 step time: {result['time_ratio']:.3f}x "
+        f"(target <= {TARGET_TIME_RATIO}x: {ok(result['time_ratio'] <= TARGET_TIME_RATIO)})"
+    )
+    print(
+        f"autocast/fp32 activation bytes saved for backward: {result['activation_ratio']:.3f}x "
+        f"(target <= {TARGET_ACTIVATION_RATIO}x: {ok(result['activation_ratio'] <= TARGET_ACTIVATION_RATIO)})"
+    )
+    print(
+        f"autocast/fp32 all bytes saved for backward (with weight copies): {result['total_saved_ratio']:.3f}x"
+        + (f"; torch: {result['torch']['total_saved_ratio']:.3f}x" if "torch" in result else "")
+    )
     return result
 
 
@@ -211,8 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     runs = {"fp32": AmpcoreRun(weights, x, y, args.dtype), "amp": AmpcoreRun(weights, x, y, args.dtype)}
     saved = {name: run.saved_bytes(name == "amp") for name, run in runs.items()}
     losses = {name: run.step(name == "amp") for name, run in runs.items()}
-    steps: dict[str, Callable[[], Any]] = {name: (lambda r=run, a=(name == "amp"): r.step(a))
-                                           for name, run in runs.items()}
+    steps: dict[str, Callable[[], Any]] = {
+        name: (lambda r=run, a=(name == "amp"): r.step(a)) for name, run in runs.items()
+    }
     times = time_interleaved(steps, args.steps, args.warmup)
     torch_result = None if args.no_torch else time_torch(weights, x, y, args)
     result = report(args, times, saved, losses, torch_result)

@@ -18,18 +18,31 @@ import json
 import os
 import platform
 import timeit
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 import ampcore
 
 CASES = ("a + b", "a.sum()", "a * 2.0", "a @ w", "(a @ w).relu().sum().backward()", 'with autocast("cpu"): a @ w')
-TARGETS = {"a + b": 4.0, "a.sum()": 4.0, "a * 2.0": 2.0, "a @ w": 2.0, "(a @ w).relu().sum().backward()": 1.5,
-           'with autocast("cpu"): a @ w': 1.0}
+TARGETS = {
+    "a + b": 4.0,
+    "a.sum()": 4.0,
+    "a * 2.0": 2.0,
+    "a @ w": 2.0,
+    "(a @ w).relu().sum().backward()": 1.5,
+    'with autocast("cpu"): a @ w': 1.0,
+}
 # torch 2.13 eager CPU, one thread, 2-core Intel Xeon VM, quiet (issue 26): the yardstick where torch is absent.
-ISSUE_TORCH_US = {"a + b": 1.5, "a.sum()": 1.8, "a * 2.0": 3.1, "a @ w": 4.0, "(a @ w).relu().sum().backward()": 38.0,
-                  'with autocast("cpu"): a @ w': 30.0}
+ISSUE_TORCH_US = {
+    "a + b": 1.5,
+    "a.sum()": 1.8,
+    "a * 2.0": 3.1,
+    "a @ w": 4.0,
+    "(a @ w).relu().sum().backward()": 38.0,
+    'with autocast("cpu"): a @ w': 30.0,
+}
 
 
 def cpu_model() -> str:
@@ -105,12 +118,16 @@ def main(argv: list[str] | None = None) -> int:
     ref, ref_name = (theirs, "torch µs") if theirs else (ISSUE_TORCH_US, "torch µs (issue 26)")
 
     blas = os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS") or "library default"
-    print(f"# per-op cost, cpu backend, 16x64 float32; {cpu_model()}, {os.cpu_count()} CPUs, one Python thread "
-          f"(BLAS threads: {blas}); numpy {np.__version__}, best of {args.repeats}x{args.number}")
+    print(
+        f"# per-op cost, cpu backend, 16x64 float32; {cpu_model()}, {os.cpu_count()} CPUs, one Python thread "
+        f"(BLAS threads: {blas}); numpy {np.__version__}, best of {args.repeats}x{args.number}"
+    )
     if theirs is None:
         why = "torch skipped (--no-torch)" if args.no_torch else "torch is not importable here"
-        print(f"# {why}: its column is issue 26's figures (torch 2.13 eager CPU, 1 thread); "
-              "pip install torch --index-url https://download.pytorch.org/whl/cpu to measure it in this process")
+        print(
+            f"# {why}: its column is issue 26's figures (torch 2.13 eager CPU, 1 thread); "
+            "pip install torch --index-url https://download.pytorch.org/whl/cpu to measure it in this process"
+        )
     print(f"| case | ampcore µs | {ref_name} | ratio | target ratio |")
     print("| --- | --- | --- | --- | --- |")
     for name in CASES:
@@ -118,8 +135,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| `{name}` | {ours[name]:.1f} | {ref[name]:.1f} | {ratio:.1f}x | <= {TARGETS[name]}x |")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"cpu": cpu_model(), "ampcore_us": ours, "torch_us": ref, "torch_measured": theirs is not None},
-                      f, indent=2)
+            json.dump(
+                {"cpu": cpu_model(), "ampcore_us": ours, "torch_us": ref, "torch_measured": theirs is not None},
+                f,
+                indent=2,
+            )
     return 0
 
 

@@ -45,8 +45,12 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 # name -> (ranks, ZeRO-1, BLAS threads per rank: None splits the cores between the ranks)
-CONFIGS = {"1 rank": (1, False, None), "1 rank, 1 thread": (1, False, 1), "2 ranks DDP": (2, False, None),
-           "2 ranks ZeRO-1": (2, True, None)}
+CONFIGS = {
+    "1 rank": (1, False, None),
+    "1 rank, 1 thread": (1, False, 1),
+    "2 ranks DDP": (2, False, None),
+    "2 ranks ZeRO-1": (2, True, None),
+}
 TARGET_STATE_RATIO = 0.55
 
 
@@ -85,11 +89,16 @@ def worker(args: argparse.Namespace) -> None:
     ampcore.manual_seed(0)
     model = spec.build("cpu")
     rows = slice(rank * args.batch // world, (rank + 1) * args.batch // world)
-    batches = [(ampcore.tensor(x[rows]), ampcore.tensor(y[rows]))
-               for x, y in make_batches(spec, seed=0, count=4, batch=args.batch)]
+    batches = [
+        (ampcore.tensor(x[rows]), ampcore.tensor(y[rows]))
+        for x, y in make_batches(spec, seed=0, count=4, batch=args.batch)
+    ]
     net = model if group is None else dist.DistributedDataParallel(model, process_group=group)
-    opt: Any = dist.ZeroRedundancyOptimizer(net.parameters(), optim.AdamW, lr=1e-3, process_group=group) if zero \
+    opt: Any = (
+        dist.ZeroRedundancyOptimizer(net.parameters(), optim.AdamW, lr=1e-3, process_group=group)
+        if zero
         else optim.AdamW(net.parameters(), lr=1e-3)
+    )
     scaler = ampcore.GradScaler.for_dtype(args.dtype, "cpu", process_group=None if zero else group)
     times = []
     for step in range(args.warmup + args.steps):
@@ -104,18 +113,23 @@ def worker(args: argparse.Namespace) -> None:
         scaler.step(opt)
         scaler.update()
         times.append(time.perf_counter() - start)
-    timed = times[args.warmup:]
+    timed = times[args.warmup :]
     state = dist.optimizer_state_bytes(opt)
     states = [state] if group is None else group.all_gather_object(state)
     if rank == 0:
         stats = group.stats if group is not None else None
-        print(json.dumps({
-            "ms_per_step": 1e3 * statistics.median(timed),
-            "allreduce_bytes_per_step": stats.bytes_by_op.get("all_reduce", 0) / args.steps if stats else 0.0,
-            "allgather_bytes_per_step": stats.bytes_by_op.get("all_gather", 0) / args.steps if stats else 0.0,
-            "collective_fraction": stats.seconds / sum(timed) if stats else 0.0,
-            "optimizer_state_bytes_per_rank": max(states), "skipped_steps": scaler.skipped_steps,
-        }))
+        print(
+            json.dumps(
+                {
+                    "ms_per_step": 1e3 * statistics.median(timed),
+                    "allreduce_bytes_per_step": stats.bytes_by_op.get("all_reduce", 0) / args.steps if stats else 0.0,
+                    "allgather_bytes_per_step": stats.bytes_by_op.get("all_gather", 0) / args.steps if stats else 0.0,
+                    "collective_fraction": stats.seconds / sum(timed) if stats else 0.0,
+                    "optimizer_state_bytes_per_rank": max(states),
+                    "skipped_steps": scaler.skipped_steps,
+                }
+            )
+        )
 
 
 # ---------------------------------------------------------------------------------------------- the driver
@@ -146,20 +160,28 @@ def main(argv: list[str] | None = None) -> None:
     rows = {c: {key: statistics.median(r[key] for r in rs) for key in rs[0]} for c, rs in runs.items()}
     base = min((rows[c] for c in CONFIGS if CONFIGS[c][0] == 1), key=lambda r: r["ms_per_step"])  # the best 1-rank
     ddp = rows["2 ranks DDP"]
-    print(f"reference MLP 784-1024-1024-10, AdamW, {args.dtype} AMP, global batch {args.batch}; medians of "
-          f"{args.rounds} interleaved jobs x {args.steps} steps; load average {os.getloadavg()[0]:.2f}")
-    print(f"{'configuration':<18} {'ms/step':>8} {'speed vs best 1-rank':>20} {'MB all-reduced':>14} "
-          f"{'MB all-gathered':>15} {'in collectives':>14} {'opt state MiB/rank':>18} {'vs DDP':>7}")
+    print(
+        f"reference MLP 784-1024-1024-10, AdamW, {args.dtype} AMP, global batch {args.batch}; medians of "
+        f"{args.rounds} interleaved jobs x {args.steps} steps; load average {os.getloadavg()[0]:.2f}"
+    )
+    print(
+        f"{'configuration':<18} {'ms/step':>8} {'speed vs best 1-rank':>20} {'MB all-reduced':>14} "
+        f"{'MB all-gathered':>15} {'in collectives':>14} {'opt state MiB/rank':>18} {'vs DDP':>7}"
+    )
     for config, row in rows.items():
         row["speed_vs_best_1_rank"] = base["ms_per_step"] / row["ms_per_step"]
         row["state_vs_ddp"] = row["optimizer_state_bytes_per_rank"] / ddp["optimizer_state_bytes_per_rank"]
-        print(f"{config:<18} {row['ms_per_step']:>8.1f} {row['speed_vs_best_1_rank']:>19.2f}x "
-              f"{row['allreduce_bytes_per_step'] / 1e6:>14.2f} {row['allgather_bytes_per_step'] / 1e6:>15.2f} "
-              f"{row['collective_fraction']:>13.0%} "
-              f"{row['optimizer_state_bytes_per_rank'] / 2 ** 20:>18.2f} {row['state_vs_ddp']:>6.2f}x")
+        print(
+            f"{config:<18} {row['ms_per_step']:>8.1f} {row['speed_vs_best_1_rank']:>19.2f}x "
+            f"{row['allreduce_bytes_per_step'] / 1e6:>14.2f} {row['allgather_bytes_per_step'] / 1e6:>15.2f} "
+            f"{row['collective_fraction']:>13.0%} "
+            f"{row['optimizer_state_bytes_per_rank'] / 2**20:>18.2f} {row['state_vs_ddp']:>6.2f}x"
+        )
     ratio = rows["2 ranks ZeRO-1"]["state_vs_ddp"]
-    print(f"ZeRO-1 optimizer state per rank: {ratio:.3f}x DDP's (target <= {TARGET_STATE_RATIO}x): "
-          f"{'met' if ratio <= TARGET_STATE_RATIO else 'MISSED'}")
+    print(
+        f"ZeRO-1 optimizer state per rank: {ratio:.3f}x DDP's (target <= {TARGET_STATE_RATIO}x): "
+        f"{'met' if ratio <= TARGET_STATE_RATIO else 'MISSED'}"
+    )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"config": vars(args), "rows": rows, "runs": runs}, f, indent=2)

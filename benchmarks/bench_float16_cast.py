@@ -20,14 +20,14 @@ def _integer_ops_down(f: np.ndarray) -> np.ndarray:
     """Round to float16 with whole-array NumPy integer/float ops (FP16 library's trick, NaN payloads kept)."""
     with np.errstate(all="ignore"):
         w = f.view(np.uint32)
-        base = (np.abs(f) * np.float32(2.0 ** 112)) * np.float32(2.0 ** -110)
+        base = (np.abs(f) * np.float32(2.0**112)) * np.float32(2.0**-110)
         shl1 = w + w
         bias = np.maximum(shl1 & np.uint32(0xFF000000), np.uint32(0x71000000))
         base += ((bias >> np.uint32(1)) + np.uint32(0x07800000)).view(np.float32)
         bits = base.view(np.uint32)
         bits = ((bits >> np.uint32(13)) & np.uint32(0x7C00)) + (bits & np.uint32(0xFFF))
         nan = np.uint32(0x7C00) | ((w & np.uint32(0x7FFFFF)) >> np.uint32(13))
-        nan |= (nan == np.uint32(0x7C00))
+        nan |= nan == np.uint32(0x7C00)
         bits = np.where(shl1 > np.uint32(0xFF000000), nan, bits) | ((w >> np.uint32(16)) & np.uint32(0x8000))
         return bits.astype(np.uint16).view(np.float16)
 
@@ -57,8 +57,10 @@ def main() -> None:
     for name, t in rows.items():
         print(f"{name:45s} {t:7.3f} ms per million elements")
     names = list(rows)
-    print(f"halfconv speedup over astype: down {rows[names[1]] / rows[names[3]]:.1f}x, "
-          f"up {rows[names[4]] / rows[names[5]]:.1f}x")
+    print(
+        f"halfconv speedup over astype: down {rows[names[1]] / rows[names[3]]:.1f}x, "
+        f"up {rows[names[4]] / rows[names[5]]:.1f}x"
+    )
 
 
 if __name__ == "__main__":

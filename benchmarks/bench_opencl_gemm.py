@@ -64,9 +64,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--block", help="float32 register block MRxNR, e.g. 4x16 (default: the shipped one)")
     parser.add_argument("--device", default="opencl:0", help="an opencl device (default opencl:0)")
     args = parse_checked(parser, argv)
-    if not args.device.startswith("opencl:") or not args.device[len("opencl:"):].isdigit():
+    if not args.device.startswith("opencl:") or not args.device[len("opencl:") :].isdigit():
         parser.error(f"--device must be opencl:N, got {args.device!r}")
-    args.index = int(args.device[len("opencl:"):])
+    args.index = int(args.device[len("opencl:") :])
     try:
         args.sizes = [int(s) for s in args.sizes.split(",")]
     except ValueError:
@@ -113,7 +113,7 @@ def check(backend: Any, a: np.ndarray, b: np.ndarray, dtype: str, index: int) ->
     da, db = backend.from_numpy(a, dtype, index), backend.from_numpy(b, dtype, index)
     ref = backend.to_numpy(da).astype(np.float64) @ backend.to_numpy(db).astype(np.float64)
     err = float(np.abs(backend.to_numpy(matmul(da, db)).astype(np.float64) - ref).max())
-    scale = 2.0 ** -7 if dtype == "bfloat16" else 2.0 ** -10 if dtype == "float16" else 1e-3
+    scale = 2.0**-7 if dtype == "bfloat16" else 2.0**-10 if dtype == "float16" else 1e-3
     if err > scale * max(1.0, float(np.abs(ref).max())):
         raise RuntimeError(f"opencl matmul of n={a.shape[0]} in {dtype} is wrong: max error {err:.3g}")
     return err
@@ -129,11 +129,20 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         a, b = rng.uniform(-1, 1, (n, n)), rng.uniform(-1, 1, (n, n))
         for dtype in args.dtypes:
             check(backend, a, b, dtype, args.index)
-            times = time_interleaved({"opencl": opencl_step(backend, a, b, dtype, args.index),
-                                      "numpy": numpy_step(a, b, dtype)}, args.steps, args.warmup)
+            times = time_interleaved(
+                {"opencl": opencl_step(backend, a, b, dtype, args.index), "numpy": numpy_step(a, b, dtype)},
+                args.steps,
+                args.warmup,
+            )
             med = {name: statistics.median(ts) for name, ts in times.items()}
-            rows.append({"n": n, "dtype": dtype, "median_s": med,
-                         "gflops": {name: 2 * n ** 3 / t / 1e9 for name, t in med.items()}})
+            rows.append(
+                {
+                    "n": n,
+                    "dtype": dtype,
+                    "median_s": med,
+                    "gflops": {name: 2 * n**3 / t / 1e9 for name, t in med.items()},
+                }
+            )
     return rows
 
 
@@ -148,8 +157,14 @@ def report(rows: list[dict[str, Any]], label: str) -> dict[str, Any]:
     for row in rows:
         g = row["gflops"]
         row["ratio"] = g["opencl"] / g["numpy"]
-        table.add_row(str(row["n"]), row["dtype"], f"{g['opencl']:.1f}", f"{g['numpy']:.1f}", f"{row['ratio']:.2f}",
-                      "float64" if row["dtype"] == "float64" else "float32")
+        table.add_row(
+            str(row["n"]),
+            row["dtype"],
+            f"{g['opencl']:.1f}",
+            f"{g['numpy']:.1f}",
+            f"{row['ratio']:.2f}",
+            "float64" if row["dtype"] == "float64" else "float32",
+        )
     Console(width=140).print(table)
     f32 = {r["n"]: r for r in rows if r["dtype"] == "float32"}
     for n, row in f32.items():
@@ -159,8 +174,10 @@ def report(rows: list[dict[str, Any]], label: str) -> dict[str, Any]:
         if row["dtype"] == "float16" and row["n"] in f32:
             slow = row["median_s"]["opencl"] / f32[row["n"]]["median_s"]["opencl"]
             row["vs_float32"] = slow
-            print(f"n={row['n']} float16/float32 opencl time: {slow:.2f}x "
-                  f"(target <= {TARGET_F16}x: {'PASS' if slow <= TARGET_F16 else 'FAIL'})")
+            print(
+                f"n={row['n']} float16/float32 opencl time: {slow:.2f}x "
+                f"(target <= {TARGET_F16}x: {'PASS' if slow <= TARGET_F16 else 'FAIL'})"
+            )
     return {"rows": rows, "label": label}
 
 
@@ -173,8 +190,10 @@ def main(argv: list[str] | None = None) -> int:
         gemm.BLOCKS["float"] = args.block
     device = device_state(args.index).device.name.strip()
     threads = os.environ.get("OPENBLAS_NUM_THREADS") or f"default, {os.cpu_count()} cores"
-    label = (f"{args.device} {device!r}, float block {gemm.BLOCKS['float'][0]}x{gemm.BLOCKS['float'][1]}; "
-             f"numpy {np.__version__} (BLAS threads: {threads}); median of {args.steps}")
+    label = (
+        f"{args.device} {device!r}, float block {gemm.BLOCKS['float'][0]}x{gemm.BLOCKS['float'][1]}; "
+        f"numpy {np.__version__} (BLAS threads: {threads}); median of {args.steps}"
+    )
     result = report(measure(args), label)
     write_json(args.json, result)
     return 0

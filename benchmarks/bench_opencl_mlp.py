@@ -82,8 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     configs = {"float32": False, "amp float16": True}
     # Memory first, one configuration alive at a time: the other's weights and optimizer state would count too.
     backend, index = ampcore.get_backend("opencl"), ampcore.device(args.device).index
-    memory = {name: backend.peak_memory(lambda amp=amp: make_step(args.device, args.batch, args.seed, amp)[0](), index)
-              for name, amp in configs.items()}
+    memory = {
+        name: backend.peak_memory(lambda amp=amp: make_step(args.device, args.batch, args.seed, amp)[0](), index)
+        for name, amp in configs.items()
+    }
     steps, losses = {}, {}
     for name, amp in configs.items():
         steps[name], losses[name] = make_step(args.device, args.batch, args.seed, amp)
@@ -92,15 +94,24 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device {args.device}: {capability.device_name} ({capability.extra.get('float16')})")
     print(f"MLP {'-'.join(map(str, SIZES))}, batch {args.batch}, AdamW; {args.steps} timed steps after {args.warmup}")
     print(f"{'config':<14}{'median ms/step':>16}{'spread ms':>12}{'pool MiB':>11}{'final loss':>12}")
-    result: dict[str, Any] = {"device": args.device, "device_name": capability.device_name, "batch": args.batch,
-                              "steps": args.steps, "configs": {}}
+    result: dict[str, Any] = {
+        "device": args.device,
+        "device_name": capability.device_name,
+        "batch": args.batch,
+        "steps": args.steps,
+        "configs": {},
+    }
     for name in configs:
         median = statistics.median(times[name])
         spread = max(times[name]) - min(times[name])
         final = float(losses[name][-1].item())
         print(f"{name:<14}{median * 1e3:>16.1f}{spread * 1e3:>12.1f}{memory[name] / 2**20:>11.1f}{final:>12.4f}")
-        result["configs"][name] = {"median_s": median, "spread_s": spread, "pool_bytes": memory[name],
-                                   "final_loss": final}
+        result["configs"][name] = {
+            "median_s": median,
+            "spread_s": spread,
+            "pool_bytes": memory[name],
+            "final_loss": final,
+        }
     fp32, amp = result["configs"]["float32"], result["configs"]["amp float16"]
     speedup, memory_ratio = fp32["median_s"] / amp["median_s"], amp["pool_bytes"] / fp32["pool_bytes"]
     print(f"AMP speedup over float32: {speedup:.2f}x; AMP memory / float32 memory: {memory_ratio:.2f}")

@@ -141,8 +141,8 @@ class NumpyMLP:
     def _adamw(self) -> None:
         self.t += 1
         beta1, beta2 = BETAS
-        step_size = LR / (1 - beta1 ** self.t)
-        bc2_sqrt = math.sqrt(1 - beta2 ** self.t)
+        step_size = LR / (1 - beta1**self.t)
+        bc2_sqrt = math.sqrt(1 - beta2**self.t)
         for p, g, m, v, t in zip(self.params, self.grads, self.m, self.v, self.tmp):
             p *= 1 - LR * WEIGHT_DECAY
             np.subtract(g, m, out=t)
@@ -204,8 +204,9 @@ def torch_step(weights: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> tuple
     return step, f"torch {torch.__version__} ({torch.get_num_threads()} threads)"
 
 
-def time_torch(weights: list[np.ndarray], x: np.ndarray, y: np.ndarray, args: argparse.Namespace,
-               workdir: str) -> tuple[list[float], str] | None:
+def time_torch(
+    weights: list[np.ndarray], x: np.ndarray, y: np.ndarray, args: argparse.Namespace, workdir: str
+) -> tuple[list[float], str] | None:
     """torch's step times, measured in a child process (None if torch is not importable there).
 
     A child, because torch's OpenMP threads keep spinning after each op and
@@ -216,8 +217,11 @@ def time_torch(weights: list[np.ndarray], x: np.ndarray, y: np.ndarray, args: ar
         return None
     path = os.path.join(workdir, "bench_inputs.npz")
     np.savez(path, *weights, x=x, y=y)
-    proc = subprocess.run([sys.executable, __file__, "--torch-worker", path, "--steps", str(args.steps),
-                           "--warmup", str(args.warmup)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--torch-worker", path, "--steps", str(args.steps), "--warmup", str(args.warmup)],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"the torch worker failed:\n{proc.stderr}")
     result = json.loads(proc.stdout)
@@ -280,16 +284,23 @@ def report(times: dict[str, list[float]], labels: dict[str, str], batch: int) ->
     for col in ("implementation", "median ms/step", "min ms/step", "vs numpy"):
         table.add_column(col, justify="left" if col == "implementation" else "right")
     for name, ts in times.items():
-        table.add_row(labels[name], f"{med[name] * 1e3:.2f}", f"{min(ts) * 1e3:.2f}",
-                      f"{med[name] / med['numpy']:.3f}x")
+        table.add_row(
+            labels[name], f"{med[name] * 1e3:.2f}", f"{min(ts) * 1e3:.2f}", f"{med[name] / med['numpy']:.3f}x"
+        )
     console = Console(width=100)
     console.print(table)
     ratio = med["ampcore"] / med["numpy"]
     verdict = "ok" if ratio <= TARGET_RATIO else "ABOVE TARGET"
     print(f"ampcore/numpy ratio: {ratio:.3f}x (target <= {TARGET_RATIO}x: {verdict})")
-    result: dict[str, Any] = {"batch": batch, "sizes": SIZES, "steps": len(times["ampcore"]),
-                              "median_s": med, "min_s": {n: min(t) for n, t in times.items()},
-                              "ratio_ampcore_numpy": ratio, "labels": labels}
+    result: dict[str, Any] = {
+        "batch": batch,
+        "sizes": SIZES,
+        "steps": len(times["ampcore"]),
+        "median_s": med,
+        "min_s": {n: min(t) for n, t in times.items()},
+        "ratio_ampcore_numpy": ratio,
+        "labels": labels,
+    }
     if "torch" in med:
         result["ratio_ampcore_torch"] = med["ampcore"] / med["torch"]
         print(f"ampcore/torch ratio: {result['ratio_ampcore_torch']:.3f}x")

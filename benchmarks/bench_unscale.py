@@ -60,8 +60,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_arguments(parser, steps=100, warmup=5)
     parser.add_argument("--device", default="cpu", help="the device whose kernel is timed (default cpu)")
-    parser.add_argument("--elements", type=int, default=ELEMENTS,
-                        help=f"gradient elements in all, split over {len(WEIGHTS)} tensors (default {ELEMENTS})")
+    parser.add_argument(
+        "--elements",
+        type=int,
+        default=ELEMENTS,
+        help=f"gradient elements in all, split over {len(WEIGHTS)} tensors (default {ELEMENTS})",
+    )
     args = parse_checked(parser, argv)
     if args.elements < 1:
         parser.error(f"--elements must be at least 1, got {args.elements}")
@@ -109,9 +113,11 @@ class BenchDevice:
 
     def timed(self, fn: Callable[[], Any]) -> Callable[[], Any]:
         """``fn`` followed by a wait for the device, so a clock around it sees the device's work."""
+
         def call() -> None:
             fn()
             self.backend.synchronize(self.device.index)
+
         return call
 
 
@@ -147,8 +153,22 @@ def time_torch(grads: list[np.ndarray], args: argparse.Namespace) -> dict[str, A
     with tempfile.TemporaryDirectory() as workdir:
         path = os.path.join(workdir, "grads.npz")
         np.savez(path, *grads)
-        proc = subprocess.run([sys.executable, __file__, "--torch-worker", path, "--steps", str(args.steps),
-                               "--warmup", str(args.warmup), "--device", kind], capture_output=True, text=True)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--torch-worker",
+                path,
+                "--steps",
+                str(args.steps),
+                "--warmup",
+                str(args.warmup),
+                "--device",
+                kind,
+            ],
+            capture_output=True,
+            text=True,
+        )
     if proc.returncode != 0:
         raise RuntimeError(f"the torch worker failed:\n{proc.stderr}")
     return json.loads(proc.stdout)
@@ -186,8 +206,13 @@ def report(times: dict[str, list[float]], labels: dict[str, str], sizes: list[in
     for col in ("implementation", "median ms", "min ms", "GB/s read+written", "vs floor"):
         table.add_column(col, justify="left" if col == "implementation" else "right")
     for name, ts in times.items():
-        table.add_row(labels[name], f"{med[name] * 1e3:.2f}", f"{min(ts) * 1e3:.2f}",
-                      f"{2 * nbytes / med[name] / 1e9:.1f}", f"{med[name] / med['floor']:.3f}x")
+        table.add_row(
+            labels[name],
+            f"{med[name] * 1e3:.2f}",
+            f"{min(ts) * 1e3:.2f}",
+            f"{2 * nbytes / med[name] / 1e9:.1f}",
+            f"{med[name] / med['floor']:.3f}x",
+        )
     Console(width=140).print(table)
     ratio = med["kernel"] / med["floor"]
     ratio_flat = med["kernel_flat"] / med["floor"] if "kernel_flat" in med else ratio
@@ -195,10 +220,20 @@ def report(times: dict[str, list[float]], labels: dict[str, str], sizes: list[in
     flat = f" (views of one flat buffer: {ratio_flat:.3f}x)" if "kernel_flat" in med else ""
     print(f"kernel/floor ratio: {ratio:.3f}x{flat}; target <= {TARGET_RATIO}x: {'PASS' if passed else 'FAIL'}")
     print(f"kernel bandwidth / copy bandwidth: {1 / ratio:.2f}x")
-    return {"device": device, "elements": sum(sizes), "sizes": sizes, "steps": len(times["floor"]), "median_s": med,
-            "min_s": {n: min(t) for n, t in times.items()}, "ratio_kernel_floor": ratio,
-            "ratio_kernel_flat_floor": ratio_flat, "bandwidth_vs_copy": 1 / ratio, "target_ratio": TARGET_RATIO,
-            "pass": passed, "labels": labels}
+    return {
+        "device": device,
+        "elements": sum(sizes),
+        "sizes": sizes,
+        "steps": len(times["floor"]),
+        "median_s": med,
+        "min_s": {n: min(t) for n, t in times.items()},
+        "ratio_kernel_floor": ratio,
+        "ratio_kernel_flat_floor": ratio_flat,
+        "bandwidth_vs_copy": 1 / ratio,
+        "target_ratio": TARGET_RATIO,
+        "pass": passed,
+        "labels": labels,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -213,9 +248,14 @@ def main(argv: list[str] | None = None) -> int:
     found_inf = dev.put(np.zeros(1, np.float32))
     steps = {"floor": copy_step(dev, grads), "kernel": unscale_step(dev, grads, found_inf)}
     name = f"{dev.device.type}:{dev.device.index}"
-    labels = {"floor": (f"numpy {np.__version__} copyto (floor)" if dev.device.type == "cpu"
-                        else f"ampcore {name} cast to float32, a device copy (floor)"),
-              "kernel": f"ampcore {name} unscale_and_check"}
+    labels = {
+        "floor": (
+            f"numpy {np.__version__} copyto (floor)"
+            if dev.device.type == "cpu"
+            else f"ampcore {name} cast to float32, a device copy (floor)"
+        ),
+        "kernel": f"ampcore {name} unscale_and_check",
+    }
     if dev.device.type == "cpu":
         steps["kernel_flat"] = unscale_step(dev, flat_views(grads), found_inf)
         labels["kernel_flat"] = "ampcore cpu unscale_and_check, views of one buffer"

@@ -31,9 +31,11 @@ def main() -> int:
         got = halfconv.to_float16(bits.view(np.float32)).view(np.uint16)
         bad = np.flatnonzero(got != expected)
         mismatches += bad.size
-        shown += [(int(bits[i]), int(got[i]), int(expected[i])) for i in bad[:5 - len(shown)]]
-    print(f"float32 -> float16 over all 2**32 inputs: {mismatches} mismatches against NumPy "
-          f"{np.__version__} ({time.perf_counter() - start:.0f} s)")
+        shown += [(int(bits[i]), int(got[i]), int(expected[i])) for i in bad[: 5 - len(shown)]]
+    print(
+        f"float32 -> float16 over all 2**32 inputs: {mismatches} mismatches against NumPy "
+        f"{np.__version__} ({time.perf_counter() - start:.0f} s)"
+    )
     for w, got, want in shown:
         print(f"  0x{w:08x}: got 0x{got:04x}, NumPy 0x{want:04x}")
     return 1 if mismatches else 0

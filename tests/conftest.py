@@ -51,8 +51,9 @@ def register_fake() -> Any:
 def run_python() -> Callable[..., subprocess.CompletedProcess]:
     """Run ``code`` in a new interpreter (fresh plugin registry); ``path`` goes first on sys.path."""
 
-    def run(code: str, *, path: Path | None = None, env: dict[str, str] | None = None,
-            args: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    def run(
+        code: str, *, path: Path | None = None, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
+    ) -> subprocess.CompletedProcess:
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("AMPCORE_")}
         if path is not None:
             full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(path), full_env.get("PYTHONPATH")]))

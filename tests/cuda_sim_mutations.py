@@ -38,53 +38,182 @@ class Mutation:
 
 _CONFORMANCE = "ampcore.conformance.checks."
 MUTATIONS = (
-    Mutation("float->float16 rounds ties up, not to even", "convert", r"^convert_\w+_f16$",
-             "r += 0xfffu + ((r >> 13) & 1u);", "r += 0x1000u;", (_CONFORMANCE + "test_rounding",)),
-    Mutation("float->bfloat16 rounds ties down", "convert", r"^convert_\w+_bf16$",
-             "b += 0x7fffu + ((b >> 16) & 1u);", "b += 0x7fffu;", (_CONFORMANCE + "test_rounding",)),
-    Mutation("float16->float loses the subnormal scale", "convert", r"^convert_f16_",
-             "(float)e * 5.9604644775390625e-8f", "(float)e * 5.9604644775390625e-7f",
-             (_CONFORMANCE + "test_rounding", _CONFORMANCE + "test_kernels")),
-    Mutation("float64->float32 cast truncates instead of rounding", "convert", r"^convert_f64_f32$",
-             "out[i] = (float)(x[i]);", "out[i] = __double2float_rz(x[i]);", (_CONFORMANCE + "test_rounding",)),
-    Mutation("maximum drops a NaN first operand", "pointwise", r"^maximum_",
-             "r = (x != x || x >= y) ? x : y;", "r = (x >= y) ? x : y;", (_CONFORMANCE + "test_kernels",)),
-    Mutation("pow's exponent-one shortcut returns the exponent", "pointwise", r"^pow_",
-             "r = y == 1.0f ? x :", "r = y == 1.0f ? y :", (_CONFORMANCE + "test_kernels",)),
-    Mutation("where selects the other branch", "pointwise", r"^where_u", "out[i] = cond[i] ?",
-             "out[i] = !cond[i] ?", (_CONFORMANCE + "test_kernels",)),
-    Mutation("unscale divides by the inverse scale", "amp", r"^unscale_and_check_", " * inv;", " / inv;",
-             (_CONFORMANCE + "test_amp_kernels",)),
-    Mutation("float16 overflow threshold one step low", "amp", r"^unscale_and_check_f16$", "0x477ff000u",
-             "0x477fe000u", (_CONFORMANCE + "test_amp_kernels",)),
-    Mutation("update_scale backs off by the growth factor", "amp", r"^update_scale$", "(double)s * backoff",
-             "(double)s * growth", (_CONFORMANCE + "test_amp_kernels",)),
-    Mutation("softmax_backward adds the row sum", "softmax", r"^softmax_backward_", "X * (G - S)", "X * (G + S)",
-             (_CONFORMANCE + "test_fused",)),
-    Mutation("log_softmax subtracts log(2S)", "softmax", r"^log_softmax_f", "(X - M) - log(S)",
-             "(X - M) - log(S + S)", (_CONFORMANCE + "test_fused",)),
-    Mutation("block reduction skips the first shuffle (half a warp summed)", "softmax", r"^softmax_f",
-             "for (int o = 16; o > 0; o >>= 1)", "for (int o = 8; o > 0; o >>= 1)",
-             (_CONFORMANCE + "test_fused",)),
-    Mutation("block reduction loses its closing barrier (shared memory race)", "softmax", r"^log_softmax_f",
-             "__syncthreads();  /* partial is reused by the next reduction */", "",
-             (_CONFORMANCE + "test_fused",)),
-    Mutation("gelu's tanh form with a wrong cubic coefficient", "gelu", r"^gelu_tanh_",
-             "0.044715 * x * x * x", "0.04715 * x * x * x", (_CONFORMANCE + "test_fused",)),
-    Mutation("gelu backward drops the density term's 1/2", "gelu", r"^gelu_backward_none_",
-             "exp(-0.5 * x * x)", "exp(-x * x)", (_CONFORMANCE + "test_fused",)),
-    Mutation("adamw second moment uses g, not g*g", "optim", r"^adamw_step_", "(gc * gc) * one_minus_beta2",
-             "gc * one_minus_beta2", (_CONFORMANCE + "test_fused",)),
-    Mutation("adam L2 term with the wrong sign", "optim", r"^adamw_step_", "gc + pc * weight_decay",
-             "gc - pc * weight_decay", (_CONFORMANCE + "test_fused",)),
-    Mutation("layer_norm variance without squaring", "norm", r"^layer_norm_f", "q += d * d;", "q += d;",
-             (os.path.join(HERE, "test_cuda_sim_rows.py"),)),
-    Mutation("layer_norm weight gradient without the normalised input", "norm", r"^layer_norm_backward_params_",
-             "sw += g * ((", "sw += g * (0 * (", (os.path.join(HERE, "test_cuda_sim_rows.py"),)),
-    Mutation("cross_entropy adds the target logit", "loss", r"^cross_entropy_f", "lse - (ACC)", "lse + (ACC)",
-             (os.path.join(HERE, "test_cuda_sim_rows.py"),)),
-    Mutation("cross_entropy backward forgets the one-hot", "loss", r"^cross_entropy_backward_",
-             "(r == t ? (ACC)1 : (ACC)0)", "(ACC)0", (os.path.join(HERE, "test_cuda_sim_rows.py"),)),
+    Mutation(
+        "float->float16 rounds ties up, not to even",
+        "convert",
+        r"^convert_\w+_f16$",
+        "r += 0xfffu + ((r >> 13) & 1u);",
+        "r += 0x1000u;",
+        (_CONFORMANCE + "test_rounding",),
+    ),
+    Mutation(
+        "float->bfloat16 rounds ties down",
+        "convert",
+        r"^convert_\w+_bf16$",
+        "b += 0x7fffu + ((b >> 16) & 1u);",
+        "b += 0x7fffu;",
+        (_CONFORMANCE + "test_rounding",),
+    ),
+    Mutation(
+        "float16->float loses the subnormal scale",
+        "convert",
+        r"^convert_f16_",
+        "(float)e * 5.9604644775390625e-8f",
+        "(float)e * 5.9604644775390625e-7f",
+        (_CONFORMANCE + "test_rounding", _CONFORMANCE + "test_kernels"),
+    ),
+    Mutation(
+        "float64->float32 cast truncates instead of rounding",
+        "convert",
+        r"^convert_f64_f32$",
+        "out[i] = (float)(x[i]);",
+        "out[i] = __double2float_rz(x[i]);",
+        (_CONFORMANCE + "test_rounding",),
+    ),
+    Mutation(
+        "maximum drops a NaN first operand",
+        "pointwise",
+        r"^maximum_",
+        "r = (x != x || x >= y) ? x : y;",
+        "r = (x >= y) ? x : y;",
+        (_CONFORMANCE + "test_kernels",),
+    ),
+    Mutation(
+        "pow's exponent-one shortcut returns the exponent",
+        "pointwise",
+        r"^pow_",
+        "r = y == 1.0f ? x :",
+        "r = y == 1.0f ? y :",
+        (_CONFORMANCE + "test_kernels",),
+    ),
+    Mutation(
+        "where selects the other branch",
+        "pointwise",
+        r"^where_u",
+        "out[i] = cond[i] ?",
+        "out[i] = !cond[i] ?",
+        (_CONFORMANCE + "test_kernels",),
+    ),
+    Mutation(
+        "unscale divides by the inverse scale",
+        "amp",
+        r"^unscale_and_check_",
+        " * inv;",
+        " / inv;",
+        (_CONFORMANCE + "test_amp_kernels",),
+    ),
+    Mutation(
+        "float16 overflow threshold one step low",
+        "amp",
+        r"^unscale_and_check_f16$",
+        "0x477ff000u",
+        "0x477fe000u",
+        (_CONFORMANCE + "test_amp_kernels",),
+    ),
+    Mutation(
+        "update_scale backs off by the growth factor",
+        "amp",
+        r"^update_scale$",
+        "(double)s * backoff",
+        "(double)s * growth",
+        (_CONFORMANCE + "test_amp_kernels",),
+    ),
+    Mutation(
+        "softmax_backward adds the row sum",
+        "softmax",
+        r"^softmax_backward_",
+        "X * (G - S)",
+        "X * (G + S)",
+        (_CONFORMANCE + "test_fused",),
+    ),
+    Mutation(
+        "log_softmax subtracts log(2S)",
+        "softmax",
+        r"^log_softmax_f",
+        "(X - M) - log(S)",
+        "(X - M) - log(S + S)",
+        (_CONFORMANCE + "test_fused",),
+    ),
+    Mutation(
+        "block reduction skips the first shuffle (half a warp summed)",
+        "softmax",
+        r"^softmax_f",
+        "for (int o = 16; o > 0; o >>= 1)",
+        "for (int o = 8; o > 0; o >>= 1)",
+        (_CONFORMANCE + "test_fused",),
+    ),
+    Mutation(
+        "block reduction loses its closing barrier (shared memory race)",
+        "softmax",
+        r"^log_softmax_f",
+        "__syncthreads();  /* partial is reused by the next reduction */",
+        "",
+        (_CONFORMANCE + "test_fused",),
+    ),
+    Mutation(
+        "gelu's tanh form with a wrong cubic coefficient",
+        "gelu",
+        r"^gelu_tanh_",
+        "0.044715 * x * x * x",
+        "0.04715 * x * x * x",
+        (_CONFORMANCE + "test_fused",),
+    ),
+    Mutation(
+        "gelu backward drops the density term's 1/2",
+        "gelu",
+        r"^gelu_backward_none_",
+        "exp(-0.5 * x * x)",
+        "exp(-x * x)",
+        (_CONFORMANCE + "test_fused",),
+    ),
+    Mutation(
+        "adamw second moment uses g, not g*g",
+        "optim",
+        r"^adamw_step_",
+        "(gc * gc) * one_minus_beta2",
+        "gc * one_minus_beta2",
+        (_CONFORMANCE + "test_fused",),
+    ),
+    Mutation(
+        "adam L2 term with the wrong sign",
+        "optim",
+        r"^adamw_step_",
+        "gc + pc * weight_decay",
+        "gc - pc * weight_decay",
+        (_CONFORMANCE + "test_fused",),
+    ),
+    Mutation(
+        "layer_norm variance without squaring",
+        "norm",
+        r"^layer_norm_f",
+        "q += d * d;",
+        "q += d;",
+        (os.path.join(HERE, "test_cuda_sim_rows.py"),),
+    ),
+    Mutation(
+        "layer_norm weight gradient without the normalised input",
+        "norm",
+        r"^layer_norm_backward_params_",
+        "sw += g * ((",
+        "sw += g * (0 * (",
+        (os.path.join(HERE, "test_cuda_sim_rows.py"),),
+    ),
+    Mutation(
+        "cross_entropy adds the target logit",
+        "loss",
+        r"^cross_entropy_f",
+        "lse - (ACC)",
+        "lse + (ACC)",
+        (os.path.join(HERE, "test_cuda_sim_rows.py"),),
+    ),
+    Mutation(
+        "cross_entropy backward forgets the one-hot",
+        "loss",
+        r"^cross_entropy_backward_",
+        "(r == t ? (ACC)1 : (ACC)0)",
+        "(ACC)0",
+        (os.path.join(HERE, "test_cuda_sim_rows.py"),),
+    ),
 )
 
 
@@ -127,20 +256,31 @@ def child(name: str) -> int:
 def run(mutation: Mutation, profile: str) -> dict:
     env = {**os.environ, "AMPCORE_CUDA_SIMULATOR": profile}
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, __file__, "--child", mutation.name], capture_output=True, text=True,
-                          env=env, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", mutation.name], capture_output=True, text=True, env=env, timeout=900
+    )
     seconds = time.perf_counter() - start
     line = next((x for x in proc.stdout.splitlines() if x.startswith("MUTATION-RESULT ")), None)
     if line is None:
-        return {"name": mutation.name, "family": mutation.family, "verdict": "error", "seconds": seconds,
-                "detail": (proc.stdout + proc.stderr)[-2000:]}
+        return {
+            "name": mutation.name,
+            "family": mutation.family,
+            "verdict": "error",
+            "seconds": seconds,
+            "detail": (proc.stdout + proc.stderr)[-2000:],
+        }
     result = json.loads(line.removeprefix("MUTATION-RESULT "))
     if mutation is BASELINE:
         verdict = "passes" if result["status"] == 0 else "FAILS"
     else:
         verdict = "not applied" if not result["applied"] else "caught" if result["status"] else "MISSED"
-    return {"name": mutation.name, "family": mutation.family, "verdict": verdict, "seconds": seconds,
-            "kernels": result["applied"]}
+    return {
+        "name": mutation.name,
+        "family": mutation.family,
+        "verdict": verdict,
+        "seconds": seconds,
+        "kernels": result["applied"],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,8 +301,9 @@ def main(argv: list[str] | None = None) -> int:
     for mutation in chosen:
         result = run(mutation, args.profile)
         results.append(result)
-        print(f"{result['verdict']:>11}  {result['family']:<8} {mutation.name}  ({result['seconds']:.0f} s)",
-              flush=True)
+        print(
+            f"{result['verdict']:>11}  {result['family']:<8} {mutation.name}  ({result['seconds']:.0f} s)", flush=True
+        )
         if result["verdict"] == "error":
             print(result["detail"], file=sys.stderr)
     bad = [r for r in results if r["verdict"] != "caught"]

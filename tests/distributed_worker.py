@@ -48,8 +48,10 @@ def params_of(model: nn.Module) -> list[np.ndarray]:
 
 
 def state_of(opt: Any) -> dict:
-    return {i: {k: (v.numpy().copy() if isinstance(v, ampcore.Tensor) else v) for k, v in st.items()}
-            for i, st in enumerate(opt.state.values())}
+    return {
+        i: {k: (v.numpy().copy() if isinstance(v, ampcore.Tensor) else v) for k, v in st.items()}
+        for i, st in enumerate(opt.state.values())
+    }
 
 
 def reference_sgd(world: int, steps: int) -> list[np.ndarray]:
@@ -76,8 +78,11 @@ def reference_grads(world: int, micro_batches: int) -> list[np.ndarray]:
 def train_sgd(dist: Any, rank: int, world: int, zero: bool) -> dict:
     model = build_model(MODEL_SEED + rank)  # each rank starts elsewhere: the wrap must broadcast rank 0's
     ddp = dist.DistributedDataParallel(model, bucket_cap_mb=0.0005)  # ~500 bytes: several buckets
-    opt = dist.ZeroRedundancyOptimizer(ddp.parameters(), optim.SGD, lr=LR, momentum=0.9) if zero else \
-        optim.SGD(ddp.parameters(), lr=LR, momentum=0.9)
+    opt = (
+        dist.ZeroRedundancyOptimizer(ddp.parameters(), optim.SGD, lr=LR, momentum=0.9)
+        if zero
+        else optim.SGD(ddp.parameters(), lr=LR, momentum=0.9)
+    )
     for step in range(4):
         x, y = local_batch(step, world, rank)
         opt.zero_grad()
@@ -109,8 +114,13 @@ def inject_inf(dist: Any, rank: int, world: int, zero: bool) -> dict:
         opt = optim.AdamW(ddp.parameters(), lr=1e-2)
         scaler = ampcore.GradScaler("cpu", growth_interval=2, process_group=dist.get_communicator())
     sick = world - 1
-    record: dict[str, list] = {"stepped": [], "scale": [], "params": [params_of(model)], "state": [state_of(opt)],
-                               "host_reads": []}
+    record: dict[str, list] = {
+        "stepped": [],
+        "scale": [],
+        "params": [params_of(model)],
+        "state": [state_of(opt)],
+        "host_reads": [],
+    }
     for step in range(STEPS):
         x, y = local_batch(step, world, rank)
         opt.zero_grad()
@@ -159,9 +169,12 @@ def no_sync(dist: Any, rank: int, world: int) -> dict:
             reduces_before = stats.calls
             F.cross_entropy(ddp(x), y).backward()
             last_calls = stats.calls - reduces_before
-    return {"grads": [p.grad.numpy() / MICRO for p in model.parameters()],
-            "calls_inside_no_sync": reduces_before - calls_before, "calls_last": last_calls,
-            "buckets": len(ddp.buckets)}
+    return {
+        "grads": [p.grad.numpy() / MICRO for p in model.parameters()],
+        "calls_inside_no_sync": reduces_before - calls_before,
+        "calls_last": last_calls,
+        "buckets": len(ddp.buckets),
+    }
 
 
 def _amp_run(dist: Any, rank: int, world: int, steps: range, state: dict | None, seed: int) -> tuple:
@@ -170,7 +183,7 @@ def _amp_run(dist: Any, rank: int, world: int, steps: range, state: dict | None,
         model.load_state_dict(state["model"])
     ddp = dist.DistributedDataParallel(model)
     opt = dist.ZeroRedundancyOptimizer(ddp.parameters(), optim.AdamW, lr=1e-2)
-    scaler = ampcore.GradScaler("cpu", init_scale=2.0 ** 14, growth_interval=2)
+    scaler = ampcore.GradScaler("cpu", init_scale=2.0**14, growth_interval=2)
     if state is not None:
         opt.load_state_dict(state["optimizer"])
         scaler.load_state_dict(state["scaler"])
@@ -192,12 +205,18 @@ def checkpoint(dist: Any, rank: int, world: int) -> dict:
     straight, _, s1 = _amp_run(dist, rank, world, range(6), None, MODEL_SEED)
     model, opt, scaler = _amp_run(dist, rank, world, range(3), None, MODEL_SEED)
     opt.consolidate_state_dict(to=0)
-    blob = pickle.dumps({"model": model.state_dict(), "optimizer": opt.state_dict(),
-                         "scaler": scaler.state_dict()}) if rank == 0 else None
+    blob = (
+        pickle.dumps({"model": model.state_dict(), "optimizer": opt.state_dict(), "scaler": scaler.state_dict()})
+        if rank == 0
+        else None
+    )
     blob = dist.get_communicator().broadcast_object(blob, 0)
     resumed, _, s2 = _amp_run(dist, rank, world, range(3, 6), pickle.loads(blob), MODEL_SEED + 7)
-    return {"straight": params_of(straight), "resumed": params_of(resumed),
-            "scaler": (s1.state_dict(), s2.state_dict())}
+    return {
+        "straight": params_of(straight),
+        "resumed": params_of(resumed),
+        "scaler": (s1.state_dict(), s2.state_dict()),
+    }
 
 
 def reshard(dist: Any, rank: int, world: int) -> dict:
@@ -213,11 +232,18 @@ def reshard(dist: Any, rank: int, world: int) -> dict:
     if smaller.rank != 0 or rank == world - 1:
         return {}
     original, again = pickle.loads(blob), other.state_dict()
-    same = all(np.array_equal(original["state"][k][key].numpy(), again["state"][k][key].numpy())
-               if isinstance(original["state"][k][key], ampcore.Tensor) else original["state"][k][key] == v
-               for k in original["state"] for key, v in again["state"][k].items())
-    return {"sizes": (world, smaller.size), "same": same and original["state"].keys() == again["state"].keys(),
-            "state_keys": sorted(again["state"][0])}
+    same = all(
+        np.array_equal(original["state"][k][key].numpy(), again["state"][k][key].numpy())
+        if isinstance(original["state"][k][key], ampcore.Tensor)
+        else original["state"][k][key] == v
+        for k in original["state"]
+        for key, v in again["state"][k].items()
+    )
+    return {
+        "sizes": (world, smaller.size),
+        "same": same and original["state"].keys() == again["state"].keys(),
+        "state_keys": sorted(again["state"][0]),
+    }
 
 
 def mismatch(dist: Any, rank: int, world: int) -> dict:
@@ -229,12 +255,20 @@ def mismatch(dist: Any, rank: int, world: int) -> dict:
     for name, make in [
         ("model", lambda: dist.DistributedDataParallel(odd)),
         ("bucket", lambda: dist.DistributedDataParallel(build_model(), bucket_cap_mb=25 + rank)),
-        ("scaler", lambda: ampcore.GradScaler("cpu", growth_interval=2000 + rank,
-                                              process_group=dist.get_communicator())),
-        ("optimizer", lambda: dist.ZeroRedundancyOptimizer(build_model().parameters(), optim.AdamW,
-                                                           lr=1e-3 * (1 + (rank == 1)))),
-        ("dtype", lambda: dist.get_communicator().check_consistent(
-            "autocast", {"dtype": "float16" if rank == 0 else "bfloat16"})),
+        (
+            "scaler",
+            lambda: ampcore.GradScaler("cpu", growth_interval=2000 + rank, process_group=dist.get_communicator()),
+        ),
+        (
+            "optimizer",
+            lambda: dist.ZeroRedundancyOptimizer(build_model().parameters(), optim.AdamW, lr=1e-3 * (1 + (rank == 1))),
+        ),
+        (
+            "dtype",
+            lambda: dist.get_communicator().check_consistent(
+                "autocast", {"dtype": "float16" if rank == 0 else "bfloat16"}
+            ),
+        ),
     ]:
         try:
             make()
@@ -275,11 +309,13 @@ def backends(dist: Any, rank: int, world: int) -> dict:
         checks = {}
         for dtype in ("float32", "float16", "bfloat16"):
             mine = ampcore.tensor(np.arange(6, dtype=np.float32) * (rank + 1) - 2.5, dtype=dtype, device=device)
-            checks[dtype] = {"sum": dist.all_reduce(mine.clone(), "sum").numpy().astype(np.float64),
-                             "max": dist.all_reduce(mine.clone(), "max").numpy().astype(np.float64),
-                             "bcast": dist.broadcast(mine.clone(), src=world - 1).numpy().astype(np.float64),
-                             "gather": [g.numpy().astype(np.float64) for g in dist.all_gather(None, mine)],
-                             "device": str(dist.all_reduce(mine.clone(), "sum").device)}
+            checks[dtype] = {
+                "sum": dist.all_reduce(mine.clone(), "sum").numpy().astype(np.float64),
+                "max": dist.all_reduce(mine.clone(), "max").numpy().astype(np.float64),
+                "bcast": dist.broadcast(mine.clone(), src=world - 1).numpy().astype(np.float64),
+                "gather": [g.numpy().astype(np.float64) for g in dist.all_gather(None, mine)],
+                "device": str(dist.all_reduce(mine.clone(), "sum").device),
+            }
         model = build_model(MODEL_SEED + rank).to(device)
         ddp = dist.DistributedDataParallel(model)
         opt = dist.ZeroRedundancyOptimizer(ddp.parameters(), optim.AdamW, lr=1e-2)
@@ -329,7 +365,6 @@ def main(argv: list[str]) -> None:
     for name in scenarios:
         result = globals()[name](dist, rank, world)
         (out / f"{name}.rank{rank}.pkl").write_bytes(pickle.dumps(result))
-
 
 
 class CountingPath:

@@ -25,8 +25,9 @@ def assert_close(actual: ampcore.Tensor, expected: np.ndarray, n: int = 1) -> No
     conformance_assert_close(actual.numpy(), expected, actual.dtype, n)
 
 
-def randn(*shape: int, seed: int = 0, dtype: dt.DType = dt.float32, requires_grad: bool = False,
-          positive: bool = False) -> ampcore.Tensor:
+def randn(
+    *shape: int, seed: int = 0, dtype: dt.DType = dt.float32, requires_grad: bool = False, positive: bool = False
+) -> ampcore.Tensor:
     """A seeded standard-normal tensor (|x| + 0.5 if ``positive``), rounded to ``dtype``."""
     a = np.random.default_rng(seed).standard_normal(shape)
     if positive:
@@ -34,8 +35,7 @@ def randn(*shape: int, seed: int = 0, dtype: dt.DType = dt.float32, requires_gra
     return ampcore.tensor(a.astype(dtype.numpy), dtype=dtype, requires_grad=requires_grad)
 
 
-def distinct(*shape: int, seed: int = 0, dtype: dt.DType = dt.float64,
-             requires_grad: bool = True) -> ampcore.Tensor:
+def distinct(*shape: int, seed: int = 0, dtype: dt.DType = dt.float64, requires_grad: bool = True) -> ampcore.Tensor:
     """Values with no ties (a shuffled ramp, spacing 0.1): max-pooling gradients are then well defined."""
     a = np.random.default_rng(seed).permutation(int(np.prod(shape))).reshape(shape) * 0.1 - 1.0
     return ampcore.tensor(a, dtype=dtype, requires_grad=requires_grad)
@@ -59,13 +59,20 @@ def log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
 
 def gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:
     if approximate == "tanh":
-        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
     erf = np.vectorize(math.erf)(x / math.sqrt(2)) if x.size else x
     return 0.5 * x * (1 + erf)
 
 
-def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride: tuple[int, int],
-           padding: tuple[int, int], dilation: tuple[int, int], groups: int) -> np.ndarray:
+def conv2d(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    stride: tuple[int, int],
+    padding: tuple[int, int],
+    dilation: tuple[int, int],
+    groups: int,
+) -> np.ndarray:
     """Direct convolution: an explicit loop over output positions, einsum over each window."""
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
@@ -77,15 +84,16 @@ def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride: tuple[int
     og = o // groups
     for r in range(ho):
         for s in range(wo):
-            window = xp[:, :, r * sh:r * sh + dh * (kh - 1) + 1:dh, s * sw:s * sw + dw * (kw - 1) + 1:dw]
+            window = xp[:, :, r * sh : r * sh + dh * (kh - 1) + 1 : dh, s * sw : s * sw + dw * (kw - 1) + 1 : dw]
             for g in range(groups):
-                patch = window[:, g * cg:(g + 1) * cg]
-                out[:, g * og:(g + 1) * og, r, s] = np.einsum("nchw,ochw->no", patch, w[g * og:(g + 1) * og])
+                patch = window[:, g * cg : (g + 1) * cg]
+                out[:, g * og : (g + 1) * og, r, s] = np.einsum("nchw,ochw->no", patch, w[g * og : (g + 1) * og])
     return out if b is None else out + b.reshape(1, o, 1, 1)
 
 
-def conv2d_vjp(x: np.ndarray, w: np.ndarray, g: np.ndarray, stride: tuple[int, int],
-               padding: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+def conv2d_vjp(
+    x: np.ndarray, w: np.ndarray, g: np.ndarray, stride: tuple[int, int], padding: tuple[int, int]
+) -> tuple[np.ndarray, np.ndarray]:
     """Input and weight gradients of an ungrouped, undilated conv2d for output gradient ``g``, by direct loops."""
     (sh, sw), (ph, pw) = stride, padding
     kh, kw = w.shape[2:]
@@ -96,11 +104,12 @@ def conv2d_vjp(x: np.ndarray, w: np.ndarray, g: np.ndarray, stride: tuple[int, i
             window = (slice(None), slice(None), slice(r * sh, r * sh + kh), slice(s * sw, s * sw + kw))
             gw += np.einsum("no,nchw->ochw", g[:, :, r, s], xp[window])
             gxp[window] += np.einsum("no,ochw->nchw", g[:, :, r, s], w)
-    return gxp[:, :, ph:ph + x.shape[2], pw:pw + x.shape[3]], gw
+    return gxp[:, :, ph : ph + x.shape[2], pw : pw + x.shape[3]], gw
 
 
-def pool2d(x: np.ndarray, kernel: int, stride: int, padding: int, mode: str,
-           count_include_pad: bool = True) -> np.ndarray:
+def pool2d(
+    x: np.ndarray, kernel: int, stride: int, padding: int, mode: str, count_include_pad: bool = True
+) -> np.ndarray:
     """max or avg pooling by an explicit loop over output positions."""
     n, c, h, w = x.shape
     fill = -np.inf if mode == "max" else 0.0
@@ -120,8 +129,14 @@ def pool2d(x: np.ndarray, kernel: int, stride: int, padding: int, mode: str,
     return out
 
 
-def cross_entropy(logits: np.ndarray, target: np.ndarray, weight: np.ndarray | None = None,
-                  ignore_index: int = -100, reduction: str = "mean", label_smoothing: float = 0.0) -> np.ndarray:
+def cross_entropy(
+    logits: np.ndarray,
+    target: np.ndarray,
+    weight: np.ndarray | None = None,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> np.ndarray:
     """torch's cross_entropy for class-index targets, class axis 1, via an explicit log-sum-exp per row."""
     c = logits.shape[1]
     flat = np.moveaxis(logits, 1, -1).reshape(-1, c)
@@ -147,8 +162,9 @@ def cross_entropy(logits: np.ndarray, target: np.ndarray, weight: np.ndarray | N
     return losses_a.sum() / sum(weights)
 
 
-def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None,
-              scale: float | None = None) -> np.ndarray:
+def attention(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None, scale: float | None = None
+) -> np.ndarray:
     """softmax(q k^T * scale + mask) v by einsum; a bool mask keeps True positions."""
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
     s = np.einsum("...le,...se->...ls", q, k) * scale

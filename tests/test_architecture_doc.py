@@ -28,8 +28,10 @@ def test_the_architecture_page_names_existing_modules() -> None:
     missing = []
     for module in sorted(modules):
         parts = module.split(".")
-        if not any((ROOT.joinpath(*parts[:i]).with_suffix(".py")).exists() or ROOT.joinpath(*parts[:i]).is_dir()
-                   for i in range(len(parts), 1, -1)):
+        if not any(
+            (ROOT.joinpath(*parts[:i]).with_suffix(".py")).exists() or ROOT.joinpath(*parts[:i]).is_dir()
+            for i in range(len(parts), 1, -1)
+        ):
             missing.append(module)
     assert missing == [], f"docs/architecture.md names modules that do not exist: {missing}"
 

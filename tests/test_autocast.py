@@ -101,8 +101,10 @@ def test_thread_state_is_private_to_each_thread():
                 barrier.wait()  # interleave the two threads' ops
                 seen[key].append(((rand(2, 3) @ rand(3, 2)).dtype, ampcore.is_autocast_enabled("cpu")))
 
-    threads = [threading.Thread(target=worker, args=("a", True, f16)),
-               threading.Thread(target=worker, args=("b", False, bf16))]
+    threads = [
+        threading.Thread(target=worker, args=("a", True, f16)),
+        threading.Thread(target=worker, args=("b", False, bf16)),
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -177,12 +179,15 @@ def test_out_errors_name_the_problem():
         ampcore.matmul(a, rand(3, 3), out=np.empty((2, 3)))
 
 
-@pytest.mark.parametrize("call", [
-    lambda x: x.sum(dtype=f32),
-    lambda x: F.softmax(x, 1, dtype=f32),
-    lambda x: F.softmax(x, 1, f32),  # dtype given positionally
-    lambda x: F.log_softmax(x, dim=1, dtype=f32),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: x.sum(dtype=f32),
+        lambda x: F.softmax(x, 1, dtype=f32),
+        lambda x: F.softmax(x, 1, f32),  # dtype given positionally
+        lambda x: F.log_softmax(x, dim=1, dtype=f32),
+    ],
+)
 def test_calls_with_an_explicit_dtype_are_not_autocast_and_respect_it(call):
     policy = P.get("cpu").override(lower=["sum", "softmax", "log_softmax"])
     with ampcore.autocast("cpu", policy=policy, trace=True) as region:
@@ -194,9 +199,9 @@ def test_calls_with_an_explicit_dtype_are_not_autocast_and_respect_it(call):
 def test_unlisted_ops_run_in_their_inputs_types_including_low_precision_from_upstream():
     x, w = rand(4, 8), rand(3, 8)
     with ampcore.autocast("cpu"):
-        h = F.linear(x, w)           # lower -> bfloat16
-        g = F.gelu(h)                # unlisted: stays bfloat16
-        mixed = h + rand(4, 3)       # unlisted, natively promotes bf16 + fp32 -> fp32
+        h = F.linear(x, w)  # lower -> bfloat16
+        g = F.gelu(h)  # unlisted: stays bfloat16
+        mixed = h + rand(4, 3)  # unlisted, natively promotes bf16 + fp32 -> fp32
         assert F.gelu(x).dtype == f32
     assert (h.dtype, g.dtype, mixed.dtype) == (bf16, bf16, f32)
 
@@ -210,8 +215,7 @@ def test_ops_inside_a_composite_are_not_autocast_again():
         loss = F.cross_entropy(logits, ampcore.tensor([0, 1, 2, 3, 0]))
     assert loss.dtype == f32
     assert region.trace.ops() == ["cross_entropy"]
-    np.testing.assert_allclose(loss.item(), F.cross_entropy(logits, ampcore.tensor([0, 1, 2, 3, 0])).item(),
-                               rtol=1e-6)
+    np.testing.assert_allclose(loss.item(), F.cross_entropy(logits, ampcore.tensor([0, 1, 2, 3, 0])).item(), rtol=1e-6)
 
 
 # --------------------------------------------------------------------------- gradients
@@ -225,7 +229,7 @@ def test_fp32_parameter_used_in_a_low_precision_matmul_gets_an_fp32_grad_of_the_
     assert y.dtype == f16 and w.grad.dtype == f32
     # d(sum(x @ w.T))/dw = column sums of x, broadcast over rows; x was rounded to float16 on the way in.
     expected = np.broadcast_to(x.half().float().numpy().sum(0), (4, 16))
-    np.testing.assert_allclose(w.grad.numpy(), expected, rtol=2 ** -10 * 8, atol=1e-3)
+    np.testing.assert_allclose(w.grad.numpy(), expected, rtol=2**-10 * 8, atol=1e-3)
 
 
 # --------------------------------------------------------------------------- weight-cast cache
@@ -271,12 +275,12 @@ def test_cached_casts_keep_gradients_flowing_to_the_parameter():
     w = rand(3, 3, requires_grad=True)
     x = rand(2, 3)
     with ampcore.autocast("cpu"):
-        loss = (F.linear(x, w).float().sum() + F.linear(x, w).float().sum())
+        loss = F.linear(x, w).float().sum() + F.linear(x, w).float().sum()
     loss.backward()
     with ampcore.autocast("cpu"):
         single = F.linear(x, rand(3, 3, requires_grad=True)).float().sum()
     expected = np.broadcast_to(2 * x.bfloat16().float().numpy().sum(0), (3, 3))
-    np.testing.assert_allclose(w.grad.numpy(), expected, rtol=2 ** -7 * 4)
+    np.testing.assert_allclose(w.grad.numpy(), expected, rtol=2**-7 * 4)
     assert single.dtype == f32
 
 
@@ -298,7 +302,7 @@ def test_a_parameter_rebound_inside_the_region_is_cast_again():
         with ampcore.no_grad():
             layer.weight.copy_(layer.weight * 2.0)
         after = layer(x)
-    np.testing.assert_allclose(after.float().numpy(), 2 * before.float().numpy(), rtol=2 ** -7 * 2)
+    np.testing.assert_allclose(after.float().numpy(), 2 * before.float().numpy(), rtol=2**-7 * 2)
 
 
 # --------------------------------------------------------------------------- banned ops
@@ -326,7 +330,7 @@ def test_binary_cross_entropy_runs_in_float32_under_cpu_autocast_as_in_torch():
     assert loss.dtype == f32 and module_loss.dtype == f32
     assert region.trace[0].category == "fp32"
     expected = -(np.log(1 - 0.2) + np.log(0.8)) / 2
-    np.testing.assert_allclose(loss.item(), expected, rtol=2 ** -7 * 4)
+    np.testing.assert_allclose(loss.item(), expected, rtol=2**-7 * 4)
 
 
 # --------------------------------------------------------------------------- unsupported dtypes and devices
@@ -366,15 +370,18 @@ def test_an_unavailable_backend_warns_and_disables_or_raises_when_strict(registe
         ampcore.autocast(gone.name, strict=True)
 
 
-@pytest.mark.parametrize("kwargs, error, message", [
-    ({"device_type": "tpu"}, ampcore.UnknownBackendError, "'tpu'; installed backends are"),
-    ({"device_type": "cpu:0"}, ValueError, "pass 'cpu', not 'cpu:0'"),
-    ({"device_type": 0}, TypeError, "device_type must be a backend name"),
-    ({"device_type": "cpu", "enabled": "yes"}, TypeError, "enabled must be True or False, got 'yes'"),
-    ({"device_type": "cpu", "policy": "cpu"}, TypeError, "policy must be an ampcore.policy.Policy"),
-    ({"device_type": "cpu", "trace": "all"}, TypeError, "trace must be True, False"),
-    ({"device_type": "cpu", "dtype": "float8"}, ValueError, "float8"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"device_type": "tpu"}, ampcore.UnknownBackendError, "'tpu'; installed backends are"),
+        ({"device_type": "cpu:0"}, ValueError, "pass 'cpu', not 'cpu:0'"),
+        ({"device_type": 0}, TypeError, "device_type must be a backend name"),
+        ({"device_type": "cpu", "enabled": "yes"}, TypeError, "enabled must be True or False, got 'yes'"),
+        ({"device_type": "cpu", "policy": "cpu"}, TypeError, "policy must be an ampcore.policy.Policy"),
+        ({"device_type": "cpu", "trace": "all"}, TypeError, "trace must be True, False"),
+        ({"device_type": "cpu", "dtype": "float8"}, ValueError, "float8"),
+    ],
+)
 def test_bad_arguments_raise_naming_the_value(kwargs, error, message):
     with pytest.raises(error, match=message):
         ampcore.autocast(**kwargs)
@@ -396,8 +403,14 @@ def test_trace_records_op_inputs_target_output_category_and_reason():
     ]
     assert region.trace[-1].reason == "autocast disabled in this block"
     table = str(region.trace)
-    assert "cross_entropy" in table and ("policy 'cpu': fp32 (torch docs cpu list (as cross_entropy_loss); "
-                                         "torch 2.13 AutocastCPU registration (autocast_mode.cpp))") in table
+    assert (
+        "cross_entropy" in table
+        and (
+            "policy 'cpu': fp32 (torch docs cpu list (as cross_entropy_loss); "
+            "torch 2.13 AutocastCPU registration (autocast_mode.cpp))"
+        )
+        in table
+    )
     assert loss.dtype == f32
     assert region.trace[0].as_dict()["cast_to"] == "bfloat16"
 

@@ -31,8 +31,9 @@ LOW = (bf16, f16)
 def listed_ops(table: str) -> list[tuple[str, P.Category]]:
     """(op, category) for every op ``table`` lists that ampcore implements (BANNED ones excepted)."""
     policy = P.builtin(table)
-    return sorted((op, e.category) for op, e in policy.entries.items()
-                  if op in registered_ops() and e.category is not P.BANNED)
+    return sorted(
+        (op, e.category) for op, e in policy.entries.items() if op in registered_ops() and e.category is not P.BANNED
+    )
 
 
 @pytest.mark.parametrize("table", TABLES)
@@ -48,12 +49,12 @@ def _run(op: str, dtypes: tuple[dt.DType, ...], autocast_dtype: dt.DType, table:
     return out, region.trace
 
 
-CATEGORY_CASES = [(table, op, category, low) for table in TABLES for op, category in listed_ops(table)
-                  for low in LOW]
+CATEGORY_CASES = [(table, op, category, low) for table in TABLES for op, category in listed_ops(table) for low in LOW]
 
 
-@pytest.mark.parametrize("table, op, category, low", CATEGORY_CASES,
-                         ids=[f"{t}-{o}-{d.name}" for t, o, _, d in CATEGORY_CASES])
+@pytest.mark.parametrize(
+    "table, op, category, low", CATEGORY_CASES, ids=[f"{t}-{o}-{d.name}" for t, o, _, d in CATEGORY_CASES]
+)
 def test_listed_op_output_dtype(table, op, category, low):
     if category is P.LOWER:
         out, trace = _run(op, (f32,), low, table)
@@ -75,16 +76,22 @@ DTYPE_CHOICES = (f32, bf16, f16, f64)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(op=st.sampled_from(sorted(CASES)), dtypes=st.lists(st.sampled_from(DTYPE_CHOICES), min_size=1, max_size=3),
-       autocast_dtype=st.sampled_from(LOW), table=st.sampled_from(TABLES), enabled=st.booleans(),
-       seeds=st.tuples(st.integers(0, 2 ** 16), st.integers(0, 2 ** 16)))
+@given(
+    op=st.sampled_from(sorted(CASES)),
+    dtypes=st.lists(st.sampled_from(DTYPE_CHOICES), min_size=1, max_size=3),
+    autocast_dtype=st.sampled_from(LOW),
+    table=st.sampled_from(TABLES),
+    enabled=st.booleans(),
+    seeds=st.tuples(st.integers(0, 2**16), st.integers(0, 2**16)),
+)
 def test_decision_depends_only_on_op_input_dtypes_and_state(op, dtypes, autocast_dtype, table, enabled, seeds):
     """Two runs with different values agree on the decision and output dtype, and the router's
     decision is exactly what the pure ``decide`` function says for (op, input dtypes, state)."""
     results = []
     for seed in seeds:
-        with ampcore.autocast("cpu", dtype=autocast_dtype, policy=P.builtin(table), trace=True,
-                              enabled=enabled) as region:
+        with ampcore.autocast(
+            "cpu", dtype=autocast_dtype, policy=P.builtin(table), trace=True, enabled=enabled
+        ) as region:
             try:
                 out = CASES[op](Inputs(tuple(dtypes), seed))
                 results.append(("ok", out.dtype, region.trace[0]))
@@ -96,8 +103,11 @@ def test_decision_depends_only_on_op_input_dtypes_and_state(op, dtypes, autocast
     record = results[0][2]
     input_dtypes = [dt.as_dtype(d) for d in record.input_dtypes]
     expected = amp.decide(P.builtin(table), op, input_dtypes, autocast_dtype)
-    assert (record.category, record.cast_to, record.reason) == \
-        (expected.category.value, expected.target.name if expected.target else None, expected.reason)
+    assert (record.category, record.cast_to, record.reason) == (
+        expected.category.value,
+        expected.target.name if expected.target else None,
+        expected.reason,
+    )
 
 
 def test_trace_decisions_are_memoised_per_region_without_changing_them():

@@ -88,7 +88,7 @@ def test_float32_parameter_gets_float32_grad_through_low_precision_compute():
     y.float().sum().backward()
     assert w.grad.dtype is dt.float32
     expected = x.float().numpy().T @ np.ones((2, 3), np.float32)
-    np.testing.assert_allclose(w.grad.numpy(), expected, rtol=2 ** -7, atol=2 ** -7)
+    np.testing.assert_allclose(w.grad.numpy(), expected, rtol=2**-7, atol=2**-7)
 
 
 def test_integer_outputs_are_not_differentiable():
@@ -100,9 +100,9 @@ def test_integer_outputs_are_not_differentiable():
 def test_in_place_rebase_keeps_earlier_consumers_gradients():
     x = ampcore.tensor([-1.0, 2.0], requires_grad=True)
     y = x * 3.0
-    z = y * y          # consumes y before the in-place op: dz/dx = 18 x
+    z = y * y  # consumes y before the in-place op: dz/dx = 18 x
     ampcore.nn.functional.relu(y, inplace=True)
-    (z.sum() + y.sum()).backward()   # y is now relu(3x): d/dx = 3 * (x > 0)
+    (z.sum() + y.sum()).backward()  # y is now relu(3x): d/dx = 3 * (x > 0)
     np.testing.assert_allclose(x.grad.numpy(), [18 * -1.0 + 0.0, 18 * 2.0 + 3.0])
 
 
@@ -152,8 +152,8 @@ def test_saved_bytes_counts_each_saved_buffer_once_and_leaves_out_the_excluded()
 
     w = ampcore.tensor(np.ones((8, 8), np.float32), requires_grad=True)
     x = ampcore.tensor(np.ones((4, 8), np.float32), requires_grad=True)
-    h = (x @ w).relu()            # matmul saves x and w; relu saves its output h
-    loss = (h * h).sum()          # mul saves h twice: one buffer, counted once
+    h = (x @ w).relu()  # matmul saves x and w; relu saves its output h
+    loss = (h * h).sum()  # mul saves h twice: one buffer, counted once
     assert saved_bytes(loss) == 4 * (4 * 8 + 8 * 8 + 4 * 8)
     assert saved_bytes(loss, exclude=[w]) == 4 * (4 * 8 + 4 * 8)
     assert saved_bytes(ampcore.tensor(np.ones(3, np.float32))) == 0  # no graph

@@ -13,9 +13,14 @@ from ampcore.kernels import FUSED
 from ampcore.optim.adam import adamw_step_reference
 
 GUIDE = (Path(__file__).resolve().parents[1] / "docs" / "writing-a-backend.md").read_text()
-ADAMW_FORMULA = ("p = p * (1 - lr * weight_decay)", "g = g + weight_decay * p", "m = m + (g - m) * (1 - beta1)",
-                 "v = v * beta2 + g * g * (1 - beta2)", "sqrt(1 - beta2 ** step) + eps",
-                 "(lr / (1 - beta1 ** step))")
+ADAMW_FORMULA = (
+    "p = p * (1 - lr * weight_decay)",
+    "g = g + weight_decay * p",
+    "m = m + (g - m) * (1 - beta1)",
+    "v = v * beta2 + g * g * (1 - beta2)",
+    "sqrt(1 - beta2 ** step) + eps",
+    "(lr / (1 - beta1 ** step))",
+)
 
 # Each "must" of the guide -> the conformance check (module::test) that enforces it.
 MUSTS = {
@@ -28,7 +33,7 @@ def test_every_fused_kernel_has_its_contract_in_the_guide_and_the_kernels_docstr
     for name in sorted(FUSED):
         assert re.search(rf"^\| `{name}\(", GUIDE, re.M) or name == "adamw_step", f"no contract row for {name}"
         assert re.search(rf"^{name}\(", kernels.__doc__, re.M), f"ampcore.kernels has no entry for {name}"
-    section = GUIDE[GUIDE.index("#### The fused kernels' contract"):GUIDE.index("## 3. The hooks")]
+    section = GUIDE[GUIDE.index("#### The fused kernels' contract") : GUIDE.index("## 3. The hooks")]
     for text in ADAMW_FORMULA + ("`decoupled=True`", "**In place.**", "TypeError", "ValueError"):
         assert text in section, f"the adamw_step contract does not say {text!r}"
     for key in ("lr", "beta1", "beta2", "eps", "weight_decay"):
@@ -41,8 +46,17 @@ def test_the_reference_composition_carries_the_formula():
         assert line in doc, line
 
 
-@pytest.mark.parametrize("topic", ["axes` as a tuple", "never `None`", "a float scalar only ever meets",
-                                   "true division", "RuntimeWarning", "Output shape and dtype"])
+@pytest.mark.parametrize(
+    "topic",
+    [
+        "axes` as a tuple",
+        "never `None`",
+        "a float scalar only ever meets",
+        "true division",
+        "RuntimeWarning",
+        "Output shape and dtype",
+    ],
+)
 def test_the_guide_settles_the_questions_the_outside_author_had(topic):
     assert topic in GUIDE
 

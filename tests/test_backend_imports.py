@@ -44,8 +44,11 @@ def ampcore_violations(source: str, allow_testing: bool) -> list[str]:
             if parts[0] != "ampcore":
                 continue
             if len(parts) == 1:
-                bad += [f"line {node.lineno}: from ampcore import {a.name}" for a in node.names
-                        if a.name not in public_names]
+                bad += [
+                    f"line {node.lineno}: from ampcore import {a.name}"
+                    for a in node.names
+                    if a.name not in public_names
+                ]
             elif len(parts) > 2 or parts[1] not in allowed_modules:
                 bad.append(f"line {node.lineno}: from {node.module} import ...")
     for node in ast.walk(ast.parse(source)):
@@ -74,17 +77,20 @@ def test_backend_imports_only_public_ampcore(path):
     assert ampcore_violations(path.read_text(), allow_testing=_is_test_file(path)) == []
 
 
-@pytest.mark.parametrize("source, expected", [
-    ("import ampcore\nampcore.Backend", []),
-    ("from ampcore import dtypes, Backend", []),
-    ("from ampcore.plugins import hookimpl", []),
-    ("from ampcore.tensor import Tensor", ["line 1: from ampcore.tensor import ..."]),
-    ("from ampcore.plugins.registry import registry", ["line 1: from ampcore.plugins.registry import ..."]),
-    ("from ampcore import _caps", ["line 1: from ampcore import _caps"]),
-    ("import ampcore.dispatch", ["line 1: import ampcore.dispatch"]),
-    ("import ampcore as ac\nac.ops.binary", ["line 2: ac.ops"]),
-    ("from ampcore.testing import FakeBackend", ["line 1: from ampcore.testing import ..."]),
-])
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("import ampcore\nampcore.Backend", []),
+        ("from ampcore import dtypes, Backend", []),
+        ("from ampcore.plugins import hookimpl", []),
+        ("from ampcore.tensor import Tensor", ["line 1: from ampcore.tensor import ..."]),
+        ("from ampcore.plugins.registry import registry", ["line 1: from ampcore.plugins.registry import ..."]),
+        ("from ampcore import _caps", ["line 1: from ampcore import _caps"]),
+        ("import ampcore.dispatch", ["line 1: import ampcore.dispatch"]),
+        ("import ampcore as ac\nac.ops.binary", ["line 2: ac.ops"]),
+        ("from ampcore.testing import FakeBackend", ["line 1: from ampcore.testing import ..."]),
+    ],
+)
 def test_the_import_checker_catches_internals(source, expected):
     assert ampcore_violations(source, allow_testing=False) == expected
 
@@ -128,8 +134,10 @@ def test_core_imports_no_device_library_and_no_backend(path):
 
 
 def test_the_bench_command_loads_torch_only_when_it_measures_it(run_python):
-    code = ("import sys, ampcore, ampcore.bench, ampcore.cli.bench; from ampcore.cli import build_parser; "
-            "build_parser(); print('torch' in sys.modules)")
+    code = (
+        "import sys, ampcore, ampcore.bench, ampcore.cli.bench; from ampcore.cli import build_parser; "
+        "build_parser(); print('torch' in sys.modules)"
+    )
     proc = run_python(code)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False"

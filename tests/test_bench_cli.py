@@ -26,8 +26,22 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "bench.md"
 
 def _bench(tmp_path, *args: str) -> tuple[dict, str]:
     out = tmp_path / "bench.json"
-    code = main(["bench", "--device", "cpu", "--steps", str(STEPS), "--warmup", str(WARMUP), "--batch", "16",
-                 "--json", str(out), *args])
+    code = main(
+        [
+            "bench",
+            "--device",
+            "cpu",
+            "--steps",
+            str(STEPS),
+            "--warmup",
+            str(WARMUP),
+            "--batch",
+            "16",
+            "--json",
+            str(out),
+            *args,
+        ]
+    )
     assert code == 0
     return json.loads(out.read_text()), str(out)
 
@@ -97,8 +111,14 @@ def test_bench_on_cpu_writes_a_result_that_follows_the_schema(cpu_run):
     assert result["schema"] == SCHEMA
     assert {"platform", "machine", "cpu_count"} <= set(result["machine"])
     assert result["versions"]["ampcore"] and result["versions"]["numpy"]
-    assert result["model"] == {**result["model"], "name": "mlp", "batch": 16, "input_shape": [784], "classes": 10,
-                               "parameters": 784 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 10 + 10}
+    assert result["model"] == {
+        **result["model"],
+        "name": "mlp",
+        "batch": 16,
+        "input_shape": [784],
+        "classes": 10,
+        "parameters": 784 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 10 + 10,
+    }
     assert result["settings"]["steps"] == STEPS and result["settings"]["warmup"] == WARMUP
     (backend,) = result["backends"]
     assert backend["device"] == "cpu:0" and backend["distribution"] == "ampcore-cpu"
@@ -116,8 +136,9 @@ def test_bench_on_cpu_writes_a_result_that_follows_the_schema(cpu_run):
     assert base["speedup_vs_float32"] == 1.0 and base["final_loss_diff_vs_float32"] == 0.0
     for name in ("float16", "bfloat16"):
         row = rows[name]
-        assert row["amp"] and math.isclose(row["speedup_vs_float32"],
-                                           base["step_seconds"]["median"] / row["step_seconds"]["median"])
+        assert row["amp"] and math.isclose(
+            row["speedup_vs_float32"], base["step_seconds"]["median"] / row["step_seconds"]["median"]
+        )
         assert math.isclose(row["final_loss_diff_vs_float32"], row["final_loss"] - base["final_loss"])
         # Same weights, same batches: after four steps the AMP loss is still close to float32's.
         assert abs(row["final_loss_diff_vs_float32"]) < 0.05
@@ -133,8 +154,9 @@ def test_bench_measures_torch_beside_ampcore_when_it_is_installed(tmp_path):
         _check_row(row, 16)
         if framework == "ampcore":
             twin = rows[("torch", precision)]
-            assert math.isclose(row["step_time_vs_torch"],
-                                row["step_seconds"]["median"] / twin["step_seconds"]["median"])
+            assert math.isclose(
+                row["step_time_vs_torch"], row["step_seconds"]["median"] / twin["step_seconds"]["median"]
+            )
     # The same weights and batches in both frameworks: the first losses agree to float32 rounding.
     assert rows[("ampcore", "float32")]["losses"][0] == pytest.approx(rows[("torch", "float32")]["losses"][0], rel=1e-5)
     assert rows[("torch", "float32")]["peak_memory_bytes"] is None  # torch does not count CPU memory
@@ -149,12 +171,15 @@ def test_bench_from_a_saved_result_prints_it_again(tmp_path, capsys):
     assert result["model"]["name"] == "cnn" and "bf16 AMP" in printed and "CNN" in printed
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--device", "nosuch"], "nosuch"),
-    (["--dtype", "float64"], "float64"),
-    (["--steps", "0"], "steps must be an integer >= 1"),
-    (["--batch", "0"], "batch must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--device", "nosuch"], "nosuch"),
+        (["--dtype", "float64"], "float64"),
+        (["--steps", "0"], "steps must be an integer >= 1"),
+        (["--batch", "0"], "batch must be a positive integer"),
+    ],
+)
 def test_bench_rejects_bad_options_in_one_line(args, message, capsys):
     assert main(["bench", "--no-torch", *args]) == 2
     err = capsys.readouterr().err
@@ -183,13 +208,29 @@ def _available(monkeypatch, *backends) -> None:
 
 def _quick_bench(tmp_path, *args: str) -> tuple[int, dict | None]:
     out = tmp_path / "bench.json"
-    code = main(["bench", "--no-torch", "--steps", "1", "--warmup", "0", "--batch", "16", "--dtype", "bfloat16",
-                 "--json", str(out), *args])
+    code = main(
+        [
+            "bench",
+            "--no-torch",
+            "--steps",
+            "1",
+            "--warmup",
+            "0",
+            "--batch",
+            "16",
+            "--dtype",
+            "bfloat16",
+            "--json",
+            str(out),
+            *args,
+        ]
+    )
     return code, json.loads(out.read_text()) if out.exists() else None
 
 
-def test_plain_bench_measures_the_devices_that_work_and_lists_one_that_raised_as_refused(tmp_path, capsys,
-                                                                                         register_fake, monkeypatch):
+def test_plain_bench_measures_the_devices_that_work_and_lists_one_that_raised_as_refused(
+    tmp_path, capsys, register_fake, monkeypatch
+):
     broken = register_fake(fail_on=("matmul", 1))
     _available(monkeypatch, broken)
     code, result = _quick_bench(tmp_path)
@@ -204,14 +245,18 @@ def test_plain_bench_measures_the_devices_that_work_and_lists_one_that_raised_as
     assert printed.index(f"ampcore {broken.name}:0 refused: {refused['reason']}\n") > printed.index("cpu:0    fp32")
 
 
-def test_bench_measures_every_usable_device_and_refuses_an_unusable_one(tmp_path, capsys, register_fake,
-                                                                        monkeypatch):
+def test_bench_measures_every_usable_device_and_refuses_an_unusable_one(tmp_path, capsys, register_fake, monkeypatch):
     flaky = register_fake(devices=2, unusable={0: "device 0 has no [fp16] compiler: update the driver"})
     _available(monkeypatch, flaky)
     code, result = _quick_bench(tmp_path)
     assert code == 0 and {row["device"] for row in result["configs"]} == {"cpu:0", f"{flaky.name}:1"}
-    assert result["refused"] == [{"framework": "ampcore", "device": f"{flaky.name}:0",
-                                  "reason": "device 0 has no [fp16] compiler: update the driver"}]
+    assert result["refused"] == [
+        {
+            "framework": "ampcore",
+            "device": f"{flaky.name}:0",
+            "reason": "device 0 has no [fp16] compiler: update the driver",
+        }
+    ]
     assert f"ampcore {flaky.name}:0 refused: device 0 has no [fp16] compiler" in capsys.readouterr().out
 
 
@@ -226,7 +271,7 @@ def test_bench_exits_1_with_the_reasons_when_no_device_could_be_measured(tmp_pat
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_every_benchmark_model_builds_and_its_teacher_labels_use_every_class(name):
     spec = get_model(name)
-    (x, y), = make_batches(spec, seed=0, count=1, batch=64 if "large" not in name else 8)
+    ((x, y),) = make_batches(spec, seed=0, count=1, batch=64 if "large" not in name else 8)
     assert x.shape[1:] == spec.input_shape and y.min() >= 0 and y.max() < spec.classes
     if "large" not in name:  # building the GPU-sized models would allocate gigabytes
         model = spec.build("cpu")
@@ -243,12 +288,12 @@ def test_the_torch_copy_of_each_model_computes_the_same_logits():
         spec = get_model(name)
         ampcore.manual_seed(0)
         model = spec.build("cpu")
-        (x, _), = make_batches(spec, seed=0, count=1, batch=4)
+        ((x, _),) = make_batches(spec, seed=0, count=1, batch=4)
         ours = model(ampcore.from_numpy(x)).numpy()
         weights = {name: t.numpy() for name, t in model.state_dict().items()}
         theirs = twin(spec, weights)(torch.from_numpy(x)).detach().numpy()
         # float32 on both sides, summing over the widest fan-in: a few ulp of the logits' scale.
-        assert abs(ours - theirs).max() <= 64 * 2.0 ** -23 * max(1.0, abs(theirs).max()), name
+        assert abs(ours - theirs).max() <= 64 * 2.0**-23 * max(1.0, abs(theirs).max()), name
 
 
 def test_torch_runs_beside_the_device_types_named_only():
@@ -257,8 +302,12 @@ def test_torch_runs_beside_the_device_types_named_only():
     pytest.importorskip("torch", reason="torch is an optional dependency of the benchmark")
     spec = get_model("mlp")
     with_cpu = configurations(BenchSettings(spec, devices=("cpu",), dtypes=("bfloat16",)))
-    assert [c.label for c in with_cpu] == ["ampcore cpu:0 float32", "ampcore cpu:0 bfloat16 AMP",
-                                           "torch cpu float32", "torch cpu bfloat16 AMP"]
+    assert [c.label for c in with_cpu] == [
+        "ampcore cpu:0 float32",
+        "ampcore cpu:0 bfloat16 AMP",
+        "torch cpu float32",
+        "torch cpu bfloat16 AMP",
+    ]
     if "opencl" in {b.name for b in __import__("ampcore").available_backends()}:
         only_opencl = configurations(BenchSettings(spec, devices=("opencl:0",)))
         assert {c.framework for c in only_opencl} == {"ampcore"}

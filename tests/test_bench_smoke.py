@@ -72,8 +72,19 @@ def test_bench_unscale_runs_on_another_device_against_its_copy_kernel(tmp_path):
     if "opencl" not in {b.name for b in ampcore.available_backends()}:
         pytest.skip("the opencl backend is not available here (pip install -e 'backends/opencl[pocl]')")
     out = tmp_path / "unscale.json"
-    proc = run(UNSCALE_SCRIPT, "--device", "opencl:0", "--elements", "20000", "--steps", "3", "--warmup", "1",
-               "--json", str(out))
+    proc = run(
+        UNSCALE_SCRIPT,
+        "--device",
+        "opencl:0",
+        "--elements",
+        "20000",
+        "--steps",
+        "3",
+        "--warmup",
+        "1",
+        "--json",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr
     assert "cast to float32, a device copy (floor)" in proc.stdout
     assert "kernel bandwidth / copy bandwidth" in proc.stdout
@@ -93,8 +104,20 @@ DISTRIBUTED_SCRIPT = SCRIPT.parent / "bench_distributed.py"
 def test_bench_distributed_compares_1_and_2_ranks_and_zero_state(tmp_path):
     pytest.importorskip("mpi4py", reason="the mpi extra is not installed: pip install 'ampcore[mpi]'")
     out = tmp_path / "distributed.json"
-    proc = run(DISTRIBUTED_SCRIPT, "--steps", "1", "--warmup", "1", "--rounds", "1", "--batch", "8",
-               "--json", str(out), timeout=300)
+    proc = run(
+        DISTRIBUTED_SCRIPT,
+        "--steps",
+        "1",
+        "--warmup",
+        "1",
+        "--rounds",
+        "1",
+        "--batch",
+        "8",
+        "--json",
+        str(out),
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(out.read_text())["rows"]
     assert set(rows) == {"1 rank", "1 rank, 1 thread", "2 ranks DDP", "2 ranks ZeRO-1"}
@@ -120,8 +143,14 @@ def test_bench_dispatch_prints_the_per_op_table(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "| case | ampcore µs | torch µs (issue 26) | ratio | target ratio |" in proc.stdout
     assert "torch skipped (--no-torch)" in proc.stdout
-    for case in ("`a + b`", "`a.sum()`", "`a * 2.0`", "`a @ w`", "`(a @ w).relu().sum().backward()`",
-                 '`with autocast("cpu"): a @ w`'):
+    for case in (
+        "`a + b`",
+        "`a.sum()`",
+        "`a * 2.0`",
+        "`a @ w`",
+        "`(a @ w).relu().sum().backward()`",
+        '`with autocast("cpu"): a @ w`',
+    ):
         assert case in proc.stdout
     result = json.loads(out.read_text())
     assert set(result["ampcore_us"]) == set(result["torch_us"]) and all(v > 0 for v in result["ampcore_us"].values())

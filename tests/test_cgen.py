@@ -23,16 +23,29 @@ F16, BF16 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
 
 
 # --------------------------------------------------------------------------- rendering, no compiler
-@pytest.mark.parametrize("d, own, foreign", [
-    (cgen.OPENCL, {"as_uint", "as_float", "convert_float_rtz", "isnan"}, {"__float_as_uint", "__fadd_rn"}),
-    (cgen.CUDA, {"__float_as_uint", "__uint_as_float", "__double2float_rz", "__fadd_rn"},
-     {"as_uint", "as_float", "convert_float_rtz", "isnan"}),
-], ids=lambda v: getattr(v, "name", ""))
+@pytest.mark.parametrize(
+    "d, own, foreign",
+    [
+        (cgen.OPENCL, {"as_uint", "as_float", "convert_float_rtz", "isnan"}, {"__float_as_uint", "__fadd_rn"}),
+        (
+            cgen.CUDA,
+            {"__float_as_uint", "__uint_as_float", "__double2float_rz", "__fadd_rn"},
+            {"as_uint", "as_float", "convert_float_rtz", "isnan"},
+        ),
+    ],
+    ids=lambda v: getattr(v, "name", ""),
+)
 def test_each_dialect_renders_every_helper_in_its_own_spelling(d, own, foreign):
     text = cgen.conversions(d)
     calls = set(re.findall(r"\b(\w+)\(", text))
-    assert {"half_to_float", "float_to_half", "bf16_to_float", "float_to_bf16", "double_to_float_odd",
-            "double_to_bf16"} <= calls
+    assert {
+        "half_to_float",
+        "float_to_half",
+        "bf16_to_float",
+        "float_to_bf16",
+        "double_to_float_odd",
+        "double_to_bf16",
+    } <= calls
     assert own <= calls and not foreign & calls
     assert text.count("{") == text.count("}")
 
@@ -52,7 +65,11 @@ def test_load_and_store_spell_each_dtype_and_round_a_double_once():
 @pytest.mark.parametrize("d", [cgen.OPENCL, cgen.CUDA], ids=lambda d: d.name)
 def test_element_and_compute_types_follow_the_dialect(d):
     assert [cgen.element_type(d, cgen.TAGS[n]) for n in ("float16", "bfloat16", "int64", "bool")] == [
-        d.u16, d.u16, d.i64, d.bool_storage]
+        d.u16,
+        d.u16,
+        d.i64,
+        d.bool_storage,
+    ]
     assert [cgen.compute_type(d, t) for t in ("f16", "bf16", "b8", "f64")] == ["float", "float", "int", "double"]
 
 
@@ -67,8 +84,8 @@ def test_adamw_scalars_are_the_documented_formulas():
     mode, values = cgen.adamw_scalars(3, lr=0.1, beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.01, decoupled=True)
     assert mode == cgen.ADAMW_DECOUPLED and len(values) == len(cgen.ADAMW_SCALARS)
     named = dict(zip(cgen.ADAMW_SCALARS, values, strict=True))
-    assert named["decay"] == 1.0 - 0.1 * 0.01 and named["step_size"] == 0.1 / (1.0 - 0.9 ** 3)
-    assert named["bc2_sqrt"] == math.sqrt(1.0 - 0.99 ** 3)
+    assert named["decay"] == 1.0 - 0.1 * 0.01 and named["step_size"] == 0.1 / (1.0 - 0.9**3)
+    assert named["bc2_sqrt"] == math.sqrt(1.0 - 0.99**3)
     assert cgen.adamw_scalars(1, 0.1, 0.9, 0.99, 1e-8, 0.01, False)[0] == cgen.ADAMW_L2
     assert cgen.adamw_scalars(1, 0.1, 0.9, 0.99, 1e-8, 0.0, True)[0] == cgen.ADAMW_NO_DECAY
 
@@ -80,9 +97,15 @@ def test_tile_starts_cover_every_tensor_in_whole_tiles():
     assert cgen.ceil_div(0, 7) == 0 and cgen.ceil_div(7, 7) == 1 and cgen.ceil_div(8, 7) == 2
 
 
-@pytest.mark.parametrize("shape, axis, expected", [
-    ((2, 3, 4), 1, (8, 3, 4)), ((2, 3, 4), -1, (6, 4, 1)), ((2, 3, 4), -3, (12, 2, 12)), ((5, 0), 1, (0, 0, 1)),
-])
+@pytest.mark.parametrize(
+    "shape, axis, expected",
+    [
+        ((2, 3, 4), 1, (8, 3, 4)),
+        ((2, 3, 4), -1, (6, 4, 1)),
+        ((2, 3, 4), -3, (12, 2, 12)),
+        ((5, 0), 1, (0, 0, 1)),
+    ],
+)
 def test_row_geometry_counts_rows_and_their_stride_for_any_axis(shape, axis, expected):
     assert cgen.row_geometry(shape, axis) == expected
 
@@ -96,7 +119,10 @@ def test_fit_group_size_halves_to_the_row_but_not_below_the_floor():
 def _probe(d: cgen.Dialect) -> str:
     """Conversions of x (float) and xd (double) to 16 bits and back, and an f16 unscale with its overflow flag."""
     g, u16, i64 = d.global_, d.u16, d.i64
-    return cgen.conversions(d) + cgen.nan_max(d, "float") + f"""
+    return (
+        cgen.conversions(d)
+        + cgen.nan_max(d, "float")
+        + f"""
 {d.kernel} convert({g}const float *x, {g}const double *xd, {g}{u16} *h, {g}{u16} *b, {g}float *hx,
                    {g}float *bx, {g}{u16} *hd, {g}{u16} *bd, {g}float *mx, {i64} n) {{
     const {i64} i = {d.global_id};
@@ -117,16 +143,36 @@ def _probe(d: cgen.Dialect) -> str:
 {cgen.unscale_element(d, "f16", u16, "gr", "i", "    ")}    bad_out[i] = bad;
 }}
 """
+    )
 
 
 @np.errstate(over="ignore")  # overflow to inf is what the conversions are checked on
 def _inputs() -> dict[str, np.ndarray]:
     rng = np.random.default_rng(0)
-    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 65504.0, 65520.0, 65519.996, 6e-8, 3e-8, 1e-40,
-                         3.39e38, -3.4e38, 1.0 + 2.0 ** -11, 1.0 + 3 * 2.0 ** -11], np.float64)
+    specials = np.array(
+        [
+            0.0,
+            -0.0,
+            np.inf,
+            -np.inf,
+            np.nan,
+            65504.0,
+            65520.0,
+            65519.996,
+            6e-8,
+            3e-8,
+            1e-40,
+            3.39e38,
+            -3.4e38,
+            1.0 + 2.0**-11,
+            1.0 + 3 * 2.0**-11,
+        ],
+        np.float64,
+    )
     xd = np.concatenate([specials, rng.standard_normal(2000) * np.exp2(rng.integers(-30, 20, 2000))])
-    grads = np.concatenate([np.array([1.0, 60000.0, 70000.0, np.inf, np.nan, -5.0]),
-                            rng.standard_normal(100)]).astype(F16)
+    grads = np.concatenate([np.array([1.0, 60000.0, 70000.0, np.inf, np.nan, -5.0]), rng.standard_normal(100)]).astype(
+        F16
+    )
     return {"x": xd.astype(np.float32), "xd": xd, "g": grads.view(np.uint16)}
 
 
@@ -163,18 +209,32 @@ def test_cuda_rendering_builds_and_runs_bit_exact_on_the_simulator(monkeypatch):
     out = {k: cp.zeros(n, np.uint16) for k in ("h", "b", "hd", "bd")}
     out |= {k: cp.zeros(n, np.float32) for k in ("hx", "bx", "mx")}
     raw_kernel(("cgen-probe", "convert"), lambda: _probe(cgen.CUDA), "convert")(
-        (cgen.ceil_div(n, 256),), (256,),
-        (cp.asarray(inputs["x"]), cp.asarray(inputs["xd"]), out["h"], out["b"], out["hx"], out["bx"], out["hd"],
-         out["bd"], out["mx"], np.int64(n)))
+        (cgen.ceil_div(n, 256),),
+        (256,),
+        (
+            cp.asarray(inputs["x"]),
+            cp.asarray(inputs["xd"]),
+            out["h"],
+            out["b"],
+            out["hx"],
+            out["bx"],
+            out["hd"],
+            out["bd"],
+            out["mx"],
+            np.int64(n),
+        ),
+    )
     gr, bad = cp.asarray(inputs["g"].copy()), cp.zeros(ng, np.int32)
-    raw_kernel(("cgen-probe", "unscale"), lambda: _probe(cgen.CUDA), "unscale")((cgen.ceil_div(ng, 256),), (256,),
-                                                                                (gr, cp.asarray(np.array([0.5], np.float32)), bad, np.int64(ng)))
+    raw_kernel(("cgen-probe", "unscale"), lambda: _probe(cgen.CUDA), "unscale")(
+        (cgen.ceil_div(ng, 256),), (256,), (gr, cp.asarray(np.array([0.5], np.float32)), bad, np.int64(ng))
+    )
     _check({k: v.get() for k, v in (out | {"gr": gr, "bad": bad}).items()}, inputs)
 
 
 def _opencl_state():
     try:
         from ampcore_opencl.plugin import OpenCLBackend
+
         backend = OpenCLBackend()
         count = backend.device_count() if backend.availability().ok else 0
     except Exception as err:  # no pyopencl or no platform: skip with the reason
@@ -202,10 +262,13 @@ def test_opencl_rendering_builds_and_runs_bit_exact_on_a_device():
     host |= {k: np.zeros(n, np.float32) for k in ("hx", "bx", "mx")}
     host |= {"gr": inputs["g"].copy(), "bad": np.zeros(ng, np.int32)}
     bufs = {k: cl.Buffer(state.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=v) for k, v in host.items()}
-    x, xd, inv = (cl.Buffer(state.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=v)
-                  for v in (inputs["x"], inputs["xd"], np.array([0.5], np.float32)))
-    program.convert(state.queue, (n,), None, x, xd, *(bufs[k] for k in ("h", "b", "hx", "bx", "hd", "bd", "mx")),
-                    np.int64(n))
+    x, xd, inv = (
+        cl.Buffer(state.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=v)
+        for v in (inputs["x"], inputs["xd"], np.array([0.5], np.float32))
+    )
+    program.convert(
+        state.queue, (n,), None, x, xd, *(bufs[k] for k in ("h", "b", "hx", "bx", "hd", "bd", "mx")), np.int64(n)
+    )
     program.unscale(state.queue, (ng,), None, bufs["gr"], inv, bufs["bad"], np.int64(ng))
     for k, v in host.items():
         cl.enqueue_copy(state.queue, v, bufs[k])
@@ -218,7 +281,9 @@ def test_update_scale_and_adamw_render_into_kernels_the_simulator_builds():
     from ampcore_cuda.sim.build import build
 
     d = cgen.CUDA
-    adamw = cgen.conversions(d) + f"""
+    adamw = (
+        cgen.conversions(d)
+        + f"""
 {d.kernel} adamw(unsigned short *p, const float *g, float *m, float *v, int mode, float weight_decay, float decay,
                  float one_minus_beta1, float beta2, float one_minus_beta2, float bc2_sqrt, float eps,
                  float step_size, long long n) {{
@@ -226,6 +291,7 @@ def test_update_scale_and_adamw_render_into_kernels_the_simulator_builds():
     if (i >= n) return;
 {cgen.adamw_element(d, "f16", "unsigned short", "f32", ("p", "g", "m", "v"), "i", "    ")}}}
 """
+    )
     assert build(adamw, "adamw").exists()
     update = cgen.update_scale_kernel(d, "double growth, double backoff", "(double)s * growth", "(double)s * backoff")
     assert build(update, "update_scale").exists()

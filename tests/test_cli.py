@@ -79,8 +79,15 @@ def test_info_json_has_the_same_facts(capsys, register_fake):
     assert cpu["distribution"] == "ampcore-cpu" and cpu["entry_point"] == "ampcore_cpu.plugin"
     assert cpu["devices"][0]["emulated"] == ["bfloat16", "float16"]
     assert cpu["devices"][0]["autocast_dtype"] == "bfloat16"
-    assert set(cpu["kernels"]["fused"]) == {"softmax", "softmax_backward", "log_softmax", "log_softmax_backward",
-                                            "gelu", "gelu_backward", "adamw_step"}
+    assert set(cpu["kernels"]["fused"]) == {
+        "softmax",
+        "softmax_backward",
+        "log_softmax",
+        "log_softmax_backward",
+        "gelu",
+        "gelu_backward",
+        "adamw_step",
+    }
     assert cpu["kernels"]["native"] >= 47
     assert backends[fake.name]["devices"][0]["storable"] == ["bfloat16", "bool", "float32", "int64"]
     assert backends[fake.name]["devices"][0]["emulated"] == ["bfloat16"]
@@ -102,8 +109,11 @@ class FasterMatmul:
         if backend.name != self.target:
             return None
         plain = backend.kernels.matmul
-        return {"matmul": lambda a, b: plain(a, b), "softmax": lambda x, axis: x,
-                "softmax_backward": lambda y, gy, axis: gy}
+        return {
+            "matmul": lambda a, b: plain(a, b),
+            "softmax": lambda x, axis: x,
+            "softmax_backward": lambda y, gy, axis: gy,
+        }
 
 
 def test_info_names_the_plugin_that_provides_each_overridden_kernel(capsys, wide, register_fake):
@@ -136,9 +146,11 @@ def test_python_dash_m_ampcore_info_shows_a_broken_plugin(tmp_path, run_python):
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ampcore-crashy\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[ampcore.backends]\ncrashy = crashy_plugin\n")
-    (tmp_path / "crashy_plugin.py").write_text(textwrap.dedent("""
+    (tmp_path / "crashy_plugin.py").write_text(
+        textwrap.dedent("""
         raise RuntimeError("crashy cannot find its driver")
-    """))
+    """)
+    )
     proc = run_python("", args=("-m", "ampcore", "info"), path=tmp_path, env={"COLUMNS": "200"})
     assert proc.returncode == 0, proc.stderr
     assert "─ cpu ─" in proc.stdout and "available" in proc.stdout
@@ -176,15 +188,21 @@ def test_train_json_reports_the_result(capsys):
     assert 0.0 <= result["test_accuracy"] <= 1.0
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["train", "--device", "nosuch"], "ampcore train: error: unknown backend 'nosuch'; installed backends are "),
-    (["train", "--device", "cpu:3"], "device 'cpu:3' does not exist; backend 'cpu' has 1 device(s)"),
-    (["train", "--dtype", "float8"], "dtype 'float8' is not supported; choose one of 'float16', 'bfloat16'"),
-    (["train", "--compare", "--no-amp"], "--compare trains the float32 baseline beside the AMP run; drop --no-amp"),
-    (["train", "--compare", "--dtype", "float32"], "--compare trains the float32 baseline beside the AMP run"),
-    (["train", "--no-amp", "--dtype", "float16"], "--no-amp trains in float32 but --dtype asks for 'float16'; drop"),
-    (["train", "--epochs", "0"], "epochs must be a positive integer, got 0"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train", "--device", "nosuch"], "ampcore train: error: unknown backend 'nosuch'; installed backends are "),
+        (["train", "--device", "cpu:3"], "device 'cpu:3' does not exist; backend 'cpu' has 1 device(s)"),
+        (["train", "--dtype", "float8"], "dtype 'float8' is not supported; choose one of 'float16', 'bfloat16'"),
+        (["train", "--compare", "--no-amp"], "--compare trains the float32 baseline beside the AMP run; drop --no-amp"),
+        (["train", "--compare", "--dtype", "float32"], "--compare trains the float32 baseline beside the AMP run"),
+        (
+            ["train", "--no-amp", "--dtype", "float16"],
+            "--no-amp trains in float32 but --dtype asks for 'float16'; drop",
+        ),
+        (["train", "--epochs", "0"], "epochs must be a positive integer, got 0"),
+    ],
+)
 def test_bad_train_options_exit_2_with_one_line_and_no_traceback(capsys, argv, message):
     assert main(argv) == 2
     err = capsys.readouterr().err

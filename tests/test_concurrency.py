@@ -67,12 +67,19 @@ def test_autocast_state_is_per_thread_while_ops_interleave():
         def steps() -> None:
             for _ in range(STEPS):
                 barrier.wait()  # every thread does its step i between the same two barriers
-                y = ampcore.matmul(x, shared_w)          # lower-precision list: the region's dtype
+                y = ampcore.matmul(x, shared_w)  # lower-precision list: the region's dtype
                 barrier.wait()
-                z = F.linear(x, shared_w)                 # weight-cast cache in play
-                s = F.mse_loss(y, y)                      # float32 list on cpu: float32 even from y in low
-                seen.append((y.dtype, z.dtype, s.dtype, ampcore.is_autocast_enabled("cpu"),
-                             ampcore.get_autocast_dtype("cpu") if kwargs and kwargs.get("enabled", True) else None))
+                z = F.linear(x, shared_w)  # weight-cast cache in play
+                s = F.mse_loss(y, y)  # float32 list on cpu: float32 even from y in low
+                seen.append(
+                    (
+                        y.dtype,
+                        z.dtype,
+                        s.dtype,
+                        ampcore.is_autocast_enabled("cpu"),
+                        ampcore.get_autocast_dtype("cpu") if kwargs and kwargs.get("enabled", True) else None,
+                    )
+                )
 
         if kwargs is None:
             steps()
@@ -112,8 +119,12 @@ def test_fresh_registry_first_used_from_many_threads_loads_each_plugin_once():
 
     reg._load_entry_point = slow_load
     barrier = threading.Barrier(N_THREADS, timeout=TIMEOUT)
-    ops = [lambda: reg.resolve("cpu"), lambda: reg.get_backend("cpu"), lambda: reg.default_device(),
-           lambda: reg.available()]
+    ops = [
+        lambda: reg.resolve("cpu"),
+        lambda: reg.get_backend("cpu"),
+        lambda: reg.default_device(),
+        lambda: reg.available(),
+    ]
 
     def worker(i: int) -> Any:
         barrier.wait()
@@ -214,7 +225,7 @@ def _scaler_run(seed: int, poison_every: int, barrier: threading.Barrier | None)
         model.weight.copy_(ampcore.tensor(rng.standard_normal((2, 4)).astype(np.float32)))
         model.bias.copy_(ampcore.tensor(rng.standard_normal(2).astype(np.float32)))
     opt = ampcore.optim.SGD(model.parameters(), lr=0.1)
-    scaler = ampcore.GradScaler("cpu", init_scale=2.0 ** 10, growth_interval=2)
+    scaler = ampcore.GradScaler("cpu", init_scale=2.0**10, growth_interval=2)
     x = ampcore.tensor(rng.standard_normal((8, 4)).astype(np.float32))
     stepped, scales = [], []
     for step in range(10):
@@ -231,8 +242,12 @@ def _scaler_run(seed: int, poison_every: int, barrier: threading.Barrier | None)
         stepped.append(scaler.step(opt))
         scaler.update()
         scales.append(scaler.get_scale())
-    return {"stepped": stepped, "scales": scales, "skips": [not s for s in stepped],
-            "params": [p.detach().numpy().tobytes() for p in model.parameters()]}
+    return {
+        "stepped": stepped,
+        "scales": scales,
+        "skips": [not s for s in stepped],
+        "params": [p.detach().numpy().tobytes() for p in model.parameters()],
+    }
 
 
 def test_grad_scalers_in_two_threads_follow_their_own_trajectories():

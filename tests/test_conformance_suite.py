@@ -44,8 +44,17 @@ def suite(pytester: pytest.Pytester) -> Any:
     def run(name: str, *modules: str, args: tuple[str, ...] = ()) -> Result:
         path = pytester.path / "report.json"
         targets = [f"ampcore.conformance.checks.test_{m}" for m in modules] or ["ampcore.conformance"]
-        outcome = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--pyargs", *targets,
-                                               "--ampcore-backend", name, "--ampcore-json", str(path), *args)
+        outcome = pytester.runpytest_inprocess(
+            "-p",
+            "no:cacheprovider",
+            "--pyargs",
+            *targets,
+            "--ampcore-backend",
+            name,
+            "--ampcore-json",
+            str(path),
+            *args,
+        )
         backends = json.loads(path.read_text())["backends"] if path.exists() else []
         return Result(outcome, backends[0] if backends else {})
 
@@ -56,8 +65,11 @@ def suite(pytester: pytest.Pytester) -> Any:
 HONEST = {
     "every dtype": {},
     "no float64": {"storable": [d for d in dt.ALL_DTYPES if d is not dt.float64]},
-    "bfloat16 storage only": {"native": [dt.float64, dt.float32, dt.int64, dt.int32, dt.bool_],
-                              "emulated": [dt.float16], "autocast_dtype": dt.float16},
+    "bfloat16 storage only": {
+        "native": [dt.float64, dt.float32, dt.int64, dt.int32, dt.bool_],
+        "emulated": [dt.float16],
+        "autocast_dtype": dt.float16,
+    },
     "no 2-byte floats": {"storable": [dt.float64, dt.float32, dt.int64, dt.int32, dt.bool_]},
 }
 
@@ -84,14 +96,20 @@ def test_suite_passes_on_an_honest_fake_backend(suite, register_fake, config):
 # defect -> (the check modules to run, the (check, op, dtype) cells that must fail)
 DEFECTS = {
     "truncating_casts": (("rounding",), {("rounding", "cast", "float16"), ("rounding", "cast", "bfloat16")}),
-    "float32_inside": (("rounding", "storage"), {("storage", "bytes per element", "float16"),
-                                                 ("rounding", "no_silent_float32", "float16")}),
-    "low_precision_accumulation": (("kernels_reductions",), {("kernels", "sum", "float16"),
-                                                             ("kernels", "matmul", "bfloat16")}),
+    "float32_inside": (
+        ("rounding", "storage"),
+        {("storage", "bytes per element", "float16"), ("rounding", "no_silent_float32", "float16")},
+    ),
+    "low_precision_accumulation": (
+        ("kernels_reductions",),
+        {("kernels", "sum", "float16"), ("kernels", "matmul", "bfloat16")},
+    ),
     "unscale_ignores_nan": (("amp_kernels",), {("amp_kernels", "unscale_and_check", "float32")}),
     "integer_add_off_by_one": (("kernels",), {("kernels", "add", "int64"), ("kernels", "add", "int32")}),
-    "unchecked_adamw_step": (("fused",), {("fused", "adamw_step.arguments", "float32"),
-                                          ("fused", "adamw_step.arguments", "bfloat16")}),
+    "unchecked_adamw_step": (
+        ("fused",),
+        {("fused", "adamw_step.arguments", "float32"), ("fused", "adamw_step.arguments", "bfloat16")},
+    ),
     "floating_point_warnings": (("kernels",), {("kernels", "log", "float32"), ("kernels", "div", "float16")}),
 }
 
@@ -115,8 +133,12 @@ def test_a_max_that_drops_keepdims_fails_and_every_failure_names_max(suite, regi
     a raw broadcast error."""
     result = suite(register_fake(defects=("max_ignores_keepdims",)).name)
     assert result.ret == 1
-    failures = [(c["check"], c["op"], t["message"]) for c in result.report["cells"] for t in c["tests"]
-                if t["outcome"] == "fail"]
+    failures = [
+        (c["check"], c["op"], t["message"])
+        for c in result.report["cells"]
+        for t in c["tests"]
+        if t["outcome"] == "fail"
+    ]
     assert ("kernels", "max") in {(check, op) for check, op, _ in failures}
     unnamed = [f for f in failures if "'max'" not in f[2] and "max(" not in f[2]]
     assert not unnamed, f"failures that do not name max: {unnamed[:5]}"
@@ -175,9 +197,12 @@ def test_known_gaps_turn_failures_into_xfail_and_flag_stale_and_unused_ones(suit
 
 
 def test_a_backend_ships_its_known_gaps_file(suite, register_fake, tmp_path):
-    gaps = write_gaps(tmp_path / "gaps.toml", {"check": "kernels", "op": "sum", "reason": "accumulates in fp16"},
-                      {"check": "kernels", "op": "cumsum", "reason": "x"}, {"check": "kernels", "op": "matmul",
-                                                                           "reason": "x"})
+    gaps = write_gaps(
+        tmp_path / "gaps.toml",
+        {"check": "kernels", "op": "sum", "reason": "accumulates in fp16"},
+        {"check": "kernels", "op": "cumsum", "reason": "x"},
+        {"check": "kernels", "op": "matmul", "reason": "x"},
+    )
 
     class Shipped(FakeBackend):
         def conformance_known_gaps(self) -> str:
@@ -188,13 +213,16 @@ def test_a_backend_ships_its_known_gaps_file(suite, register_fake, tmp_path):
     assert result.ret == 0 and ("kernels", "sum", "float16") in result.cells("xfail")
 
 
-@pytest.mark.parametrize("text, complaint", [
-    ("[[gap]]\nop = 'sum'\nreason = 'x'\n", "non-empty string 'check'"),
-    ("[[gap]]\ncheck = 'kernels'\n", "non-empty string 'reason'"),
-    ("[[gap]]\ncheck = 'kernels'\nreason = 'x'\nopp = 'sum'\n", "unknown keys ['opp']"),
-    ("[gaps]\ncheck = 'kernels'\n", "unknown tables ['gaps']"),
-    ("[[gap]\n", "cannot read"),
-])
+@pytest.mark.parametrize(
+    "text, complaint",
+    [
+        ("[[gap]]\nop = 'sum'\nreason = 'x'\n", "non-empty string 'check'"),
+        ("[[gap]]\ncheck = 'kernels'\n", "non-empty string 'reason'"),
+        ("[[gap]]\ncheck = 'kernels'\nreason = 'x'\nopp = 'sum'\n", "unknown keys ['opp']"),
+        ("[gaps]\ncheck = 'kernels'\n", "unknown tables ['gaps']"),
+        ("[[gap]\n", "cannot read"),
+    ],
+)
 def test_a_malformed_known_gaps_file_is_refused_naming_the_problem(tmp_path, text, complaint):
     path = tmp_path / "gaps.toml"
     path.write_text(text)
@@ -265,15 +293,17 @@ def test_cli_runs_the_suite_and_writes_json(tmp_path, capsys, monkeypatch):
     assert {c["check"] for c in report["cells"]} == {"contract"}
 
 
-def test_cli_summary_names_each_failing_check_in_one_line_without_tracebacks(tmp_path, capsys, monkeypatch,
-                                                                             register_fake):
+def test_cli_summary_names_each_failing_check_in_one_line_without_tracebacks(
+    tmp_path, capsys, monkeypatch, register_fake
+):
     monkeypatch.chdir(tmp_path)
     backend = register_fake(defects=("truncating_casts",))
     assert main(["conformance", "--backend", backend.name, "--report", "summary", "--", "-k", "rounding"]) == 1
     lines = capsys.readouterr().out.splitlines()
     failed = [line for line in lines if line.startswith("FAILED ")]
-    assert len(failed) >= 4 and all("test_rounding.py::test_narrowing_cast_rounds_to_nearest_even[" in line
-                                    for line in failed)
+    assert len(failed) >= 4 and all(
+        "test_rounding.py::test_narrowing_cast_rounds_to_nearest_even[" in line for line in failed
+    )
     assert f"ampcore conformance: {backend.name} FAILS ({len(failed)} fail, " in "\n".join(lines)
     assert len(lines) <= len(failed) + 8, "\n".join(lines)  # progress, the verdict, pytest's header and count
 

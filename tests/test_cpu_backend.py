@@ -51,8 +51,9 @@ def test_nan_and_inf_survive_low_precision_casts():
     assert np.isinf(K.cast(np.array([70000.0], np.float32), dt.float16).astype(np.float32)[0])
 
 
-bf16_values = st.floats(width=32, allow_nan=False, allow_infinity=False, min_value=-2.0**100, max_value=2.0**100).map(
-    lambda v: np.array([v], np.float32).astype(ml_dtypes.bfloat16))
+bf16_values = st.floats(width=32, allow_nan=False, allow_infinity=False, min_value=-(2.0**100), max_value=2.0**100).map(
+    lambda v: np.array([v], np.float32).astype(ml_dtypes.bfloat16)
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -86,7 +87,7 @@ def test_low_precision_matmul_accumulates_in_float32(d):
     ref = a.astype(np.float64) @ b.astype(np.float64)
     bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
     # one rounding to the output dtype (half an ulp) + float32 accumulation error
-    tol = dt.finfo(d).eps / 2 * np.abs(ref) + k * 2.0 ** -24 * bound
+    tol = dt.finfo(d).eps / 2 * np.abs(ref) + k * 2.0**-24 * bound
     assert np.all(np.abs(out.astype(np.float64) - ref) <= tol)
 
 
@@ -121,9 +122,9 @@ def test_unscale_and_check_finds_non_finite_anywhere(bad, where):
 def test_unscale_and_check_is_exact_and_keeps_found_inf_set():
     rng = np.random.default_rng(0)
     g = rng.standard_normal(100_000).astype(np.float32)
-    expected = g * np.float32(2.0 ** -16)
+    expected = g * np.float32(2.0**-16)
     found = np.zeros(1, np.float32)
-    (out,), found = K.unscale_and_check([g.copy()], np.array([2.0 ** -16], np.float32), found)
+    (out,), found = K.unscale_and_check([g.copy()], np.array([2.0**-16], np.float32), found)
     np.testing.assert_array_equal(out, expected)
     assert found[0] == 0.0
     found[0] = 1.0
@@ -153,9 +154,9 @@ def test_unscale_and_check_scales_bfloat16_exactly():
     rng = np.random.default_rng(1)
     g = rng.standard_normal(3 * _block_elements(ml_dtypes.bfloat16) + 5).astype(ml_dtypes.bfloat16)
     found = np.zeros(1, np.float32)
-    (out,), found = K.unscale_and_check([g.copy()], np.array([2.0 ** -10], np.float32), found)
+    (out,), found = K.unscale_and_check([g.copy()], np.array([2.0**-10], np.float32), found)
     assert out.dtype == ml_dtypes.bfloat16 and found[0] == 0.0
-    np.testing.assert_array_equal(out.astype(np.float32), g.astype(np.float32) * np.float32(2.0 ** -10))
+    np.testing.assert_array_equal(out.astype(np.float32), g.astype(np.float32) * np.float32(2.0**-10))
 
 
 def test_unscale_and_check_never_writes_through_read_only_or_strided_inputs():
@@ -175,7 +176,7 @@ def test_unscale_and_check_never_writes_through_read_only_or_strided_inputs():
 def test_unscale_and_check_scales_views_of_one_flat_buffer_in_place():
     block = _block_elements(np.float32)
     flat = np.full(block + 10, 8.0, np.float32)
-    views = [flat[:3], flat[3:block + 7], flat[block + 7:block + 7], flat[block + 7:]]
+    views = [flat[:3], flat[3 : block + 7], flat[block + 7 : block + 7], flat[block + 7 :]]
     views[3][-1] = -np.inf
     found = np.zeros(1, np.float32)
     out, found = K.unscale_and_check(views, np.array([0.25], np.float32), found)
@@ -256,14 +257,14 @@ def test_erf_matches_math_erf_to_float64_accuracy(values):
     x = np.array(values, np.float64)
     out = K.erf(x)
     ref = np.array([math.erf(v) for v in values])
-    np.testing.assert_allclose(out, ref, rtol=4 * 2.0 ** -52, atol=1e-300)
+    np.testing.assert_allclose(out, ref, rtol=4 * 2.0**-52, atol=1e-300)
 
 
 def test_erf_edge_values():
     out = K.erf(np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 8.0], np.float64))
     assert out[0] == 0.0 and np.signbit(out[1])
     assert out[2] == 1.0 and out[3] == -1.0 and np.isnan(out[4])
-    np.testing.assert_allclose(out[5:], [0.8427007929497149, -0.8427007929497149, 1.0], rtol=2.0 ** -52)
+    np.testing.assert_allclose(out[5:], [0.8427007929497149, -0.8427007929497149, 1.0], rtol=2.0**-52)
     assert K.erf(np.array([0.5], np.float32)).dtype == np.float32
 
 
@@ -280,12 +281,15 @@ def test_blockwise_gelu_gives_the_whole_array_bits(dtype, approximate):
     whole = {f.__name__: _quiet(_lowp(f)) for f in (fused_nn.gelu, fused_nn.gelu_backward)}
     fast = {f.__name__: _quiet(_lowp(fused_nn._blockwise(f))) for f in (fused_nn.gelu, fused_nn.gelu_backward)}
     assert np.array_equal(fast["gelu"](x, approximate).view(np.uint8), whole["gelu"](x, approximate).view(np.uint8))
-    assert np.array_equal(fast["gelu_backward"](x, gy, approximate).view(np.uint8),
-                          whole["gelu_backward"](x, gy, approximate).view(np.uint8))
+    assert np.array_equal(
+        fast["gelu_backward"](x, gy, approximate).view(np.uint8),
+        whole["gelu_backward"](x, gy, approximate).view(np.uint8),
+    )
 
 
-@pytest.mark.parametrize("shape, axis",
-                         [((8, 4, 6, 5), 1), ((5, 9, 7), 0), ((5, 9, 7), 1), ((3, 16, 2), 1), ((3, 17, 2), 1)])
+@pytest.mark.parametrize(
+    "shape, axis", [((8, 4, 6, 5), 1), ((5, 9, 7), 0), ((5, 9, 7), 1), ((3, 16, 2), 1), ((3, 17, 2), 1)]
+)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, ml_dtypes.bfloat16])
 def test_argmax_over_a_short_axis_is_numpys(shape, axis, dtype):
     """The short-axis path (pooling taps) gives np.argmax's index: the first maximum, the first NaN,
@@ -304,8 +308,12 @@ def test_argmax_over_a_short_axis_is_numpys(shape, axis, dtype):
 def test_reshape_of_permuted_views_copies_the_same_elements():
     """reshape copies a view it cannot reinterpret in the source's memory order; the result is np.reshape's."""
     x = np.arange(2 * 3 * 4 * 5 * 2 * 2, dtype=np.float32).reshape(2, 4, 3, 5, 2, 2)
-    cases = [x.transpose(0, 2, 3, 1, 5, 4), x[:, ::-1, :, ::2].transpose(1, 0, 2, 3, 4, 5),
-             np.broadcast_to(x[:, :1], x.shape).transpose(0, 2, 1, 3, 4, 5), x.transpose(5, 4, 3, 2, 1, 0)]
+    cases = [
+        x.transpose(0, 2, 3, 1, 5, 4),
+        x[:, ::-1, :, ::2].transpose(1, 0, 2, 3, 4, 5),
+        np.broadcast_to(x[:, :1], x.shape).transpose(0, 2, 1, 3, 4, 5),
+        x.transpose(5, 4, 3, 2, 1, 0),
+    ]
     for view in cases:
         got = K.reshape(view, (view.shape[0], -1))
         assert got.flags.c_contiguous and np.array_equal(got, np.reshape(view, (view.shape[0], -1)))
@@ -321,7 +329,7 @@ def test_matmul_of_single_batch_transposed_operands_matches_the_batched_product(
     got = K.matmul(a, b)
     want = np.matmul(a.astype(np.float64), b.astype(np.float64))
     assert got.shape == (1, 7, 11) and got.dtype == dtype
-    np.testing.assert_allclose(got.astype(np.float64), want, rtol=2 ** -7 if dtype != np.float32 else 1e-5, atol=1e-3)
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=2**-7 if dtype != np.float32 else 1e-5, atol=1e-3)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
@@ -335,8 +343,9 @@ def test_compiled_gelu_forward_is_the_numpy_kernels_bits_and_backward_float32_ac
     from ampcore_cpu.kernels import _lowp, _quiet
 
     rng = np.random.default_rng(11)
-    x = np.concatenate([(rng.standard_normal(40000) * 3), [0.0, -0.0, 1e-30, -1e-30, 8.0, -8.0, 40.0, -40.0,
-                                                           np.inf, -np.inf, np.nan]]).astype(dtype)
+    x = np.concatenate(
+        [(rng.standard_normal(40000) * 3), [0.0, -0.0, 1e-30, -1e-30, 8.0, -8.0, 40.0, -40.0, np.inf, -np.inf, np.nan]]
+    ).astype(dtype)
     gy = rng.standard_normal(x.size).astype(dtype)
     numpy_gelu = _quiet(_lowp(fused_nn.gelu))
     bits = np.uint32 if dtype == np.float32 else np.uint16

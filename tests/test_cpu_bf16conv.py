@@ -10,9 +10,11 @@ import ampcore
 from ampcore_cpu import bf16conv
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
-needs_numba = pytest.mark.skipif(bf16conv.engine() != "numba",
-                                 reason="numba is not installed: the cpu backend rounds to bfloat16 with "
-                                        "ml_dtypes' own astype, so there is no second implementation to check")
+needs_numba = pytest.mark.skipif(
+    bf16conv.engine() != "numba",
+    reason="numba is not installed: the cpu backend rounds to bfloat16 with "
+    "ml_dtypes' own astype, so there is no second implementation to check",
+)
 
 
 def _structured_float32_bits() -> np.ndarray:
@@ -22,8 +24,10 @@ def _structured_float32_bits() -> np.ndarray:
     mantissas = (low[:, None] | kept[None, :]).reshape(-1)
     exponents = np.arange(256, dtype=np.uint32) << np.uint32(23)
     bits = (exponents[:, None] | mantissas[None, :]).reshape(-1)
-    nans = np.array([0x7F800001, 0x7F80FFFF, 0x7F810000, 0x7FA00000, 0x7FC00000, 0x7FC00001, 0x7FFFFFFF,
-                     0x7FBFFFFF, 0x7FFF8000], np.uint32)
+    nans = np.array(
+        [0x7F800001, 0x7F80FFFF, 0x7F810000, 0x7FA00000, 0x7FC00000, 0x7FC00001, 0x7FFFFFFF, 0x7FBFFFFF, 0x7FFF8000],
+        np.uint32,
+    )
     rng = np.random.default_rng(7)
     bits = np.concatenate([bits, nans, rng.integers(0, 1 << 32, 200_000, dtype=np.uint32)])
     return np.concatenate([bits, bits | np.uint32(0x80000000)])
@@ -34,8 +38,10 @@ def _check(x: np.ndarray) -> None:
         expected = x.astype(BF16).view(np.uint16)
     got = bf16conv.to_bfloat16(x).view(np.uint16)
     bad = np.flatnonzero(got != expected)
-    assert bad.size == 0, [f"0x{w:08x}: 0x{g:04x} != 0x{e:04x}" for w, g, e in
-                           zip(x.view(np.uint32)[bad[:5]], got[bad[:5]], expected[bad[:5]])]
+    assert bad.size == 0, [
+        f"0x{w:08x}: 0x{g:04x} != 0x{e:04x}"
+        for w, g, e in zip(x.view(np.uint32)[bad[:5]], got[bad[:5]], expected[bad[:5]])
+    ]
 
 
 @needs_numba

@@ -7,9 +7,11 @@ import pytest
 
 from ampcore_cpu import halfconv
 
-needs_numba = pytest.mark.skipif(halfconv.engine() != "numba",
-                                 reason="numba is not installed: the cpu backend converts float16 with NumPy's "
-                                        "own astype, so there is no second implementation to check")
+needs_numba = pytest.mark.skipif(
+    halfconv.engine() != "numba",
+    reason="numba is not installed: the cpu backend converts float16 with NumPy's "
+    "own astype, so there is no second implementation to check",
+)
 
 
 def _structured_float32_bits() -> np.ndarray:
@@ -19,11 +21,29 @@ def _structured_float32_bits() -> np.ndarray:
     mantissas = (low[:, None] | kept[None, :]).reshape(-1)
     exponents = np.arange(256, dtype=np.uint32) << np.uint32(23)
     bits = (exponents[:, None] | mantissas[None, :]).reshape(-1)
-    nans = np.array([0x7F800001, 0x7F801FFF, 0x7F802000, 0x7FA00000, 0x7FC00000, 0x7FC00001, 0x7FFFFFFF,
-                     0x7FBFFFFF], np.uint32)
-    boundary = np.array([0x477FE000, 0x477FEFFF, 0x477FF000, 0x477FF001, 0x477FFFFF, 0x47800000,  # 65504..65536
-                         0x387FFFFF, 0x38800000, 0x33000000, 0x33000001, 0x32FFFFFF, 0x337FFFFF, 0x33800000,
-                         0x00000001, 0x007FFFFF], np.uint32)  # around the smallest normal/subnormal halves
+    nans = np.array(
+        [0x7F800001, 0x7F801FFF, 0x7F802000, 0x7FA00000, 0x7FC00000, 0x7FC00001, 0x7FFFFFFF, 0x7FBFFFFF], np.uint32
+    )
+    boundary = np.array(
+        [
+            0x477FE000,
+            0x477FEFFF,
+            0x477FF000,
+            0x477FF001,
+            0x477FFFFF,
+            0x47800000,  # 65504..65536
+            0x387FFFFF,
+            0x38800000,
+            0x33000000,
+            0x33000001,
+            0x32FFFFFF,
+            0x337FFFFF,
+            0x33800000,
+            0x00000001,
+            0x007FFFFF,
+        ],
+        np.uint32,
+    )  # around the smallest normal/subnormal halves
     rng = np.random.default_rng(7)
     bits = np.concatenate([bits, nans, boundary, rng.integers(0, 1 << 32, 200_000, dtype=np.uint32)])
     return np.concatenate([bits, bits | np.uint32(0x80000000)])
@@ -36,8 +56,10 @@ def test_float32_to_float16_matches_numpy_bit_for_bit_on_a_structured_sample():
         expected = x.astype(np.float16).view(np.uint16)
     got = halfconv.to_float16(x).view(np.uint16)
     bad = np.flatnonzero(got != expected)
-    assert bad.size == 0, [f"0x{w:08x}: 0x{g:04x} != 0x{e:04x}" for w, g, e in
-                           zip(x.view(np.uint32)[bad[:5]], got[bad[:5]], expected[bad[:5]])]
+    assert bad.size == 0, [
+        f"0x{w:08x}: 0x{g:04x} != 0x{e:04x}"
+        for w, g, e in zip(x.view(np.uint32)[bad[:5]], got[bad[:5]], expected[bad[:5]])
+    ]
 
 
 @needs_numba
@@ -52,8 +74,14 @@ def test_every_float16_widens_to_numpys_float32_and_rounds_back_to_itself():
 @pytest.mark.parametrize("layout", ["c", "fortran", "strided", "small", "empty", "0-d"])
 def test_conversion_keeps_shape_and_memory_order_and_returns_a_new_array(layout):
     base = np.random.default_rng(1).standard_normal((64, 48)).astype(np.float32) * 1e3
-    x = {"c": base, "fortran": np.asfortranarray(base), "strided": base[::2, ::3], "small": base[:3, :5],
-         "empty": base[:0], "0-d": base[0, 0].reshape(())}[layout]
+    x = {
+        "c": base,
+        "fortran": np.asfortranarray(base),
+        "strided": base[::2, ::3],
+        "small": base[:3, :5],
+        "empty": base[:0],
+        "0-d": base[0, 0].reshape(()),
+    }[layout]
     down = halfconv.to_float16(x)
     assert down.shape == x.shape and down.dtype == np.float16 and not np.shares_memory(down, x)
     assert np.array_equal(down.view(np.uint16), x.astype(np.float16).view(np.uint16))

@@ -29,8 +29,7 @@ def _props(major: int, minor: int, name: bytes = b"Fake GPU") -> dict:
     return {"name": name, "major": major, "minor": minor, "totalGlobalMem": 80 << 30, "multiProcessorCount": 108}
 
 
-def _fake_cupy(monkeypatch, *, count=1, error=None, driver=12040, rt=13000, cc=(9, 0), nvrtc_error=None
-               ) -> ModuleType:
+def _fake_cupy(monkeypatch, *, count=1, error=None, driver=12040, rt=13000, cc=(9, 0), nvrtc_error=None) -> ModuleType:
     def get_device_count() -> int:
         if error is not None:
             raise error
@@ -42,10 +41,17 @@ def _fake_cupy(monkeypatch, *, count=1, error=None, driver=12040, rt=13000, cc=(
         return divmod(rt // 10, 100)
 
     fake = ModuleType("cupy")
-    fake.cuda = SimpleNamespace(runtime=SimpleNamespace(
-        getDeviceCount=get_device_count, driverGetVersion=lambda: driver, runtimeGetVersion=lambda: rt,
-        getDeviceProperties=lambda i: _props(*cc), CUDARuntimeError=CUDARuntimeError),
-        nvrtc=SimpleNamespace(getVersion=nvrtc_version), cublas=SimpleNamespace())
+    fake.cuda = SimpleNamespace(
+        runtime=SimpleNamespace(
+            getDeviceCount=get_device_count,
+            driverGetVersion=lambda: driver,
+            runtimeGetVersion=lambda: rt,
+            getDeviceProperties=lambda i: _props(*cc),
+            CUDARuntimeError=CUDARuntimeError,
+        ),
+        nvrtc=SimpleNamespace(getVersion=nvrtc_version),
+        cublas=SimpleNamespace(),
+    )
     monkeypatch.setitem(sys.modules, "cupy", fake)
     return fake
 
@@ -80,8 +86,9 @@ def test_a_cupy_that_fails_to_import_is_reported_with_its_error_and_the_reinstal
 
 
 def test_no_driver_is_told_apart_from_an_old_driver(monkeypatch):
-    error = CUDARuntimeError(35, "cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA "
-                                 "runtime version")
+    error = CUDARuntimeError(
+        35, "cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version"
+    )
     _fake_cupy(monkeypatch, error=error, driver=0)
     status = CUDABackend().availability()
     assert not status.ok
@@ -137,7 +144,7 @@ def test_a_gpu_without_nvrtc_is_unavailable_and_pointed_at_the_ctk_extra(monkeyp
     missing = DynamicLibNotFoundError('Failure finding "libnvrtc.so.13 or libnvrtc.so.12"')
     _fake_cupy(monkeypatch, rt=13000, cc=(9, 0), nvrtc_error=missing)
     reason = CUDABackend().availability().reason
-    assert reason.startswith("CuPy cannot load NVRTC (DynamicLibNotFoundError: Failure finding \"libnvrtc.so.13")
+    assert reason.startswith('CuPy cannot load NVRTC (DynamicLibNotFoundError: Failure finding "libnvrtc.so.13')
     assert "pip install 'cupy-cuda13x[ctk]'" in reason and "CUDA Toolkit 13" in reason
 
 
@@ -276,8 +283,11 @@ def test_multi_tensor_meta_lays_out_first_blocks_sizes_and_pointers_and_is_cache
     fake.cuda.Device = _NullDevice
     monkeypatch.setattr(launch, "_metas", launch.OrderedDict())
     tile = launch.TILE
-    groups = [(_fake_array(1, 0x1000), _fake_array(1, 0x2000)), (_fake_array(tile, 0x3000), _fake_array(tile, 0x4000)),
-              (_fake_array(tile + 1, 0x5000), _fake_array(tile + 1, 0x6000))]
+    groups = [
+        (_fake_array(1, 0x1000), _fake_array(1, 0x2000)),
+        (_fake_array(tile, 0x3000), _fake_array(tile, 0x4000)),
+        (_fake_array(tile + 1, 0x5000), _fake_array(tile + 1, 0x6000)),
+    ]
     meta, blocks = launch.multi_tensor_meta(0, groups)
     assert blocks == 4
     assert meta.dtype == np.int64

@@ -62,8 +62,12 @@ def lib(tmp_path_factory):
     d = tmp_path_factory.mktemp("codegen")
     src, so = d / "conversions.cpp", d / "conversions.so"
     src.write_text(_HOST_SHIMS + PRELUDE + _WRAPPERS)
-    proc = subprocess.run([CXX, "-O1", "-ffp-contract=off", "-frounding-math", "-shared", "-fPIC", "-o", str(so),
-                           str(src)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [CXX, "-O1", "-ffp-contract=off", "-frounding-math", "-shared", "-fPIC", "-o", str(so), str(src)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     return ctypes.CDLL(str(so))
 
@@ -101,9 +105,21 @@ def _float32_samples() -> np.ndarray:
     rng = np.random.default_rng(7)
     random_bits = rng.integers(0, 1 << 32, size=1 << 20, dtype=np.uint64).astype(np.uint32)
     # Every float32 near the 16-bit formats' ties, overflow thresholds and subnormal range, both signs.
-    edges = np.concatenate([np.arange(c - 4096, c + 4096, dtype=np.uint32)
-                            for c in (0x477FE000, 0x477FF000, 0x7F7F8000, 0x38800000, 0x33000000, 0x3F800000,
-                                      0x00000000 + 4096, 0x7F800000 - 4096)])
+    edges = np.concatenate(
+        [
+            np.arange(c - 4096, c + 4096, dtype=np.uint32)
+            for c in (
+                0x477FE000,
+                0x477FF000,
+                0x7F7F8000,
+                0x38800000,
+                0x33000000,
+                0x3F800000,
+                0x00000000 + 4096,
+                0x7F800000 - 4096,
+            )
+        ]
+    )
     bits = np.concatenate([random_bits, edges, edges | np.uint32(0x80000000)])
     return bits.view(np.float32)
 
@@ -122,12 +138,12 @@ def test_float32_narrows_with_one_round_to_nearest_even(lib, tag):
 def test_float64_narrows_once_not_through_float32(lib, tag, dtype):
     rng = np.random.default_rng(11)
     with np.errstate(invalid="ignore"):
-        exact = _float32_samples()[:1 << 18].astype(np.float64)
+        exact = _float32_samples()[: 1 << 18].astype(np.float64)
     # Halfway points of the 16-bit format nudged by less than a float32 ulp: rounding to float32 first
     # would land on the tie and round to even; one rounding goes the way of the nudge.
     low = rng.integers(0, 0x7BFF, size=1 << 16, dtype=np.uint16).view(_LOW[tag]).astype(np.float64)
     step = np.abs(np.nextafter(low.astype(_LOW[tag]), np.array(np.inf, _LOW[tag])).astype(np.float64) - low)
-    nudged = low + step / 2 + np.where(rng.random(low.size) < 0.5, -1, 1) * step * 2.0 ** -30
+    nudged = low + step / 2 + np.where(rng.random(low.size) < 0.5, -1, 1) * step * 2.0**-30
     x = np.concatenate([exact, nudged, -nudged])
     got = _call(lib, f"narrow64_{tag}", x, np.uint16).view(_LOW[tag])
     with np.errstate(over="ignore", invalid="ignore"):

@@ -21,14 +21,17 @@ extern "C" __global__ void copy(const float *x, float *out, long long n) {
 """
 
 
-@pytest.mark.parametrize("cc, archs, want", [
-    (90, (75, 80, 86, 89, 90, 100, 120), ("-arch=sm_90", "cubin")),
-    (75, (75, 80, 90), ("-arch=sm_75", "cubin")),
-    (89, (75, 80, 86, 90), ("-arch=sm_86", "cubin")),  # SASS of 8.6 runs on 8.9
-    (121, (75, 90, 100, 120), ("-arch=sm_120", "cubin")),
-    (130, (75, 90, 100, 120), ("-arch=compute_120", "ptx")),  # newer than NVRTC: PTX, the driver compiles it
-    (90, (), ("-arch=sm_90", "cubin")),  # an NVRTC that cannot list its targets: try the device's own
-])
+@pytest.mark.parametrize(
+    "cc, archs, want",
+    [
+        (90, (75, 80, 86, 89, 90, 100, 120), ("-arch=sm_90", "cubin")),
+        (75, (75, 80, 90), ("-arch=sm_75", "cubin")),
+        (89, (75, 80, 86, 90), ("-arch=sm_86", "cubin")),  # SASS of 8.6 runs on 8.9
+        (121, (75, 90, 100, 120), ("-arch=sm_120", "cubin")),
+        (130, (75, 90, 100, 120), ("-arch=compute_120", "ptx")),  # newer than NVRTC: PTX, the driver compiles it
+        (90, (), ("-arch=sm_90", "cubin")),  # an NVRTC that cannot list its targets: try the device's own
+    ],
+)
 def test_the_target_is_the_devices_architecture_capped_at_what_nvrtc_supports(cc, archs, want):
     assert compiler.target(cc, archs) == want
 
@@ -62,8 +65,9 @@ def test_a_kernel_compiles_once_per_machine_and_keeps_float32_subnormals(sim, tm
 def test_every_backend_option_reaches_nvrtc_with_the_devices_arch(sim, monkeypatch):
     seen = []
     real = sim.cuda.nvrtc.compileProgram
-    monkeypatch.setattr(sim.cuda.nvrtc, "compileProgram",
-                        lambda prog, options: (seen.append(tuple(options)), real(prog, options))[1])
+    monkeypatch.setattr(
+        sim.cuda.nvrtc, "compileProgram", lambda prog, options: (seen.append(tuple(options)), real(prog, options))[1]
+    )
     compiler.load(COPY.replace("1.0f", "2.0f"), "copy", launch.OPTIONS)
     cc = int(sim.cuda.Device().compute_capability)  # 90 on the simulator's h100
     arch = compiler.target(cc, sim.cuda.nvrtc.getSupportedArchs())[0]

@@ -23,7 +23,7 @@ _status = CUDABackend().availability()
 pytestmark = pytest.mark.skipif(not _status.ok, reason=f"no usable CUDA device: {_status.reason}")
 
 BACKEND = CUDABackend()
-LOW_EPS = {dt.float16: 2.0 ** -10, dt.bfloat16: 2.0 ** -7, dt.float32: 2.0 ** -23, dt.float64: 2.0 ** -52}
+LOW_EPS = {dt.float16: 2.0**-10, dt.bfloat16: 2.0**-7, dt.float32: 2.0**-23, dt.float64: 2.0**-52}
 FLOATS = [dt.float32, dt.float16, dt.bfloat16, dt.float64]
 
 
@@ -43,7 +43,7 @@ def _host(a) -> np.ndarray:
 
 def _rtol(dtype: dt.DType, n: int) -> float:
     """One rounding of the output, plus float32 accumulation error over ``n`` terms."""
-    return LOW_EPS[dtype] + n * (LOW_EPS[dt.float64] if dtype == dt.float64 else 2.0 ** -24)
+    return LOW_EPS[dtype] + n * (LOW_EPS[dt.float64] if dtype == dt.float64 else 2.0**-24)
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)
@@ -70,25 +70,27 @@ def test_gelu_is_correctly_rounded_from_float64_up_to_one_ulp(dtype, approximate
     x = np.linspace(-8, 8, 4001)
     xq = dt.convert(x, dtype).astype(np.float64)
     if approximate == "none":
-        want = np.array([0.5 * v * erfc(-v / 2 ** 0.5) for v in xq])
+        want = np.array([0.5 * v * erfc(-v / 2**0.5) for v in xq])
     else:  # x * sigmoid(2y), not x * (1 + tanh y) / 2, which cancels to -0 where gelu(x) ~ -3e-21
-        y2 = 1.5957691216057308 * (xq + 0.044715 * xq ** 3)
+        y2 = 1.5957691216057308 * (xq + 0.044715 * xq**3)
         want = xq / (1 + np.exp(-y2))
     got = _host(_kernels()["gelu"](_dev(x, dtype), approximate))
     # Down to float16's subnormal spacing absolutely: gelu(-8) ~ -5e-15 is -0 in float16, correctly rounded.
-    atol = 2.0 ** -24 if dtype == dt.float16 else np.finfo(np.float32).tiny
+    atol = 2.0**-24 if dtype == dt.float16 else np.finfo(np.float32).tiny
     # A float64 result cannot be correctly rounded: erfc's argument is rounded (x / sqrt 2), and erfc(z)
     # amplifies that relative error by its condition number, about 2 z^2 (64 at |x| = 8), plus CUDA's
     # documented 5 ulps for double erfc/exp.
-    rtol = LOW_EPS[dtype] * (2 * 8.0 ** 2 / 2 + 5) if dtype == dt.float64 else LOW_EPS[dtype]
+    rtol = LOW_EPS[dtype] * (2 * 8.0**2 / 2 + 5) if dtype == dt.float64 else LOW_EPS[dtype]
     np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
 
 
 def test_unscale_and_check_scales_every_dtype_in_place_and_flags_an_overflow():
     k = _kernels()
     rng = np.random.default_rng(1)
-    grads = [_dev(rng.standard_normal(n) * 1024, d) for n, d in
-             [(5, dt.float32), (3000, dt.float16), (1, dt.bfloat16), (70_000, dt.float32)]]
+    grads = [
+        _dev(rng.standard_normal(n) * 1024, d)
+        for n, d in [(5, dt.float32), (3000, dt.float16), (1, dt.bfloat16), (70_000, dt.float32)]
+    ]
     before = [_host(g) for g in grads]
     inv, found = _dev(np.array([0.125]), dt.float32), _dev(np.zeros(1), dt.float32)
     out, found = k["unscale_and_check"](grads, inv, found)
@@ -102,12 +104,18 @@ def test_unscale_and_check_scales_every_dtype_in_place_and_flags_an_overflow():
     assert _host(found)[0] == 1.0  # never cleared
 
 
-@pytest.mark.parametrize("found_inf, tracker, want", [(1.0, 5, (32768.0, 0)), (0.0, 1, (131072.0, 0)),
-                                                      (0.0, 0, (65536.0, 1))])
+@pytest.mark.parametrize(
+    "found_inf, tracker, want", [(1.0, 5, (32768.0, 0)), (0.0, 1, (131072.0, 0)), (0.0, 0, (65536.0, 1))]
+)
 def test_update_scale_follows_torchs_rule(found_inf, tracker, want):
-    scale, tr = _kernels()["update_scale"](_dev(np.array([65536.0]), dt.float32),
-                                           _dev(np.array([tracker]), dt.int32),
-                                           _dev(np.array([found_inf]), dt.float32), 2.0, 0.5, 2)
+    scale, tr = _kernels()["update_scale"](
+        _dev(np.array([65536.0]), dt.float32),
+        _dev(np.array([tracker]), dt.int32),
+        _dev(np.array([found_inf]), dt.float32),
+        2.0,
+        0.5,
+        2,
+    )
     assert (_host(scale)[0], int(_host(tr)[0])) == want
 
 
@@ -148,8 +156,10 @@ def test_16_bit_gemms_run_on_tensor_cores_far_above_the_fp32_peak(dtype):
     if caps.extra.get("simulated"):
         pytest.skip(f"a speed check: the CUDA simulator ({caps.extra['simulated']}) cannot show speed")
     if dtype.name not in caps.extra["tensor_cores"]:
-        pytest.skip(f"{caps.device_name} has no {dtype.name} tensor cores (compute capability "
-                    f"{caps.extra['compute_capability']})")
+        pytest.skip(
+            f"{caps.device_name} has no {dtype.name} tensor cores (compute capability "
+            f"{caps.extra['compute_capability']})"
+        )
     n = 8192
     rng = np.random.default_rng(3)
     a, b = _dev(rng.standard_normal((n, n)), dtype), _dev(rng.standard_normal((n, n)), dtype)
@@ -161,7 +171,7 @@ def test_16_bit_gemms_run_on_tensor_cores_far_above_the_fp32_peak(dtype):
     for _ in range(reps):
         out = matmul(a, b)
     BACKEND.synchronize()
-    tflops = 2 * n ** 3 * reps / (time.perf_counter() - start)
+    tflops = 2 * n**3 * reps / (time.perf_counter() - start)
     peak = _fp32_core_peak_flops()
     assert tflops > 2 * peak, f"{tflops / 1e12:.1f} TFLOP/s is not above twice the FP32 peak {peak / 1e12:.1f}"
     # float32 accumulation: a row of ones times a column of ones sums n exactly (float16 would stop at 2048)

@@ -36,8 +36,12 @@ def _kernel_names(source: str) -> list[str]:
 
 def _nvcc_ptx(arch: str, path, tmp_path) -> tuple[subprocess.CompletedProcess, str]:
     ptx = tmp_path / (path.stem + f".{arch}.ptx")
-    proc = subprocess.run([NVCC, "--ptx", f"-arch={arch}", *OPTIONS, "-o", str(ptx), str(path)],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [NVCC, "--ptx", f"-arch={arch}", *OPTIONS, "-o", str(ptx), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     return proc, ptx.read_text() if proc.returncode == 0 else ""
 
 
@@ -60,8 +64,9 @@ def test_every_kernel_source_compiles_to_ptx(arch, tmp_path):
     parts = []
     for i, (name, source) in enumerate(SOURCES.items()):
         macros = sorted(set(re.findall(r"^\s*#define\s+(\w+)", source, flags=re.M)))
-        parts.append(f'namespace src{i} {{\n#line 1 "{name}.cu"\n{source}\n}}\n'
-                     + "".join(f"#undef {m}\n" for m in macros))
+        parts.append(
+            f'namespace src{i} {{\n#line 1 "{name}.cu"\n{source}\n}}\n' + "".join(f"#undef {m}\n" for m in macros)
+        )
     path = tmp_path / "all_sources.cu"
     path.write_text("".join(parts))
     proc, ptx = _nvcc_ptx(arch, path, tmp_path)

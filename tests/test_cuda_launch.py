@@ -26,8 +26,14 @@ from ampcore_cuda.codegen import ctype
 
 # C parameter type -> NumPy scalar type (by value) or accepted array dtypes (through a pointer).
 _SCALARS = {"int": np.int32, "long long": np.int64, "float": np.float32, "double": np.float64}
-_POINTEES = {"float": {np.float32}, "double": {np.float64}, "unsigned short": {np.float16, np.uint16},
-             "int": {np.int32}, "long long": {np.int64}, "bool": {np.bool_}}
+_POINTEES = {
+    "float": {np.float32},
+    "double": {np.float64},
+    "unsigned short": {np.float16, np.uint16},
+    "int": {np.int32},
+    "long long": {np.int64},
+    "bool": {np.bool_},
+}
 
 
 class FakeArray(np.ndarray):
@@ -68,7 +74,8 @@ def _check_argument(name: str, i: int, param: str, arg: Any, typedefs: dict[str,
         assert arg.flags.c_contiguous, f"{name} argument {i} ({param}): array is not C-contiguous"
     else:
         assert type(arg) is _SCALARS[base], (
-            f"{name} argument {i} ({param}): {type(arg).__name__} {arg!r}, CuPy would pass it as the wrong type")
+            f"{name} argument {i} ({param}): {type(arg).__name__} {arg!r}, CuPy would pass it as the wrong type"
+        )
 
 
 class FakeRawKernel:
@@ -85,8 +92,9 @@ class FakeRawKernel:
     def __call__(self, grid: tuple, block: tuple, args: tuple, **kwargs: Any) -> None:
         assert isinstance(grid, tuple) and isinstance(block, tuple) and isinstance(args, tuple)
         assert all(isinstance(g, int) and g >= 1 for g in grid), f"{self.name}: grid {grid}"
-        assert all(isinstance(b, int) and b >= 1 for b in block) and block[0] <= self.max_block, \
+        assert all(isinstance(b, int) and b >= 1 for b in block) and block[0] <= self.max_block, (
             f"{self.name}: block {block} (launch bounds {self.max_block})"
+        )
         params = _parameters(self.source, self.name)
         assert len(args) == len(params), f"{self.name}: {len(args)} arguments for {len(params)} parameters"
         typedefs = _typedefs(self.source)
@@ -181,19 +189,32 @@ def test_amp_kernels_pass_their_declared_argument_types(fake_cupy, dtype):
     assert unscale == f"unscale_and_check_{ctype(dtype).tag}" and grid == (3,) and update == "update_scale"
 
 
-@pytest.mark.parametrize("param_dtype, grad_dtype", [(dt.float32, dt.float32), (dt.float32, dt.float16),
-                                                     (dt.bfloat16, dt.bfloat16), (dt.float64, dt.float64)],
-                         ids=lambda d: d.name)
+@pytest.mark.parametrize(
+    "param_dtype, grad_dtype",
+    [(dt.float32, dt.float32), (dt.float32, dt.float16), (dt.bfloat16, dt.bfloat16), (dt.float64, dt.float64)],
+    ids=lambda d: d.name,
+)
 def test_adamw_step_passes_its_declared_argument_types(fake_cupy, param_dtype, grad_dtype):
     from ampcore_cuda import optim
 
     moment = dt.float64 if param_dtype == dt.float64 else dt.float32
     shapes = [(5,), (3, 7)]
-    optim.adamw_step([_arr(np.ones(s), param_dtype) for s in shapes], [_arr(np.ones(s), grad_dtype) for s in shapes],
-                     [_arr(np.zeros(s), moment) for s in shapes], [_arr(np.zeros(s), moment) for s in shapes],
-                     step=1, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01, decoupled=True)
+    optim.adamw_step(
+        [_arr(np.ones(s), param_dtype) for s in shapes],
+        [_arr(np.ones(s), grad_dtype) for s in shapes],
+        [_arr(np.zeros(s), moment) for s in shapes],
+        [_arr(np.zeros(s), moment) for s in shapes],
+        step=1,
+        lr=1e-3,
+        beta1=0.9,
+        beta2=0.999,
+        eps=1e-8,
+        weight_decay=0.01,
+        decoupled=True,
+    )
     assert [name for name, _, _ in FakeRawKernel.launches] == [
-        f"adamw_step_{ctype(param_dtype).tag}_{ctype(grad_dtype).tag}"]
+        f"adamw_step_{ctype(param_dtype).tag}_{ctype(grad_dtype).tag}"
+    ]
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)

@@ -39,8 +39,12 @@ print("nccl ok")
 
 def test_nccl_path_runs_every_collective_on_cuda_tensors() -> None:
     pytest.importorskip("mpi4py", reason="the mpi extra is not installed: pip install 'ampcore[mpi]'")
-    probe = subprocess.run([sys.executable, "-c", "from cupy.cuda import nccl; nccl.get_unique_id()"],
-                           capture_output=True, text=True, timeout=120)
+    probe = subprocess.run(
+        [sys.executable, "-c", "from cupy.cuda import nccl; nccl.get_unique_id()"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if probe.returncode != 0:
         pytest.skip(f"CuPy has no working NCCL here: {probe.stderr.strip().splitlines()[-1:]}")
     done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300)

@@ -15,7 +15,7 @@ from ampcore_cuda.sim import PROFILES, cublas, cupy_module
 
 cp = cupy_module(PROFILES["h100"])
 KINDS = {"float16": cublas.CUDA_R_16F, "bfloat16": cublas.CUDA_R_16BF}
-EPS = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
+EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7}
 
 
 def _store(values: np.ndarray, dtype: str) -> np.ndarray:
@@ -26,7 +26,7 @@ def _store(values: np.ndarray, dtype: str) -> np.ndarray:
 
 def _tolerance(ref: np.ndarray, abs_products: np.ndarray, k: int, dtype: str) -> np.ndarray:
     """One rounding to the dtype plus float32 accumulation of k products."""
-    return EPS[dtype] * np.abs(ref) + k * 2.0 ** -24 * abs_products + 1e-30
+    return EPS[dtype] * np.abs(ref) + k * 2.0**-24 * abs_products + 1e-30
 
 
 def _column_major(mats: np.ndarray, op: int, ld: int, stride: int) -> np.ndarray:
@@ -37,7 +37,7 @@ def _column_major(mats: np.ndarray, op: int, ld: int, stride: int) -> np.ndarray
     flat = np.full(max(stride * (batch - 1), 0) + ld * cols, 0, dtype=mats.dtype)
     for b in range(1 if stride == 0 else batch):
         for j in range(cols):
-            flat[b * stride + j * ld: b * stride + j * ld + rows] = stored[b, :, j]
+            flat[b * stride + j * ld : b * stride + j * ld + rows] = stored[b, :, j]
     return flat
 
 
@@ -57,10 +57,31 @@ def test_every_transpose_ld_and_stride_matches_a_float64_reference(dtype, transa
     ldc, stride_c = m + pad, (m + pad) * n + 5
     c_buf = cp.zeros(stride_c * batch, dtype=a_buf.dtype)
     one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)
-    cublas.gemmStridedBatchedEx(cublas.get_cublas_handle(), transa, transb, m, n, k, one.ctypes.data,
-                                a_buf.data.ptr, KINDS[dtype], lda, stride_a, b_buf.data.ptr, KINDS[dtype], ldb,
-                                stride_b, zero.ctypes.data, c_buf.data.ptr, KINDS[dtype], ldc, stride_c, batch,
-                                cublas.CUBLAS_COMPUTE_32F, cublas.CUBLAS_GEMM_DEFAULT)
+    cublas.gemmStridedBatchedEx(
+        cublas.get_cublas_handle(),
+        transa,
+        transb,
+        m,
+        n,
+        k,
+        one.ctypes.data,
+        a_buf.data.ptr,
+        KINDS[dtype],
+        lda,
+        stride_a,
+        b_buf.data.ptr,
+        KINDS[dtype],
+        ldb,
+        stride_b,
+        zero.ctypes.data,
+        c_buf.data.ptr,
+        KINDS[dtype],
+        ldc,
+        stride_c,
+        batch,
+        cublas.CUBLAS_COMPUTE_32F,
+        cublas.CUBLAS_GEMM_DEFAULT,
+    )
     host = c_buf.get().view(np.uint16) if dtype == "bfloat16" else c_buf.get()
     raw = np.lib.stride_tricks.as_strided(host, (batch, m, n), (stride_c * 2, 2, ldc * 2))
     got = (raw.astype(np.uint32) << 16).view(np.float32) if dtype == "bfloat16" else raw.astype(np.float32)
@@ -69,19 +90,43 @@ def test_every_transpose_ld_and_stride_matches_a_float64_reference(dtype, transa
     assert np.all(np.abs(got - ref) <= _tolerance(ref, np.abs(a64) @ np.abs(b64), k, dtype))
 
 
-@pytest.mark.parametrize("change, match", [
-    (dict(transa=2), "transa = 2; the simulator implements CUBLAS_OP_N \\(0\\) and CUBLAS_OP_T \\(1\\)"),
-    (dict(btype=cublas.CUDA_R_16BF), "types A=2, B=14, C=2"),
-    (dict(compute_type=64), "computeType 64"),
-    (dict(lda=3), "lda = 3 < 4"),
-    (dict(stride_c=4), "output matrices would overlap"),
-])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (dict(transa=2), "transa = 2; the simulator implements CUBLAS_OP_N \\(0\\) and CUBLAS_OP_T \\(1\\)"),
+        (dict(btype=cublas.CUDA_R_16BF), "types A=2, B=14, C=2"),
+        (dict(compute_type=64), "computeType 64"),
+        (dict(lda=3), "lda = 3 < 4"),
+        (dict(stride_c=4), "output matrices would overlap"),
+    ],
+)
 def test_a_combination_the_simulator_does_not_implement_raises(change, match):
     buf = cp.zeros(64, dtype=np.float16)
-    args = dict(handle=cublas.get_cublas_handle(), transa=0, transb=0, m=4, n=2, k=2,
-                alpha=np.ones(1, np.float32).ctypes.data, a=buf.data.ptr, atype=2, lda=4, stride_a=8,
-                b=buf.data.ptr, btype=2, ldb=2, stride_b=4, beta=np.zeros(1, np.float32).ctypes.data,
-                c=buf.data.ptr, ctype=2, ldc=4, stride_c=8, batch=2, compute_type=68, algo=-1)
+    args = dict(
+        handle=cublas.get_cublas_handle(),
+        transa=0,
+        transb=0,
+        m=4,
+        n=2,
+        k=2,
+        alpha=np.ones(1, np.float32).ctypes.data,
+        a=buf.data.ptr,
+        atype=2,
+        lda=4,
+        stride_a=8,
+        b=buf.data.ptr,
+        btype=2,
+        ldb=2,
+        stride_b=4,
+        beta=np.zeros(1, np.float32).ctypes.data,
+        c=buf.data.ptr,
+        ctype=2,
+        ldc=4,
+        stride_c=8,
+        batch=2,
+        compute_type=68,
+        algo=-1,
+    )
     args.update(change)
     with pytest.raises(cublas.CublasSimError, match=match):
         cublas.gemmStridedBatchedEx(**args)
@@ -135,8 +180,10 @@ def test_matmul_passes_transposed_views_as_op_t_without_copying(simulated, case,
     ref = a64 @ b64
     assert np.all(np.abs(got - ref) <= _tolerance(ref, np.abs(a64) @ np.abs(b64), 40, dtype))
     (call,) = calls
-    assert (call["transb"], call["transa"]) == (int("a transposed" in case or "both" in case),
-                                                int("b transposed" in case or "both" in case))
+    assert (call["transb"], call["transa"]) == (
+        int("a transposed" in case or "both" in case),
+        int("b transposed" in case or "both" in case),
+    )
 
 
 def test_a_broadcast_batch_goes_as_stride_zero(simulated):
@@ -144,8 +191,10 @@ def test_a_broadcast_batch_goes_as_stride_zero(simulated):
     from ampcore_cuda.gemm import matmul
 
     rng = np.random.default_rng(2)
-    a, w = backend.from_numpy(rng.standard_normal((4, 5, 8)), "float16"), backend.from_numpy(
-        rng.standard_normal((8, 3)), "float16")
+    a, w = (
+        backend.from_numpy(rng.standard_normal((4, 5, 8)), "float16"),
+        backend.from_numpy(rng.standard_normal((8, 3)), "float16"),
+    )
     got = backend.to_numpy(matmul(a, w)).astype(np.float64)
     a64, w64 = backend.to_numpy(a).astype(np.float64), backend.to_numpy(w).astype(np.float64)
     ref = a64 @ w64

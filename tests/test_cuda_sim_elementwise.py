@@ -79,7 +79,8 @@ def test_unary_float32_kernels_keep_subnormals(backend, op):
     x = backend.from_numpy(np.abs(SUB32) if op == "sqrt" else SUB32, dt.float32)
     got = backend.to_numpy(backend.kernel_functions()[op](x))
     ref = {"neg": np.negative, "abs": np.abs, "sqrt": np.sqrt, "sign": np.sign}[op](
-        np.abs(SUB32) if op == "sqrt" else SUB32)
+        np.abs(SUB32) if op == "sqrt" else SUB32
+    )
     assert got.tobytes() == ref.astype(np.float32).tobytes()
 
 
@@ -96,14 +97,14 @@ def test_binary_kernels_and_comparisons_keep_subnormals(backend, dtype):
     assert backend.to_numpy(k["cast"](x, dt.bool_)).all()
 
 
-@pytest.mark.parametrize("src, dst", [("float32", "float64"), ("float64", "float32"), ("bfloat16", "float64"),
-                                      ("float64", "bfloat16")])
+@pytest.mark.parametrize(
+    "src, dst", [("float32", "float64"), ("float64", "float32"), ("bfloat16", "float64"), ("float64", "bfloat16")]
+)
 def test_casts_between_floats_keep_subnormals(backend, src, dst):
     values = SUB32.astype(np.float64) if "bfloat16" not in (src, dst) else np.array([9.183549615799121e-41, -1e-39])
     x = backend.from_numpy(values, getattr(dt, src))
     got = backend.to_numpy(backend.kernel_functions()["cast"](x, getattr(dt, dst)))
-    want = np.asarray(dt.convert(np.asarray(dt.convert(values, getattr(dt, src))).astype(np.float64),
-                                 getattr(dt, dst)))
+    want = np.asarray(dt.convert(np.asarray(dt.convert(values, getattr(dt, src))).astype(np.float64), getattr(dt, dst)))
     assert got.tobytes() == want.tobytes()
 
 
@@ -122,5 +123,7 @@ def test_log_of_a_negative_subnormal_is_nan_and_pow_one_is_exact(backend):
     tiny = np.array([-5e-324, -2.2250738585072e-308, 5e-324, 1.1151910142100803e-308])
     x = backend.from_numpy(tiny, dt.float64)
     assert np.isnan(backend.to_numpy(k["log"](x))[:2]).all()
-    assert backend.to_numpy(k["pow"](backend.from_numpy(np.abs(tiny), dt.float64), 1.0)).tobytes() == \
-        np.abs(tiny).tobytes()
+    assert (
+        backend.to_numpy(k["pow"](backend.from_numpy(np.abs(tiny), dt.float64), 1.0)).tobytes()
+        == np.abs(tiny).tobytes()
+    )

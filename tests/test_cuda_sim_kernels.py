@@ -99,13 +99,16 @@ extern "C" __global__ void split(int *x) {
         RawKernel(source, "split")((1,), (64,), (cp.zeros(64, dtype=np.int32),))
 
 
-@pytest.mark.parametrize("args, match", [
-    ((np.zeros(4, np.float32), np.int32(4)), "argument 0 \\(x: float \\*\\) needs a device array, got ndarray"),
-    (("device int32", np.int32(4)), "argument 0 \\(x: float \\*\\) got a int32 array"),
-    (("device float32", 4.0), "argument 1 \\(n: int\\) got .*4.0.*float64.*np.int32"),
-    (("device float32", np.int64(4)), "argument 1 \\(n: int\\) got .*pass np.int32"),
-    (("device float32",), "takes 2 arguments \\(x, n\\), got 1"),
-])
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        ((np.zeros(4, np.float32), np.int32(4)), "argument 0 \\(x: float \\*\\) needs a device array, got ndarray"),
+        (("device int32", np.int32(4)), "argument 0 \\(x: float \\*\\) got a int32 array"),
+        (("device float32", 4.0), "argument 1 \\(n: int\\) got .*4.0.*float64.*np.int32"),
+        (("device float32", np.int64(4)), "argument 1 \\(n: int\\) got .*pass np.int32"),
+        (("device float32",), "takes 2 arguments \\(x, n\\), got 1"),
+    ],
+)
 def test_arguments_are_checked_against_the_c_signature(args, match):
     source = 'extern "C" __global__ void fill(float *x, int n) { if (threadIdx.x < n) x[threadIdx.x] = 1.0f; }'
     arrays = {"device int32": cp.zeros(4, dtype=np.int32), "device float32": cp.zeros(4, dtype=np.float32)}
@@ -115,16 +118,20 @@ def test_arguments_are_checked_against_the_c_signature(args, match):
 
 def test_a_block_above_the_launch_bound_is_refused_as_the_gpu_refuses_it():
     with pytest.raises(LaunchError, match="512 threads exceeds its launch bound of 256"):
-        RawKernel(REVERSE, "reverse")((1,), (512,), (cp.zeros(512, dtype=np.float32),
-                                                        cp.zeros(512, dtype=np.float32), np.int32(512)))
+        RawKernel(REVERSE, "reverse")(
+            (1,), (512,), (cp.zeros(512, dtype=np.float32), cp.zeros(512, dtype=np.float32), np.int32(512))
+        )
 
 
-@pytest.mark.parametrize("body, construct", [
-    ("x[0] = __ldg(x);", "'__ldg'"),
-    ("asm volatile(\"membar.gl;\");", "inline PTX asm"),
-    ("x[0] = __hadd(x[0], x[0]);", "'__hadd'"),
-    ("x[0] = not_in_the_shim(x[0]);", "'not_in_the_shim'"),
-])
+@pytest.mark.parametrize(
+    "body, construct",
+    [
+        ("x[0] = __ldg(x);", "'__ldg'"),
+        ('asm volatile("membar.gl;");', "inline PTX asm"),
+        ("x[0] = __hadd(x[0], x[0]);", "'__hadd'"),
+        ("x[0] = not_in_the_shim(x[0]);", "'not_in_the_shim'"),
+    ],
+)
 def test_an_unsupported_construct_fails_the_build_naming_it(body, construct):
     source = f'extern "C" __global__ void k(float *x) {{ {body} }}'
     with pytest.raises(SimulatorBuildError, match=f"does not support {construct}"):
@@ -159,13 +166,16 @@ def _two_sums_source(last_barrier: bool) -> str:
     if not last_barrier:
         helpers = helpers.replace("__syncthreads();  /* partial is reused by the next reduction */", "")
         assert "partial is reused" not in helpers
-    return helpers + r"""
+    return (
+        helpers
+        + r"""
 extern "C" __global__ void two_sums(const float *x, float *out) {
     const float a = block_reduce(x[threadIdx.x], false);
     const float b = block_reduce(2.0f * x[threadIdx.x], false);
     out[threadIdx.x] = a + 1000.0f * b;
 }
 """
+    )
 
 
 def test_warps_run_independently_between_barriers_so_a_missing_barrier_shows():
@@ -200,15 +210,15 @@ extern "C" __global__ void convert_all(const float *x, const unsigned short *bit
 def _conversion_inputs() -> np.ndarray:
     """float32 values where rounding to 16 bits is decided: every tie between adjacent float16 and bfloat16
     values (and one float32 ulp either side), the overflow boundaries, subnormals, inf, NaN, and random bits."""
-    h = np.arange(0x7c00, dtype=np.uint16).view(np.float16).astype(np.float64)
+    h = np.arange(0x7C00, dtype=np.uint16).view(np.float16).astype(np.float64)
     import ml_dtypes
 
-    b = np.arange(0x7f80, dtype=np.uint16).view(ml_dtypes.bfloat16).astype(np.float64)
+    b = np.arange(0x7F80, dtype=np.uint16).view(ml_dtypes.bfloat16).astype(np.float64)
     ties = np.concatenate([(h[:-1] + h[1:]) / 2, (b[:-1] + b[1:]) / 2, [65504.0, 65519.99, 65520.0, 1e-8]])
     ties32 = ties.astype(np.float32)
     near = np.concatenate([ties32, np.nextafter(ties32, np.float32(np.inf)), np.nextafter(ties32, np.float32(0))])
     special = np.array([np.inf, np.nan, 0.0, np.finfo(np.float32).max, np.finfo(np.float32).tiny], np.float32)
-    rand = np.random.default_rng(0).integers(0, 2 ** 32, 200_000, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    rand = np.random.default_rng(0).integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32).view(np.float32)
     x = np.concatenate([near, special, rand]).astype(np.float32)
     return np.concatenate([x, -x])
 
@@ -219,10 +229,13 @@ def test_half_and_bfloat16_intrinsics_round_to_nearest_even_bit_for_bit():
     x = _conversion_inputs()
     bits = np.resize(np.arange(1 << 16, dtype=np.uint16), x.size)  # every 16-bit pattern, widened
     n = x.size
-    outs = [cp.empty(n, dtype=np.uint16), cp.empty(n, dtype=np.float32), cp.empty(n, dtype=np.uint16),
-            cp.empty(n, dtype=np.float32)]
-    RawKernel(HALF_INTRINSICS, "convert_all")((1024,), (256,), (cp.asarray(x), cp.asarray(bits), *outs,
-                                                                    np.int64(n)))
+    outs = [
+        cp.empty(n, dtype=np.uint16),
+        cp.empty(n, dtype=np.float32),
+        cp.empty(n, dtype=np.uint16),
+        cp.empty(n, dtype=np.float32),
+    ]
+    RawKernel(HALF_INTRINSICS, "convert_all")((1024,), (256,), (cp.asarray(x), cp.asarray(bits), *outs, np.int64(n)))
     h, hf, b, bf = (o.get() for o in outs)
     nan = np.isnan(x)
     with np.errstate(all="ignore"):
@@ -231,6 +244,10 @@ def test_half_and_bfloat16_intrinsics_round_to_nearest_even_bit_for_bit():
     assert np.isnan(h[nan].view(np.float16)).all()
     assert np.isnan(b[nan].view(ml_dtypes.bfloat16).astype(np.float32)).all()
     want_hf, want_bf = bits.view(np.float16).astype(np.float32), bits.view(ml_dtypes.bfloat16).astype(np.float32)
-    same = lambda a, e: np.array_equal(np.isnan(a), np.isnan(e)) and np.array_equal(  # noqa: E731
-        a[~np.isnan(a)].view(np.uint32), e[~np.isnan(e)].view(np.uint32))
+    same = lambda a, e: (
+        np.array_equal(np.isnan(a), np.isnan(e))
+        and np.array_equal(  # noqa: E731
+            a[~np.isnan(a)].view(np.uint32), e[~np.isnan(e)].view(np.uint32)
+        )
+    )
     assert same(hf, want_hf) and same(bf, want_bf)

@@ -13,10 +13,10 @@ import pytest
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the CUDA simulator needs g++ on PATH")
 DTYPES = ["float32", "float64", "float16", "bfloat16"]
-EPS = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
-ACC_EPS = {"float64": 2.0 ** -52}
+EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}
+ACC_EPS = {"float64": 2.0**-52}
 # The spacing of the dtype's subnormals: the absolute error of rounding a result that small.
-TINY = {"float16": 2.0 ** -24, "bfloat16": 2.0 ** -133, "float32": 2.0 ** -149, "float64": 0.0}
+TINY = {"float16": 2.0**-24, "bfloat16": 2.0**-133, "float32": 2.0**-149, "float64": 0.0}
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def backend(monkeypatch):
 
 
 def _tol(dtype: str, n: int, scale: np.ndarray) -> np.ndarray:
-    acc = ACC_EPS.get(dtype, 2.0 ** -24)
+    acc = ACC_EPS.get(dtype, 2.0**-24)
     return (EPS[dtype] + 4 * n * acc) * scale + TINY[dtype] + 1e-300
 
 
@@ -63,10 +63,13 @@ def test_layer_norm_forward_and_backward_match_float64(backend, dtype, affine):
     assert np.all(np.abs(backend.to_numpy(gx).astype(np.float64) - ref_gx) <= _tol(dtype, n, scale))
     if affine:
         ref_gw, ref_gb = (gy64 * xh).sum(0), gy64.sum(0)
-        assert np.all(np.abs(backend.to_numpy(gw).astype(np.float64) - ref_gw)
-                      <= _tol(dtype, rows, np.abs(gy64 * xh).sum(0) + 1e-3))
-        assert np.all(np.abs(backend.to_numpy(gb).astype(np.float64) - ref_gb)
-                      <= _tol(dtype, rows, np.abs(gy64).sum(0)))
+        assert np.all(
+            np.abs(backend.to_numpy(gw).astype(np.float64) - ref_gw)
+            <= _tol(dtype, rows, np.abs(gy64 * xh).sum(0) + 1e-3)
+        )
+        assert np.all(
+            np.abs(backend.to_numpy(gb).astype(np.float64) - ref_gb) <= _tol(dtype, rows, np.abs(gy64).sum(0))
+        )
     else:
         assert gw is None and gb is None
 

@@ -31,13 +31,13 @@ def _env(profile: str | None) -> dict[str, str]:
 
 
 def _ampcore(*args: str, profile: str | None, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ampcore", *args], capture_output=True, text=True,
-                          env=_env(profile), timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "ampcore", *args], capture_output=True, text=True, env=_env(profile), timeout=timeout
+    )
 
 
 def _python(code: str, profile: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(profile),
-                          timeout=300)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(profile), timeout=300)
 
 
 def _cuda_info(profile: str | None) -> dict:
@@ -97,8 +97,20 @@ def test_the_variable_is_ignored_and_says_so_when_cupy_sees_a_gpu(monkeypatch):
 def test_the_whole_conformance_suite_passes_on_the_simulator(profile, tmp_path):
     start = time.perf_counter()
     path = tmp_path / "report.json"
-    proc = _ampcore("conformance", "--backend", "cuda", "--json", str(path), "--report", "summary", "--",
-                    "-p", "no:cacheprovider", "-q", profile=profile)
+    proc = _ampcore(
+        "conformance",
+        "--backend",
+        "cuda",
+        "--json",
+        str(path),
+        "--report",
+        "summary",
+        "--",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        profile=profile,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     (report,) = json.loads(path.read_text())["backends"]
     assert report["passed"] and report["summary"]["fail"] == 0
@@ -158,7 +170,7 @@ def test_autocast_and_grad_scaler_skip_back_off_and_resume_bit_identically(profi
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["kind"] == "float16", "linear ran under autocast in float16"
     assert out["skipped"], "an overflowing step leaves every parameter exactly as it was"
-    assert out["scales"][0] == 2.0 ** 29 and min(out["scales"]) < 2.0 ** 20, out["scales"]
+    assert out["scales"][0] == 2.0**29 and min(out["scales"]) < 2.0**20, out["scales"]
     assert out["last"] < out["first"], "training went on after the back-off"
     assert out["resumed"] == out["cont"], "a resumed run continues bit-identically"
 
@@ -187,9 +199,11 @@ def test_bench_refuses_to_time_the_simulator_as_a_gpu():
 @needs_gxx
 def test_a_zero_dimensional_host_array_stays_zero_dimensional_on_the_device():
     """Regression: from_numpy used np.ascontiguousarray, which makes a 0-d array shape (1,)."""
-    proc = _python("import numpy as np, ampcore\n"
-                   "t = ampcore.tensor(np.float32(2.5), device='cuda:0')\n"
-                   "print(t.shape, ampcore.get_backend('cuda').shape_of(t._data) if hasattr(t, '_data') else '')",
-                   "h100")
+    proc = _python(
+        "import numpy as np, ampcore\n"
+        "t = ampcore.tensor(np.float32(2.5), device='cuda:0')\n"
+        "print(t.shape, ampcore.get_backend('cuda').shape_of(t._data) if hasattr(t, '_data') else '')",
+        "h100",
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.startswith("()"), proc.stdout

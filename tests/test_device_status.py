@@ -68,12 +68,17 @@ def test_info_lists_the_devices_of_an_unavailable_backend_with_their_reasons(reg
 pytest_plugins = ["pytester"]
 
 
-def test_the_conformance_suite_checks_each_device_and_skips_an_unusable_one_with_its_reason(register_fake,
-                                                                                             pytester):
+def test_the_conformance_suite_checks_each_device_and_skips_an_unusable_one_with_its_reason(register_fake, pytester):
     fake = register_fake(devices=2, unusable={1: REASON})
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--pyargs",
-                                          "ampcore.conformance.checks.test_storage",
-                                          "--ampcore-backend", fake.name, "-rs")
+    result = pytester.runpytest_inprocess(
+        "-p",
+        "no:cacheprovider",
+        "--pyargs",
+        "ampcore.conformance.checks.test_storage",
+        "--ampcore-backend",
+        fake.name,
+        "-rs",
+    )
     out = result.stdout.str()
     assert f"[{fake.name}:0" in out or f"{fake.name}:0" in out
     assert "unknown target CPU" in out  # the skip reason of fake:1

@@ -3,7 +3,8 @@ cheap result check is always on and the full kernel-output check sits behind the
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest

@@ -28,8 +28,19 @@ from ampcore.distributed.zero import shard_range
 pytest.importorskip("mpi4py", reason="the mpi extra is not installed: pip install 'ampcore[mpi]'")
 
 WORKER = Path(__file__).with_name("distributed_worker.py")
-SCENARIOS = ["train_sgd_ddp", "train_sgd_zero", "inf_ddp", "inf_zero", "no_sync", "checkpoint", "mismatch",
-             "device_path", "errors", "reshard", "backends"]
+SCENARIOS = [
+    "train_sgd_ddp",
+    "train_sgd_zero",
+    "inf_ddp",
+    "inf_zero",
+    "no_sync",
+    "checkpoint",
+    "mismatch",
+    "device_path",
+    "errors",
+    "reshard",
+    "backends",
+]
 EPS32 = float(np.finfo(np.float32).eps)
 LAUNCH_TIMEOUT = 120  # seconds: the 2- and 3-rank jobs take 2-4 s on the 2-core CI machine
 
@@ -61,8 +72,9 @@ def assert_same_on_every_rank(per_rank: list[list[np.ndarray]]) -> None:
 
 
 @pytest.mark.parametrize("scenario", ["train_sgd_ddp", "train_sgd_zero"])
-def test_parameters_bit_identical_on_every_rank_and_equal_one_process_on_the_whole_batch(job: Any,
-                                                                                       scenario: str) -> None:
+def test_parameters_bit_identical_on_every_rank_and_equal_one_process_on_the_whole_batch(
+    job: Any, scenario: str
+) -> None:
     world, results = job
     ranks = results(scenario)
     assert ranks[0]["buckets"] > 1  # a small bucket cap: the fixed bucket order is exercised
@@ -154,11 +166,13 @@ def test_a_registered_device_path_carries_the_tensor_collectives(job: Any) -> No
 def test_bad_collective_calls_raise_naming_the_value_and_the_fix(job: Any) -> None:
     world, results = job
     for found in results("errors"):
-        assert found["avg of ints"] == ("TypeError: all_reduce(op='avg') needs a floating tensor, got int64; "
-                                        "use op='sum'")
+        assert found["avg of ints"] == (
+            "TypeError: all_reduce(op='avg') needs a floating tensor, got int64; use op='sum'"
+        )
         assert found["unknown op"].startswith("ValueError: unknown reduce op 'prod'; use one of 'sum'")
-        assert found["bad src"] == (f"ValueError: rank {world} is not in this communicator of {world} rank(s); "
-                                    f"use 0..{world - 1}")
+        assert found["bad src"] == (
+            f"ValueError: rank {world} is not in this communicator of {world} rank(s); use 0..{world - 1}"
+        )
         assert f"must hold {world} tensor(s) of shape (2,)" in found["short list"]
         assert "call consolidate_state_dict(to=rank) on every rank first" in found["state before consolidate"]
         assert found["foreign state dict"].startswith("StateDictError: the state dict was saved for flat parameter")
@@ -173,7 +187,7 @@ def test_collectives_and_training_on_the_other_backends_through_the_host(job: An
         pytest.skip("no backend other than cpu is available here (the test command installs opencl)")
     every = [np.arange(6, dtype=np.float64) * (r + 1) - 2.5 for r in range(world)]  # what rank r holds
     for device in ranks[0]:
-        for dtype, eps in [("float32", 2.0 ** -23), ("float16", 2.0 ** -10), ("bfloat16", 2.0 ** -7)]:
+        for dtype, eps in [("float32", 2.0**-23), ("float16", 2.0**-10), ("bfloat16", 2.0**-7)]:
             for r in ranks:
                 c = r[device]["checks"][dtype]
                 assert c["device"].startswith(device)
@@ -243,8 +257,11 @@ def test_bad_launch_and_setup_arguments_name_the_fix() -> None:
             dist.rank()
     with pytest.raises(TypeError, match="an ampcore Tensor, got list"):
         dist.all_reduce([1.0])
-    with pytest.raises(TypeError, match=r"process_group must be an ampcore.distributed communicator \(what "
-                                        r"ampcore.distributed.init\(\) returns\), got int"):
+    with pytest.raises(
+        TypeError,
+        match=r"process_group must be an ampcore.distributed communicator \(what "
+        r"ampcore.distributed.init\(\) returns\), got int",
+    ):
         ampcore.GradScaler("cpu", process_group=3)
     assert ampcore.distributed is dist
 
@@ -262,8 +279,19 @@ def test_train_nproc_launches_mpiexec_and_rank0_reports_collectives() -> None:
     from ampcore import training
     from ampcore.data import load_digits, train_test_split
 
-    command = [sys.executable, "-m", "ampcore", "train", "--nproc", "2", "--epochs", "1", "--dtype", "float16",
-               "--json"]
+    command = [
+        sys.executable,
+        "-m",
+        "ampcore",
+        "train",
+        "--nproc",
+        "2",
+        "--epochs",
+        "1",
+        "--dtype",
+        "float16",
+        "--json",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT, env=_cli_env())
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)  # one JSON document: only rank 0 prints
@@ -288,7 +316,12 @@ def test_the_distributed_guide_examples_run_on_2_ranks(tmp_path: Path) -> None:
     blocks = [b.split("\n", 1)[1] for b in guide.split("```")[1::2] if b.startswith("python\n")]
     script = tmp_path / "guide.py"
     script.write_text("\n".join(blocks))
-    done = subprocess.run(mpiexec_command(2, [sys.executable, str(script)]), env=rank_environment(2),
-                          capture_output=True, text=True, timeout=LAUNCH_TIMEOUT)
+    done = subprocess.run(
+        mpiexec_command(2, [sys.executable, str(script)]),
+        env=rank_environment(2),
+        capture_output=True,
+        text=True,
+        timeout=LAUNCH_TIMEOUT,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["65536.0 0", "['flat_sizes', 'param_groups', 'state']"]

@@ -19,14 +19,17 @@ def test_bfloat16_is_ml_dtypes_bfloat16_of_two_bytes():
     assert dt.bfloat16.itemsize == 2 and dt.float16.itemsize == 2
 
 
-@pytest.mark.parametrize("a,b,expected", [
-    (dt.float16, dt.bfloat16, dt.float32),
-    (dt.float16, dt.float32, dt.float32),
-    (dt.bfloat16, dt.float64, dt.float64),
-    (dt.int64, dt.float16, dt.float16),
-    (dt.bool_, dt.int32, dt.int32),
-    (dt.int32, dt.int64, dt.int64),
-])
+@pytest.mark.parametrize(
+    "a,b,expected",
+    [
+        (dt.float16, dt.bfloat16, dt.float32),
+        (dt.float16, dt.float32, dt.float32),
+        (dt.bfloat16, dt.float64, dt.float64),
+        (dt.int64, dt.float16, dt.float16),
+        (dt.bool_, dt.int32, dt.int32),
+        (dt.int32, dt.int64, dt.int64),
+    ],
+)
 def test_promotion_table_matches_torch(a, b, expected):
     assert dt.promote_types(a, b) is expected
     assert dt.promote_types(b, a) is expected
@@ -34,8 +37,8 @@ def test_promotion_table_matches_torch(a, b, expected):
 
 def test_finfo_limits():
     assert dt.finfo("float16").max == 65504.0
-    assert dt.finfo(dt.float16).eps == 2.0 ** -10
-    assert dt.finfo(dt.bfloat16).eps == 2.0 ** -7
+    assert dt.finfo(dt.float16).eps == 2.0**-10
+    assert dt.finfo(dt.bfloat16).eps == 2.0**-7
     assert dt.finfo(dt.bfloat16).max == pytest.approx(3.3895e38, rel=1e-4)
     with pytest.raises(TypeError, match="int64"):
         dt.finfo(dt.int64)
@@ -66,7 +69,7 @@ def test_convert_rounds_float64_to_bfloat16_once(v):
 
 
 def test_convert_fixes_the_double_rounding_case_and_keeps_other_pairs_as_numpy():
-    hard = np.array([1 + 2.0 ** -8 + 2.0 ** -40, -(1 + 2.0 ** -8 + 2.0 ** -40)])
+    hard = np.array([1 + 2.0**-8 + 2.0**-40, -(1 + 2.0**-8 + 2.0**-40)])
     assert list(dt.convert(hard, "bfloat16").astype(np.float64)) == [1.0078125, -1.0078125]
     assert list(hard.astype(dt.bfloat16.numpy).astype(np.float64)) == [1.0, -1.0]  # why convert exists
     x = np.random.default_rng(0).standard_normal(100)

@@ -65,8 +65,16 @@ def arrayapi(monkeypatch) -> Any:
 
 def run_suite(pytester: pytest.Pytester, name: str) -> tuple[Any, dict[str, Any]]:
     path = pytester.path / "report.json"
-    run = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--pyargs", "ampcore.conformance",
-                                       "--ampcore-backend", name, "--ampcore-json", str(path))
+    run = pytester.runpytest_inprocess(
+        "-p",
+        "no:cacheprovider",
+        "--pyargs",
+        "ampcore.conformance",
+        "--ampcore-backend",
+        name,
+        "--ampcore-json",
+        str(path),
+    )
     return run, json.loads(path.read_text())["backends"][0]
 
 
@@ -83,8 +91,12 @@ def test_arrayapi_on_numpy_passes_the_suite_with_float16_emulated(pytester, arra
     run, report = run_suite(pytester, backend.name)
     assert run.ret == 0, run.stdout.str()[-3000:]
     assert report["summary"]["fail"] == 0 and report["summary"]["pass"] > 500
-    assert {("kernels", "add", "float16"), ("rounding", "sqrt", "float16"), ("storage", "round trip", "float16"),
-            ("training", "amp_tracks_float32", "float16")} <= cells(report, "pass")
+    assert {
+        ("kernels", "add", "float16"),
+        ("rounding", "sqrt", "float16"),
+        ("storage", "round trip", "float16"),
+        ("training", "amp_tracks_float32", "float16"),
+    } <= cells(report, "pass")
     assert ("storage", "round trip", "bfloat16") in cells(report, "not supported")
     assert ("fused", "softmax", "float32") in cells(report, "not supported")  # no fused kernels of its own
 
@@ -101,7 +113,7 @@ def test_the_fused_plugin_provides_softmax_on_arrayapi_and_passes_the_fused_chec
         assert backend.kernels.provider("matmul") == "arrayapi"  # primitives stay the backend's own
         x = ampcore.tensor([[1.0, 2.0, 3.0]], device=backend.name, dtype=ampcore.float16)
         y = ampcore.nn.functional.softmax(x, dim=-1)
-        assert y.dtype is ampcore.float16 and abs(float(y.sum().item()) - 1.0) < 2 ** -10 * 3
+        assert y.dtype is ampcore.float16 and abs(float(y.sum().item()) - 1.0) < 2**-10 * 3
         run, report = run_suite(pytester, backend.name)
         assert run.ret == 0, run.stdout.str()[-3000:]
         assert {("fused", "softmax", "float16"), ("fused", "softmax", "float32")} <= cells(report, "pass")
@@ -152,8 +164,12 @@ def copy_checkout(dest: Path) -> dict[str, Path]:
         shutil.copy(ROOT / name, dest / "ampcore" / name)
     shutil.copytree(ARRAYAPI, dest / "arrayapi", ignore=ignore)
     shutil.copytree(FUSED, dest / "fused", ignore=ignore)
-    return {"ampcore": dest / "ampcore", "arrayapi": dest / "arrayapi", "fused": dest / "fused",
-            "tiny": doc_project(dest / "tiny")}
+    return {
+        "ampcore": dest / "ampcore",
+        "arrayapi": dest / "arrayapi",
+        "fused": dest / "fused",
+        "tiny": doc_project(dest / "tiny"),
+    }
 
 
 def run(command: list[str], **env: str) -> subprocess.CompletedProcess:
@@ -170,8 +186,20 @@ def venv(tmp_path_factory) -> Path:
     made = run([sys.executable, "-m", "venv", str(where / "venv")])
     assert made.returncode == 0, f"python -m venv failed (CI has venv): {made.stderr}"
     bindir = where / "venv" / ("Scripts" if os.name == "nt" else "bin")
-    pip = run([str(bindir / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q",
-               f"{src['ampcore']}[conformance]", f"{src['arrayapi']}[strict]", str(src["fused"]), str(src["tiny"])])
+    pip = run(
+        [
+            str(bindir / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "-q",
+            f"{src['ampcore']}[conformance]",
+            f"{src['arrayapi']}[strict]",
+            str(src["fused"]),
+            str(src["tiny"]),
+        ]
+    )
     assert pip.returncode == 0, f"pip install failed (CI reaches the package index):\n{pip.stdout}\n{pip.stderr}"
     return bindir
 
@@ -184,13 +212,21 @@ def test_fresh_install_lists_the_plugins_with_their_distributions(venv):
     assert data["broken_plugins"] == []
     backends = {b["name"]: b for b in data["backends"]}
     arrayapi = backends["arrayapi"]
-    assert (arrayapi["distribution"], arrayapi["version"], arrayapi["entry_point"]) == \
-        ("ampcore-arrayapi", "0.1.0", "ampcore_arrayapi.plugin")
+    assert (arrayapi["distribution"], arrayapi["version"], arrayapi["entry_point"]) == (
+        "ampcore-arrayapi",
+        "0.1.0",
+        "ampcore_arrayapi.plugin",
+    )
     assert arrayapi["available"] and arrayapi["priority"] == 10
     assert arrayapi["devices"][0]["namespace"] == "array_api_strict"  # the default when installed
     assert arrayapi["kernels"]["primitives"] == 47
-    assert arrayapi["kernels"]["reference"] == ["adamw_step", "gelu", "gelu_backward", "log_softmax",
-                                                "log_softmax_backward"]
+    assert arrayapi["kernels"]["reference"] == [
+        "adamw_step",
+        "gelu",
+        "gelu_backward",
+        "log_softmax",
+        "log_softmax_backward",
+    ]
     assert arrayapi["kernels"]["fused"]["softmax"] == "arrayapi_fused"
     assert backends["tiny"]["distribution"] == "ampcore-tiny"
     plugins = {p["name"]: p for p in data["plugins"]}
@@ -202,9 +238,11 @@ def test_fresh_install_lists_the_plugins_with_their_distributions(venv):
     assert "softmax (arrayapi_fused), softmax_backward (arrayapi_fused)" in text
 
 
-SELECT = ("import ampcore\n"
-          "x = ampcore.ones(3, device='arrayapi') * 2.0\n"
-          "print(x.device, ampcore.zeros(2).device, float(x.sum().item()), type(x.numpy()).__name__)\n")
+SELECT = (
+    "import ampcore\n"
+    "x = ampcore.ones(3, device='arrayapi') * 2.0\n"
+    "print(x.device, ampcore.zeros(2).device, float(x.sum().item()), type(x.numpy()).__name__)\n"
+)
 
 
 @pytest.mark.slow
@@ -228,8 +266,12 @@ def test_fresh_install_passes_the_conformance_suite(venv, tmp_path, name):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     report = json.loads(path.read_text())["backends"][0]
     assert report["passed"] and report["summary"]["pass"] > 300 and report["summary"]["stale"] == 0
-    float16 = {c["outcome"] for c in report["cells"]
-               if c["dtype"] == "float16" and c["check"] in ("kernels", "rounding", "storage", "ops")}
+    float16 = {
+        c["outcome"]
+        for c in report["cells"]
+        if c["dtype"] == "float16" and c["check"] in ("kernels", "rounding", "storage", "ops")
+    }
     assert float16 == {"not supported"}  # neither array-api-strict nor tiny has float16: reported, not faked
     assert ("capabilities", "unclaimed dtype refused", "float16") in {
-        (c["check"], c["op"], c["dtype"]) for c in report["cells"] if c["outcome"] == "pass"}
+        (c["check"], c["op"], c["dtype"]) for c in report["cells"] if c["outcome"] == "pass"
+    }

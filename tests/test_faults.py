@@ -91,8 +91,7 @@ def problem(seed=0, n=32, device=None):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, 8))
     y = x @ rng.standard_normal((8, 4)) * 0.5 + np.abs(x[:, :4]) * 0.5
-    return (ampcore.tensor(x, dtype=dt.float32, device=device),
-            ampcore.tensor(y, dtype=dt.float32, device=device))
+    return (ampcore.tensor(x, dtype=dt.float32, device=device), ampcore.tensor(y, dtype=dt.float32, device=device))
 
 
 def amp_loss(model, x, y, device_type="cpu", loss_factor=None):
@@ -177,20 +176,28 @@ def set_fault(model, fault):
 # --------------------------------------------------------------------------- 1. long runs with injected inf/NaN
 LONG_RUNS = [
     # id, optimizer, init_scale, growth_factor, backoff_factor, growth_interval, steps, poison rate
-    ("adamw", lambda ps: optim.AdamW(ps, lr=3e-3), 2.0 ** 10, 2.0, 0.5, 25, 1000, 0.05),
+    ("adamw", lambda ps: optim.AdamW(ps, lr=3e-3), 2.0**10, 2.0, 0.5, 25, 1000, 0.05),
     ("sgd-momentum", lambda ps: optim.SGD(ps, lr=0.02, momentum=0.9), 1000.0, 1.5, 0.7, 20, 1000, 0.05),
 ]
 
 
-@pytest.mark.parametrize("name, make_opt, init, growth, backoff, interval, steps, rate", LONG_RUNS,
-                         ids=[r[0] for r in LONG_RUNS])
+@pytest.mark.parametrize(
+    "name, make_opt, init, growth, backoff, interval, steps, rate", LONG_RUNS, ids=[r[0] for r in LONG_RUNS]
+)
 def test_long_run_skips_exactly_the_poisoned_steps_bit_for_bit_and_still_converges(
-        name, make_opt, init, growth, backoff, interval, steps, rate):
+    name, make_opt, init, growth, backoff, interval, steps, rate
+):
     x, y = problem()
     model = Net()
     opt = make_opt(list(model.parameters()))
-    scaler = GradScaler("cpu", init_scale=init, growth_factor=growth, backoff_factor=backoff,
-                        growth_interval=interval, stall_warning_after=None)
+    scaler = GradScaler(
+        "cpu",
+        init_scale=init,
+        growth_factor=growth,
+        backoff_factor=backoff,
+        growth_interval=interval,
+        stall_warning_after=None,
+    )
     bad = poison_schedule(steps, rate, seed=len(name))
     assert {site for site, _ in bad.values()} == {"loss", "activation", "gradient"}
     initial_loss = f32_loss(model, x, y)
@@ -248,6 +255,7 @@ def _scaled_weight(layer):
         with ampcore.no_grad():  # the largest weight becomes 6e4: every weight still fits float16
             weight.copy_(ampcore.tensor(w * (6.0e4 / np.abs(w).max())))
         return model, x
+
     return make
 
 
@@ -264,7 +272,7 @@ def test_float16_forward_overflow_is_skipped_like_an_injected_inf(make):
     x, y = problem()
     model = Net()
     opt = optim.AdamW(model.parameters(), lr=3e-3)
-    scaler = GradScaler("cpu", init_scale=2.0 ** 8, growth_interval=1000)
+    scaler = GradScaler("cpu", init_scale=2.0**8, growth_interval=1000)
     for _ in range(3):  # some optimizer state to keep
         opt.zero_grad()
         scaler.scale(amp_loss(model, x, y)).backward()
@@ -283,7 +291,7 @@ def test_float16_forward_overflow_is_skipped_like_an_injected_inf(make):
     assert_bit_identical(params_of(model), params, "parameters")
     assert_bit_identical(opt_state_of(opt), state, "optimizer state")
     scaler.update()
-    assert scaler.get_scale() == 2.0 ** 7 and scaler.skipped_steps == 1
+    assert scaler.get_scale() == 2.0**7 and scaler.skipped_steps == 1
     # Undo the bad input / weight: the next iteration steps normally.
     with ampcore.no_grad():
         for p, a in zip(model.parameters(), clean_params):
@@ -337,11 +345,13 @@ def iteration_phases(model, opt, scaler, x, y, device_type):
         opt.zero_grad()
         held["loss"] = amp_loss(model, x, y, device_type)
 
-    return [("forward", forward),
-            ("backward", lambda: scaler.scale(held["loss"]).backward()),
-            ("unscale", lambda: scaler.unscale_(opt)),
-            ("optimizer", lambda: held.setdefault("stepped", scaler.step(opt))),
-            ("update", lambda: scaler.update())]
+    return [
+        ("forward", forward),
+        ("backward", lambda: scaler.scale(held["loss"]).backward()),
+        ("unscale", lambda: scaler.unscale_(opt)),
+        ("optimizer", lambda: held.setdefault("stepped", scaler.step(opt))),
+        ("update", lambda: scaler.update()),
+    ]
 
 
 def setup_on(backend, opt_name):
@@ -349,7 +359,7 @@ def setup_on(backend, opt_name):
     x, y = problem(device=backend.name)
     model = Net(device=backend.name)
     opt = OPTIMIZERS[opt_name](list(model.parameters()))
-    scaler = GradScaler(backend.name, init_scale=2.0 ** 8, growth_interval=1000)
+    scaler = GradScaler(backend.name, init_scale=2.0**8, growth_interval=1000)
     return model, opt, scaler, x, y
 
 
@@ -374,11 +384,14 @@ def reference_run(register_fake, opt_name, target_phase):
     return window, snapshots
 
 
-@pytest.mark.parametrize("opt_name, phase, kernel, which", KERNEL_FAILURES,
-                         ids=["-".join(getattr(case, "values", case))
-                              for case in KERNEL_FAILURES])
+@pytest.mark.parametrize(
+    "opt_name, phase, kernel, which",
+    KERNEL_FAILURES,
+    ids=["-".join(getattr(case, "values", case)) for case in KERNEL_FAILURES],
+)
 def test_a_kernel_failing_mid_step_names_itself_applies_all_or_nothing_and_training_recovers(
-        register_fake, opt_name, phase, kernel, which):
+    register_fake, opt_name, phase, kernel, which
+):
     (start, end), snapshots = reference_run(register_fake, opt_name, phase)
     in_phase = end.get(kernel, 0) - start.get(kernel, 0)
     assert in_phase >= (3 if which == "middle" else 1), f"{kernel} is not called {which} in {phase}"
@@ -391,7 +404,7 @@ def test_a_kernel_failing_mid_step_names_itself_applies_all_or_nothing_and_train
     before = (params_of(model), opt_state_of(opt))
     phases = iteration_phases(model, opt, scaler, x, y, backend.name)
     names = [name for name, _ in phases]
-    for _, fn in phases[:names.index(phase)]:
+    for _, fn in phases[: names.index(phase)]:
         fn()
     with pytest.raises(RuntimeError) as failure:
         phases[names.index(phase)][1]()
@@ -421,7 +434,7 @@ def test_a_kernel_failing_mid_step_names_itself_applies_all_or_nothing_and_train
     expected = snapshots[WARMUP + AFTER + applied]
     assert_bit_identical(params_of(model), expected[0], "parameters after recovery")
     assert_bit_identical(opt_state_of(opt), expected[1], "optimizer state after recovery")
-    assert scaler.get_scale() == 2.0 ** 8 and scaler.skipped_steps == 0
+    assert scaler.get_scale() == 2.0**8 and scaler.skipped_steps == 0
 
 
 @pytest.mark.parametrize("kernel", ["div", "unscale_and_check"])
@@ -448,8 +461,9 @@ def checkpointed_run(model, opt, scaler, x, y, bad, start, steps, save_at=()):
     stepped, scales, saved = [], [], {}
     for i in range(start, steps):
         if i in save_at:
-            saved[i] = copy.deepcopy({"model": model.state_dict(), "opt": opt.state_dict(),
-                                      "scaler": scaler.state_dict()})
+            saved[i] = copy.deepcopy(
+                {"model": model.state_dict(), "opt": opt.state_dict(), "scaler": scaler.state_dict()}
+            )
         opt.zero_grad()
         factor = set_fault(model, bad.get(i))
         scaler.scale(amp_loss(model, x, y, loss_factor=factor)).backward()
@@ -461,7 +475,7 @@ def checkpointed_run(model, opt, scaler, x, y, bad, start, steps, save_at=()):
 
 
 def test_checkpoints_of_a_long_run_with_injected_infs_resume_bit_identically():
-    steps, interval, init = 300, 20, 2.0 ** 10
+    steps, interval, init = 300, 20, 2.0**10
     bad = poison_schedule(steps, 0.05, seed=7)
     x, y = problem(seed=1)
 
@@ -516,16 +530,19 @@ def test_a_checkpoint_survives_a_pickle_round_trip():
 
 
 # --------------------------------------------------------------------------- kernels called outside an op
-@pytest.mark.parametrize("op, kernel, call", [
-    ("rand", "uniform", lambda dev: ampcore.rand(3, device=dev)),
-    ("randn", "normal", lambda dev: ampcore.randn(3, device=dev)),
-    ("rand", "uniform", lambda dev: nn.Linear(4, 2, device=dev)),  # what `ampcore train` does first
-    ("full", "full", lambda dev: ampcore.zeros(3, device=dev)),
-    ("arange", "arange", lambda dev: ampcore.arange(3, device=dev)),
-    ("fill_", "full", lambda dev: ampcore.tensor([1.0, 2.0], device=dev).fill_(0)),
-    ("deepcopy", "cast", lambda dev: copy.deepcopy(ampcore.tensor([1.0], device=dev))),
-    ("__setitem__", "slice_assign", lambda dev: ampcore.tensor([1.0, 2.0], device=dev).__setitem__(0, 5.0)),
-])
+@pytest.mark.parametrize(
+    "op, kernel, call",
+    [
+        ("rand", "uniform", lambda dev: ampcore.rand(3, device=dev)),
+        ("randn", "normal", lambda dev: ampcore.randn(3, device=dev)),
+        ("rand", "uniform", lambda dev: nn.Linear(4, 2, device=dev)),  # what `ampcore train` does first
+        ("full", "full", lambda dev: ampcore.zeros(3, device=dev)),
+        ("arange", "arange", lambda dev: ampcore.arange(3, device=dev)),
+        ("fill_", "full", lambda dev: ampcore.tensor([1.0, 2.0], device=dev).fill_(0)),
+        ("deepcopy", "cast", lambda dev: copy.deepcopy(ampcore.tensor([1.0], device=dev))),
+        ("__setitem__", "slice_assign", lambda dev: ampcore.tensor([1.0, 2.0], device=dev).__setitem__(0, 5.0)),
+    ],
+)
 def test_a_kernel_failing_outside_an_op_raises_kernel_error_naming_it(register_fake, op, kernel, call):
     """Creation, in-place fills and copies call kernels directly; a backend failure there (an OpenCL build
     error, say) must still be a KernelError naming the op and the kernel, not the backend's own exception."""

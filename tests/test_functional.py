@@ -18,18 +18,82 @@ from ampcore.testing import gradcheck
 K = ampcore.get_backend("cpu").kernels
 
 DOCUMENTED = {
-    "matmul", "mm", "bmm", "linear", "addmm", "baddbmm", "conv1d", "conv2d", "relu", "gelu", "silu", "sigmoid",
-    "tanh", "exp", "log", "pow", "sqrt", "rsqrt", "softmax", "log_softmax", "layer_norm", "group_norm",
-    "batch_norm", "dropout", "embedding", "cat", "stack", "sum", "mean", "cumsum", "max_pool2d", "avg_pool2d",
-    "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy",
-    "binary_cross_entropy_with_logits", "scaled_dot_product_attention",
+    "matmul",
+    "mm",
+    "bmm",
+    "linear",
+    "addmm",
+    "baddbmm",
+    "conv1d",
+    "conv2d",
+    "relu",
+    "gelu",
+    "silu",
+    "sigmoid",
+    "tanh",
+    "exp",
+    "log",
+    "pow",
+    "sqrt",
+    "rsqrt",
+    "softmax",
+    "log_softmax",
+    "layer_norm",
+    "group_norm",
+    "batch_norm",
+    "dropout",
+    "embedding",
+    "cat",
+    "stack",
+    "sum",
+    "mean",
+    "cumsum",
+    "max_pool2d",
+    "avg_pool2d",
+    "cross_entropy",
+    "nll_loss",
+    "mse_loss",
+    "l1_loss",
+    "smooth_l1_loss",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+    "scaled_dot_product_attention",
     # the ops of torch's autocast lists added for autocast routing (tests/test_functional_listed_ops.py)
-    "prelu", "softplus", "softmin", "normalize", "cosine_similarity", "kl_div", "huber_loss",
-    "margin_ranking_loss", "soft_margin_loss", "hinge_embedding_loss", "poisson_nll_loss", "cosine_embedding_loss",
-    "triplet_margin_loss", "addcmul", "addcdiv", "dot", "tensordot", "bilinear",
+    "prelu",
+    "softplus",
+    "softmin",
+    "normalize",
+    "cosine_similarity",
+    "kl_div",
+    "huber_loss",
+    "margin_ranking_loss",
+    "soft_margin_loss",
+    "hinge_embedding_loss",
+    "poisson_nll_loss",
+    "cosine_embedding_loss",
+    "triplet_margin_loss",
+    "addcmul",
+    "addcdiv",
+    "dot",
+    "tensordot",
+    "bilinear",
 }
-PRIMITIVE_WRAPPERS = {"matmul", "relu", "sigmoid", "tanh", "exp", "log", "pow", "sqrt", "rsqrt", "cat", "stack", "sum",
-                      "mean", "cumsum"}
+PRIMITIVE_WRAPPERS = {
+    "matmul",
+    "relu",
+    "sigmoid",
+    "tanh",
+    "exp",
+    "log",
+    "pow",
+    "sqrt",
+    "rsqrt",
+    "cat",
+    "stack",
+    "sum",
+    "mean",
+    "cumsum",
+}
 
 
 def test_public_surface_is_exactly_the_documented_ops():
@@ -122,8 +186,9 @@ def test_a_backend_without_fused_kernels_gets_the_same_numbers(register_fake, dt
     g = randn(4, 7, seed=1, dtype=dtype).numpy()
     for _name, fn, _ in FUSED_CASES:
         on_cpu = _value_and_grad(fn, ampcore.tensor(a, dtype=dtype), ampcore.tensor(g, dtype=dtype))
-        on_fake = _value_and_grad(fn, ampcore.tensor(a, dtype=dtype, device=fake.name),
-                                  ampcore.tensor(g, dtype=dtype, device=fake.name))
+        on_fake = _value_and_grad(
+            fn, ampcore.tensor(a, dtype=dtype, device=fake.name), ampcore.tensor(g, dtype=dtype, device=fake.name)
+        )
         for fused, composed in zip(on_cpu, on_fake):
             assert composed.device.type == fake.name and composed.dtype is dtype
             assert_close(fused, f64(composed), 7)
@@ -150,8 +215,11 @@ def test_gelu_matches_numpy_and_refuses_unknown_approximation():
 @pytest.mark.parametrize("dtype", LOW, ids=str)
 def test_low_precision_softmax_and_gelu_keep_their_dtype(dtype):
     x = randn(6, 10, dtype=dtype) * 2.0
-    for out, expected, n in [(F.softmax(x, -1), ref.softmax(f64(x), -1), 10), (F.gelu(x), ref.gelu(f64(x)), 1),
-                             (F.gelu(x, "tanh"), ref.gelu(f64(x), "tanh"), 1)]:
+    for out, expected, n in [
+        (F.softmax(x, -1), ref.softmax(f64(x), -1), 10),
+        (F.gelu(x), ref.gelu(f64(x)), 1),
+        (F.gelu(x, "tanh"), ref.gelu(f64(x), "tanh"), 1),
+    ]:
         assert out.dtype is dtype
         assert_close(out, expected, n)
 
@@ -177,7 +245,7 @@ def test_relu_silu_and_pointwise_math_match_numpy():
     assert_close(F.sqrt(p), np.sqrt(f64(p)))
     assert_close(F.rsqrt(p), 1 / np.sqrt(f64(p)))
     assert_close(F.pow(p, x), f64(p) ** a)
-    assert_close(F.pow(x, 2.0), a ** 2)
+    assert_close(F.pow(x, 2.0), a**2)
 
 
 def test_pointwise_backward():
@@ -257,8 +325,7 @@ def test_matrix_product_errors_show_the_shapes():
 
 # --------------------------------------------------------------------------- re-exported primitives
 def test_tensor_ops_forward_and_backward():
-    a, b = randn(2, 3, dtype=dt.float64, requires_grad=True), randn(2, 3, seed=1, dtype=dt.float64,
-                                                                    requires_grad=True)
+    a, b = randn(2, 3, dtype=dt.float64, requires_grad=True), randn(2, 3, seed=1, dtype=dt.float64, requires_grad=True)
     np.testing.assert_allclose(F.cat([a, b], 1).numpy(), np.concatenate([f64(a), f64(b)], 1))
     np.testing.assert_allclose(F.stack([a, b], 0).numpy(), np.stack([f64(a), f64(b)]))
     np.testing.assert_allclose(F.sum(a, 1).numpy(), f64(a).sum(1))

@@ -15,8 +15,11 @@ from ampcore.testing import gradcheck
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 def test_attention_matches_einsum_reference(dtype):
-    q, k, v = randn(2, 3, 4, 8, dtype=dtype), randn(2, 3, 5, 8, seed=1, dtype=dtype), randn(2, 3, 5, 6, seed=2,
-                                                                                               dtype=dtype)
+    q, k, v = (
+        randn(2, 3, 4, 8, dtype=dtype),
+        randn(2, 3, 5, 8, seed=1, dtype=dtype),
+        randn(2, 3, 5, 6, seed=2, dtype=dtype),
+    )
     out = F.scaled_dot_product_attention(q, k, v)
     assert out.dtype is dtype and out.shape == (2, 3, 4, 6)
     assert_close(out, ref.attention(f64(q), f64(k), f64(v)), 8)
@@ -28,10 +31,14 @@ def test_attention_masks_and_scale():
     keep[:, 0] = True  # every query keeps at least one key
     bias = np.random.default_rng(4).standard_normal((2, 4, 5)).astype(np.float32)
     a, b, c = f64(q), f64(k), f64(v)
-    assert_close(F.scaled_dot_product_attention(q, k, v, attn_mask=ampcore.tensor(keep)),
-                 ref.attention(a, b, c, keep), 8)
-    assert_close(F.scaled_dot_product_attention(q, k, v, attn_mask=ampcore.tensor(bias), scale=0.5),
-                 ref.attention(a, b, c, bias.astype(np.float64), scale=0.5), 8)
+    assert_close(
+        F.scaled_dot_product_attention(q, k, v, attn_mask=ampcore.tensor(keep)), ref.attention(a, b, c, keep), 8
+    )
+    assert_close(
+        F.scaled_dot_product_attention(q, k, v, attn_mask=ampcore.tensor(bias), scale=0.5),
+        ref.attention(a, b, c, bias.astype(np.float64), scale=0.5),
+        8,
+    )
     causal = np.tril(np.ones((4, 5), bool))
     assert_close(F.scaled_dot_product_attention(q, k, v, is_causal=True), ref.attention(a, b, c, causal), 8)
 
@@ -96,5 +103,4 @@ def test_attention_fully_masked_query_gives_zeros_and_zero_gradients_not_nan():
         for t in (q, k, v):
             assert np.isfinite(t.grad.numpy()).all()
         assert not q.grad.numpy()[1].any()
-    assert gradcheck(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, attn_mask=ampcore.tensor(keep)),
-                     [q, k, v])
+    assert gradcheck(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, attn_mask=ampcore.tensor(keep)), [q, k, v])

@@ -83,8 +83,11 @@ def test_conv1d_matches_direct_convolution_and_backward():
 
 
 def test_conv_errors_show_both_shapes():
-    with pytest.raises(ValueError, match=r"input of shape \(1, 3, 5, 5\) has 3 channels, but weight of shape "
-                                         r"\(4, 2, 3, 3\) with groups=1 expects 2"):
+    with pytest.raises(
+        ValueError,
+        match=r"input of shape \(1, 3, 5, 5\) has 3 channels, but weight of shape "
+        r"\(4, 2, 3, 3\) with groups=1 expects 2",
+    ):
         F.conv2d(ampcore.ones(1, 3, 5, 5), ampcore.ones(4, 2, 3, 3))
     with pytest.raises(ValueError, match=r"out_channels 3 .* not divisible by groups=2"):
         F.conv2d(ampcore.ones(1, 4, 5, 5), ampcore.ones(3, 2, 3, 3), groups=2)
@@ -107,10 +110,14 @@ def test_pooling_matches_direct_loops(kernel, stride, padding, dtype):
     out = F.max_pool2d(x, kernel, stride, padding)
     assert out.dtype is dtype
     assert_close(out, ref.pool2d(f64(x), kernel, s, padding, "max"))
-    assert_close(F.avg_pool2d(x, kernel, stride, padding), ref.pool2d(f64(x), kernel, s, padding, "avg"),
-                 n=kernel * kernel)
-    assert_close(F.avg_pool2d(x, kernel, stride, padding, count_include_pad=False),
-                 ref.pool2d(f64(x), kernel, s, padding, "avg", count_include_pad=False), n=kernel * kernel)
+    assert_close(
+        F.avg_pool2d(x, kernel, stride, padding), ref.pool2d(f64(x), kernel, s, padding, "avg"), n=kernel * kernel
+    )
+    assert_close(
+        F.avg_pool2d(x, kernel, stride, padding, count_include_pad=False),
+        ref.pool2d(f64(x), kernel, s, padding, "avg", count_include_pad=False),
+        n=kernel * kernel,
+    )
 
 
 def test_pooling_backward():

@@ -26,9 +26,26 @@ from ampcore.nn.functional import _fused
 from ampcore.testing import gradcheck
 
 REDUCTIONS = ("none", "mean", "sum")
-NEW_OPS = ("prelu", "softplus", "softmin", "normalize", "cosine_similarity", "kl_div", "huber_loss",
-           "margin_ranking_loss", "soft_margin_loss", "hinge_embedding_loss", "poisson_nll_loss",
-           "cosine_embedding_loss", "triplet_margin_loss", "addcmul", "addcdiv", "dot", "tensordot", "bilinear")
+NEW_OPS = (
+    "prelu",
+    "softplus",
+    "softmin",
+    "normalize",
+    "cosine_similarity",
+    "kl_div",
+    "huber_loss",
+    "margin_ranking_loss",
+    "soft_margin_loss",
+    "hinge_embedding_loss",
+    "poisson_nll_loss",
+    "cosine_embedding_loss",
+    "triplet_margin_loss",
+    "addcmul",
+    "addcdiv",
+    "dot",
+    "tensordot",
+    "bilinear",
+)
 
 
 def _t(a, dtype=dt.float32, requires_grad=False):
@@ -66,7 +83,7 @@ def _p_norm(x, p, axis):
         return a.min(axis=axis, keepdims=True)
     if p == 0:
         return (a != 0).sum(axis=axis, keepdims=True).astype(np.float64)
-    return (a ** p).sum(axis=axis, keepdims=True) ** (1.0 / p)
+    return (a**p).sum(axis=axis, keepdims=True) ** (1.0 / p)
 
 
 # --------------------------------------------------------------------------- float64 references
@@ -151,8 +168,11 @@ def test_each_new_op_is_a_composite_under_its_torch_name_and_exported():
 
 # --------------------------------------------------------------------------- activations
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
-@pytest.mark.parametrize("shape, n_weight", [((6, 4), 1), ((6, 4), 4), ((2, 3, 4, 5), 3), ((7,), 1), ((), 1)],
-                         ids=["NC-shared", "NC-channel", "NCHW-channel", "1d", "0d"])
+@pytest.mark.parametrize(
+    "shape, n_weight",
+    [((6, 4), 1), ((6, 4), 4), ((2, 3, 4, 5), 3), ((7,), 1), ((), 1)],
+    ids=["NC-shared", "NC-channel", "NCHW-channel", "1d", "0d"],
+)
 def test_prelu_matches_reference(shape, n_weight, dtype):
     x = randn(*shape, dtype=dtype)
     w = _t(_rng(5).uniform(-0.5, 0.5, n_weight), dtype)
@@ -225,8 +245,11 @@ def test_softmin_reference_route_backward(monkeypatch):
 def test_softplus_gradient_is_the_sigmoid_of_beta_x():
     x = ampcore.tensor([-50.0, -1.0, 0.0, 2.0, 30.0], dtype="float64", requires_grad=True)
     F.softplus(x, beta=2.0).sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), [1 / (1 + math.exp(100.0)), 1 / (1 + math.exp(2.0)), 0.5,
-                                                1 / (1 + math.exp(-4.0)), 1.0], rtol=1e-14)
+    np.testing.assert_allclose(
+        x.grad.numpy(),
+        [1 / (1 + math.exp(100.0)), 1 / (1 + math.exp(2.0)), 0.5, 1 / (1 + math.exp(-4.0)), 1.0],
+        rtol=1e-14,
+    )
 
 
 def test_activation_errors_name_the_bad_value():
@@ -355,33 +378,71 @@ def _loss_cases(dtype, seed=0):
     rates = _t(np.abs(rng.standard_normal((4, 3, 5))) + 0.1, dtype)
     e1, e2, e3 = (randn(6, 10, seed=seed + k, dtype=dtype) for k in (5, 6, 7))
     pair = _t(_signs(6, seed=seed + 1), dtype)
-    a = {k: f64(v) for k, v in dict(x=x, y=y, logp=logp, probs=probs, logq=logq, x1=x1, x2=x2, rank=rank_target,
-                                    signs=signs, hinge=hinge_target, rates=rates, e1=e1, e2=e2, e3=e3,
-                                    pair=pair).items()}
+    a = {
+        k: f64(v)
+        for k, v in dict(
+            x=x,
+            y=y,
+            logp=logp,
+            probs=probs,
+            logq=logq,
+            x1=x1,
+            x2=x2,
+            rank=rank_target,
+            signs=signs,
+            hinge=hinge_target,
+            rates=rates,
+            e1=e1,
+            e2=e2,
+            e3=e3,
+            pair=pair,
+        ).items()
+    }
     a["counts"] = counts.numpy().astype(np.float64)
     return {
         "kl_div": (lambda r: F.kl_div(logp, probs, reduction=r), kl_div_ref(a["logp"], a["probs"]), 1),
-        "kl_div-log_target": (lambda r: F.kl_div(logp, logq, reduction=r, log_target=True),
-                              kl_div_ref(a["logp"], a["logq"], True), 1),
+        "kl_div-log_target": (
+            lambda r: F.kl_div(logp, logq, reduction=r, log_target=True),
+            kl_div_ref(a["logp"], a["logq"], True),
+            1,
+        ),
         "huber_loss": (lambda r: F.huber_loss(x, y, r, 0.7), huber_ref(a["x"], a["y"], 0.7), 1),
-        "margin_ranking_loss": (lambda r: F.margin_ranking_loss(x1, x2, rank_target, 0.3, reduction=r),
-                                margin_ranking_ref(a["x1"], a["x2"], a["rank"], 0.3), 1),
-        "soft_margin_loss": (lambda r: F.soft_margin_loss(x * 3.0, signs, reduction=r),
-                             soft_margin_ref(f64(x * 3.0), a["signs"]), 1),
-        "hinge_embedding_loss": (lambda r: F.hinge_embedding_loss(x, hinge_target, 0.5, reduction=r),
-                                 hinge_ref(a["x"], a["hinge"], 0.5), 1),
-        "poisson_nll_loss": (lambda r: F.poisson_nll_loss(x, counts, reduction=r), poisson_ref(a["x"], a["counts"]),
-                             1),
-        "poisson_nll_loss-rates-full": (lambda r: F.poisson_nll_loss(rates, counts, log_input=False, full=True,
-                                                                     reduction=r),
-                                        poisson_ref(a["rates"], a["counts"], False, True), 1),
-        "cosine_embedding_loss": (lambda r: F.cosine_embedding_loss(e1, e2, pair, 0.2, reduction=r),
-                                  cosine_embedding_ref(a["e1"], a["e2"], a["pair"], 0.2), 10),
-        "triplet_margin_loss": (lambda r: F.triplet_margin_loss(e1, e2, e3, reduction=r),
-                                triplet_ref(a["e1"], a["e2"], a["e3"]), 10),
-        "triplet_margin_loss-p1-swap": (lambda r: F.triplet_margin_loss(e1, e2, e3, 0.5, p=1, swap=True,
-                                                                        reduction=r),
-                                        triplet_ref(a["e1"], a["e2"], a["e3"], 0.5, 1, swap=True), 10),
+        "margin_ranking_loss": (
+            lambda r: F.margin_ranking_loss(x1, x2, rank_target, 0.3, reduction=r),
+            margin_ranking_ref(a["x1"], a["x2"], a["rank"], 0.3),
+            1,
+        ),
+        "soft_margin_loss": (
+            lambda r: F.soft_margin_loss(x * 3.0, signs, reduction=r),
+            soft_margin_ref(f64(x * 3.0), a["signs"]),
+            1,
+        ),
+        "hinge_embedding_loss": (
+            lambda r: F.hinge_embedding_loss(x, hinge_target, 0.5, reduction=r),
+            hinge_ref(a["x"], a["hinge"], 0.5),
+            1,
+        ),
+        "poisson_nll_loss": (lambda r: F.poisson_nll_loss(x, counts, reduction=r), poisson_ref(a["x"], a["counts"]), 1),
+        "poisson_nll_loss-rates-full": (
+            lambda r: F.poisson_nll_loss(rates, counts, log_input=False, full=True, reduction=r),
+            poisson_ref(a["rates"], a["counts"], False, True),
+            1,
+        ),
+        "cosine_embedding_loss": (
+            lambda r: F.cosine_embedding_loss(e1, e2, pair, 0.2, reduction=r),
+            cosine_embedding_ref(a["e1"], a["e2"], a["pair"], 0.2),
+            10,
+        ),
+        "triplet_margin_loss": (
+            lambda r: F.triplet_margin_loss(e1, e2, e3, reduction=r),
+            triplet_ref(a["e1"], a["e2"], a["e3"]),
+            10,
+        ),
+        "triplet_margin_loss-p1-swap": (
+            lambda r: F.triplet_margin_loss(e1, e2, e3, 0.5, p=1, swap=True, reduction=r),
+            triplet_ref(a["e1"], a["e2"], a["e3"], 0.5, 1, swap=True),
+            10,
+        ),
     }
 
 
@@ -473,8 +534,11 @@ def test_loss_gradients():
 
 def test_loss_errors_name_the_bad_value():
     x, t = ampcore.ones(4, 3), ampcore.ones(4, 3)
-    with pytest.raises(ValueError, match=r"unknown reduction 'avg'; valid reductions are 'none', 'batchmean', "
-                                         r"'sum', 'mean'"):
+    with pytest.raises(
+        ValueError,
+        match=r"unknown reduction 'avg'; valid reductions are 'none', 'batchmean', "
+        r"'sum', 'mean'",
+    ):
         F.kl_div(x, t, reduction="avg")
     with pytest.raises(ValueError, match="size_average and reduce are deprecated"):
         F.kl_div(x, t, size_average=True)
@@ -547,8 +611,18 @@ def test_integer_dot_and_tensordot_are_exact():
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
-@pytest.mark.parametrize("dims, b_shape", [(0, (2, 3)), (1, (5, 2)), (2, (3, 5, 2)), (([1, 0], [0, 1]), (3, 4, 2)),
-                                           (([2, 0], [0, 2]), (5, 2, 4)), (([], []), (2,))], ids=str)
+@pytest.mark.parametrize(
+    "dims, b_shape",
+    [
+        (0, (2, 3)),
+        (1, (5, 2)),
+        (2, (3, 5, 2)),
+        (([1, 0], [0, 1]), (3, 4, 2)),
+        (([2, 0], [0, 2]), (5, 2, 4)),
+        (([], []), (2,)),
+    ],
+    ids=str,
+)
 def test_tensordot_matches_numpy(dims, b_shape, dtype):
     a, b = randn(4, 3, 5, dtype=dtype), randn(*b_shape, seed=1, dtype=dtype)
     out = F.tensordot(a, b, dims)
@@ -587,8 +661,10 @@ def test_tensor_op_gradients():
     s = randn(4, 3, 5, seed=1, dtype=dt.float64, requires_grad=True)
     assert gradcheck(lambda x, y: F.tensordot(x, y, ([1, 2], [1, 0])), [t, s])
     assert gradcheck(lambda x, y: F.tensordot(x, y, 1), [t, s])
-    x1, x2 = randn(2, 3, dtype=dt.float64, requires_grad=True), randn(2, 4, seed=1, dtype=dt.float64,
-                                                                       requires_grad=True)
+    x1, x2 = (
+        randn(2, 3, dtype=dt.float64, requires_grad=True),
+        randn(2, 4, seed=1, dtype=dt.float64, requires_grad=True),
+    )
     w = randn(5, 3, 4, seed=2, dtype=dt.float64, requires_grad=True)
     bias = randn(5, seed=3, dtype=dt.float64, requires_grad=True)
     assert gradcheck(F.bilinear, [x1, x2, w, bias])
@@ -624,8 +700,11 @@ def test_tensor_op_errors_name_the_bad_value():
     with pytest.raises(IndexError, match=r"dimension 2 is out of range for a of shape \(2, 3\)"):
         F.tensordot(a, b, ([2], [0]))
     x1, x2, w = ampcore.ones(2, 3), ampcore.ones(2, 4), ampcore.ones(5, 3, 4)
-    with pytest.raises(TypeError, match=r"bilinear\(\) needs all tensors in one dtype, got input1: float32, "
-                                        r"input2: float64, weight: float32"):
+    with pytest.raises(
+        TypeError,
+        match=r"bilinear\(\) needs all tensors in one dtype, got input1: float32, "
+        r"input2: float64, weight: float32",
+    ):
         F.bilinear(x1, ampcore.ones(2, 4, dtype="float64"), w)
     with pytest.raises(ValueError, match=r"weight must be 3-D .* got shape \(3, 4\)"):
         F.bilinear(x1, x2, ampcore.ones(3, 4))
@@ -642,8 +721,9 @@ def test_activation_and_similarity_modules_equal_their_functional_forms():
     x, y = randn(4, 3, 5), randn(4, 3, 5, seed=1)
     np.testing.assert_array_equal(nn.Softplus(2.0, 3.0)(x).numpy(), F.softplus(x, 2.0, 3.0).numpy())
     np.testing.assert_array_equal(nn.Softmin(dim=1)(x).numpy(), F.softmin(x, 1).numpy())
-    np.testing.assert_array_equal(nn.CosineSimilarity(dim=2, eps=1e-6)(x, y).numpy(),
-                                  F.cosine_similarity(x, y, 2, 1e-6).numpy())
+    np.testing.assert_array_equal(
+        nn.CosineSimilarity(dim=2, eps=1e-6)(x, y).numpy(), F.cosine_similarity(x, y, 2, 1e-6).numpy()
+    )
     prelu = nn.PReLU(3, init=0.1)
     np.testing.assert_array_equal(prelu(x).numpy(), F.prelu(x, ampcore.full((3,), 0.1)).numpy())
     assert repr(prelu) == "PReLU(num_parameters=3)"
@@ -668,8 +748,9 @@ def test_prelu_and_bilinear_parameters_get_gradients():
     out = layer(x1, x2)
     np.testing.assert_array_equal(out.numpy(), F.bilinear(x1, x2, layer.weight, layer.bias).numpy())
     out.sum().backward()
-    np.testing.assert_allclose(layer.weight.grad.numpy(), np.einsum("ni,nj->ij", f64(x1), f64(x2))[None].repeat(3, 0),
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        layer.weight.grad.numpy(), np.einsum("ni,nj->ij", f64(x1), f64(x2))[None].repeat(3, 0), rtol=1e-5, atol=1e-5
+    )
     np.testing.assert_allclose(layer.bias.grad.numpy(), np.full(3, 6.0))
     assert nn.Bilinear(2, 3, 4, bias=False).bias is None
     assert repr(layer) == "Bilinear(in1_features=5, in2_features=4, out_features=3, bias=True)"
@@ -683,16 +764,22 @@ def test_loss_modules_equal_their_functional_forms():
     counts = ampcore.tensor(_rng(3).poisson(2.0, (6, 10)))
     cases = [
         (nn.KLDivLoss(reduction="batchmean"), (logp, probs), F.kl_div(logp, probs, reduction="batchmean")),
-        (nn.KLDivLoss(log_target=True), (logp, F.log_softmax(y, 1)),
-         F.kl_div(logp, F.log_softmax(y, 1), log_target=True)),
+        (
+            nn.KLDivLoss(log_target=True),
+            (logp, F.log_softmax(y, 1)),
+            F.kl_div(logp, F.log_softmax(y, 1), log_target=True),
+        ),
         (nn.HuberLoss(reduction="sum", delta=0.5), (x, y), F.huber_loss(x, y, "sum", 0.5)),
         (nn.MarginRankingLoss(margin=0.2), (x, y, signs), F.margin_ranking_loss(x, y, signs, 0.2)),
         (nn.SoftMarginLoss(reduction="none"), (x, signs), F.soft_margin_loss(x, signs, reduction="none")),
         (nn.HingeEmbeddingLoss(margin=2.0), (x, signs), F.hinge_embedding_loss(x, signs, 2.0)),
         (nn.PoissonNLLLoss(log_input=True, full=True), (x, counts), F.poisson_nll_loss(x, counts, full=True)),
         (nn.CosineEmbeddingLoss(margin=0.1), (x, y, pair), F.cosine_embedding_loss(x, y, pair, 0.1)),
-        (nn.TripletMarginLoss(margin=0.5, p=1, swap=True), (x, y, z),
-         F.triplet_margin_loss(x, y, z, 0.5, 1, swap=True)),
+        (
+            nn.TripletMarginLoss(margin=0.5, p=1, swap=True),
+            (x, y, z),
+            F.triplet_margin_loss(x, y, z, 0.5, 1, swap=True),
+        ),
     ]
     for module, args, expected in cases:
         np.testing.assert_array_equal(module(*args).numpy(), expected.numpy(), err_msg=repr(module))
@@ -730,8 +817,7 @@ def test_values_and_gradients_agree_with_torch():
         ("soft_margin_loss", lambda f, a: f.soft_margin_loss(a, _like(f, sgn), reduction="sum"), [x]),
         ("hinge_embedding_loss", lambda f, a: f.hinge_embedding_loss(a, _like(f, sgn), reduction="none"), [x]),
         ("poisson_nll_loss", lambda f, a: f.poisson_nll_loss(a, _like(f, np.abs(z) * 3), full=True), [x]),
-        ("cosine_embedding_loss", lambda f, a, b: f.cosine_embedding_loss(a[0], b[0], _like(f, sgn[0, :, 0])),
-         [x, y]),
+        ("cosine_embedding_loss", lambda f, a, b: f.cosine_embedding_loss(a[0], b[0], _like(f, sgn[0, :, 0])), [x, y]),
         ("triplet_margin_loss", lambda f, a, b, c: f.triplet_margin_loss(a, b, c, p=3, swap=True), [x, y, z]),
         ("bilinear", lambda f, a, b, c: f.bilinear(a, b, c), [x, y[..., :4], rng.standard_normal((2, 5, 4))]),
     ]
@@ -755,8 +841,7 @@ def test_values_and_gradients_agree_with_torch():
             (expected * torch.tensor(weights)).sum().backward()
             for a, b in zip(ours, theirs):
                 scale = max(1.0, float(np.abs(b.grad.numpy()).max()))
-                np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-10, atol=1e-12 * scale,
-                                           err_msg=name)
+                np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-10, atol=1e-12 * scale, err_msg=name)
 
 
 def _like(f, a):

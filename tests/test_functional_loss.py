@@ -96,10 +96,10 @@ def test_regression_losses_match_numpy(reduction):
     x, y = randn(3, 4), randn(3, 4, seed=1)
     d = f64(x) - f64(y)
     red = {"mean": np.mean, "sum": np.sum, "none": lambda v: v}[reduction]
-    assert_close(F.mse_loss(x, y, reduction=reduction), red(d ** 2), 12)
+    assert_close(F.mse_loss(x, y, reduction=reduction), red(d**2), 12)
     assert_close(F.l1_loss(x, y, reduction=reduction), red(np.abs(d)), 12)
     for beta in (0.5, 1.0, 0.0):
-        huber = np.abs(d) if beta == 0 else np.where(np.abs(d) < beta, 0.5 * d ** 2 / beta, np.abs(d) - 0.5 * beta)
+        huber = np.abs(d) if beta == 0 else np.where(np.abs(d) < beta, 0.5 * d**2 / beta, np.abs(d) - 0.5 * beta)
         assert_close(F.smooth_l1_loss(x, y, reduction=reduction, beta=beta), red(huber), 12)
 
 
@@ -215,8 +215,9 @@ def test_binary_cross_entropy_gradient_is_torchs_rule_for_saturated_predictions(
 def test_binary_cross_entropy_keeps_losses_far_below_one():
     # -log(1 - p) for p = 1e-8: log(1 - p) in float32 is log(1) = 0; torch's log1p(-p) is -1e-8
     p, y = ampcore.tensor([1e-8, 0.5]), ampcore.tensor([0.0, 0.0])
-    np.testing.assert_allclose(F.binary_cross_entropy(p, y, reduction="none").numpy(), [1e-8, math.log(2)],
-                               rtol=ref.tolerance(dt.float32))
+    np.testing.assert_allclose(
+        F.binary_cross_entropy(p, y, reduction="none").numpy(), [1e-8, math.log(2)], rtol=ref.tolerance(dt.float32)
+    )
 
 
 @pytest.mark.parametrize("loss", ["mse_loss", "l1_loss"])
@@ -232,8 +233,11 @@ def test_loss_errors_name_the_bad_value():
     x = ampcore.ones(4, 3)
     with pytest.raises(ValueError, match=r"unknown reduction 'avg'; valid reductions are 'none', 'mean', 'sum'"):
         F.cross_entropy(x, ampcore.tensor([0, 1, 2, 0]), reduction="avg")
-    with pytest.raises(ValueError, match=r"float \(class-probability\) targets must have the input's shape "
-                                         r"\(4, 3\), got \(4,\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"float \(class-probability\) targets must have the input's shape "
+        r"\(4, 3\), got \(4,\)",
+    ):
         F.cross_entropy(x, ampcore.ones(4))
     with pytest.raises(ValueError, match=r"target of shape \(3,\) does not match input of shape \(4, 3\)"):
         F.cross_entropy(x, ampcore.tensor([0, 1, 2]))
@@ -252,8 +256,11 @@ def test_class_index_range_is_checked_on_the_device_and_raised_at_the_next_read(
     with count_host_syncs() as syncs:
         loss = F.nll_loss(x, ampcore.tensor([0, 3, 1, -100]))
     assert syncs.count == 0
-    with pytest.raises(ValueError, match=r"nll_loss\(\): target class 3 is out of range for 3 classes .*"
-                                         r"found by a check on the device"):
+    with pytest.raises(
+        ValueError,
+        match=r"nll_loss\(\): target class 3 is out of range for 3 classes .*"
+        r"found by a check on the device",
+    ):
         loss.item()
     assert loss.item() == loss.item()  # the failed check was reported once, then cleared
 

@@ -44,8 +44,11 @@ def test_embedding_errors():
 def test_embedding_refuses_indices_outside_zero_to_num_embeddings(index):
     # torch raises rather than counting a negative index from the end
     w = ampcore.ones(4, 2)
-    with pytest.raises(IndexError, match=rf"embedding\(\): index {index} is out of range for 4 embeddings "
-                                         r"\(valid: 0..3\)"):
+    with pytest.raises(
+        IndexError,
+        match=rf"embedding\(\): index {index} is out of range for 4 embeddings "
+        r"\(valid: 0..3\)",
+    ):
         F.embedding(ampcore.tensor([[0, 3], [index, 1]]), w)
 
 

@@ -46,11 +46,32 @@ from ampcore.conformance import op_reference as opref
 from ampcore.conformance.references import BINARY_REFERENCE, UNARY_REFERENCE, round_to, to_f64
 from ampcore.nn import functional as F
 
-EXAMPLES = {"conv1d": 50, "batch_norm": 60, "max_pool": 50, "avg_pool": 50, "prelu": 40, "softmin": 40,
-            "bce": 50, "bce_logits": 50, "kl_div": 50, "huber": 40, "poisson": 50, "margin_ranking": 40,
-            "soft_margin": 40, "hinge": 40, "cosine_embedding": 40, "triplet": 50, "mm_bmm_dot": 60,
-            "addmm": 50, "bilinear": 40, "tensordot": 40, "addc": 60, "index_add": 40, "mean": 40,
-            "primitives": 40}
+EXAMPLES = {
+    "conv1d": 50,
+    "batch_norm": 60,
+    "max_pool": 50,
+    "avg_pool": 50,
+    "prelu": 40,
+    "softmin": 40,
+    "bce": 50,
+    "bce_logits": 50,
+    "kl_div": 50,
+    "huber": 40,
+    "poisson": 50,
+    "margin_ranking": 40,
+    "soft_margin": 40,
+    "hinge": 40,
+    "cosine_embedding": 40,
+    "triplet": 50,
+    "mm_bmm_dot": 60,
+    "addmm": 50,
+    "bilinear": 40,
+    "tensordot": 40,
+    "addc": 60,
+    "index_add": 40,
+    "mean": 40,
+    "primitives": 40,
+}
 FUZZ = dict(deadline=None, derandomize=True)
 REDUCTIONS = ["none", "sum", "mean"]
 small_shapes = hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4)
@@ -90,11 +111,24 @@ def rounded(x: np.ndarray, dtype: str) -> np.ndarray:
 
 # =========================================================================== conv1d
 @settings(max_examples=EXAMPLES["conv1d"], **FUZZ)
-@given(st.sampled_from(DTYPES), st.integers(0, 2), st.sampled_from([(1, 1), (2, 1), (2, 2), (4, 2)]),
-       st.integers(1, 2), st.integers(1, 3), st.integers(1, 6), st.integers(1, 2), st.integers(1, 2),
-       st.sampled_from([0, 1, 2, "same", "valid"]), st.booleans(), st.booleans(), st.booleans(), st.data())
-def test_conv1d_matches_float64_reference(dtype, n, cg, o_per_group, k, length, stride, dilation, padding,
-                                          with_bias, unbatched, specials, data):
+@given(
+    st.sampled_from(DTYPES),
+    st.integers(0, 2),
+    st.sampled_from([(1, 1), (2, 1), (2, 2), (4, 2)]),
+    st.integers(1, 2),
+    st.integers(1, 3),
+    st.integers(1, 6),
+    st.integers(1, 2),
+    st.integers(1, 2),
+    st.sampled_from([0, 1, 2, "same", "valid"]),
+    st.booleans(),
+    st.booleans(),
+    st.booleans(),
+    st.data(),
+)
+def test_conv1d_matches_float64_reference(
+    dtype, n, cg, o_per_group, k, length, stride, dilation, padding, with_bias, unbatched, specials, data
+):
     c, groups = cg
     o = o_per_group * groups
     if padding == "same":
@@ -109,25 +143,53 @@ def test_conv1d_matches_float64_reference(dtype, n, cg, o_per_group, k, length, 
     lx, lw, lb = finite_max(x), finite_max(w), finite_max(b) if with_bias else 0.0
     with ERR():  # as for conv2d: a product or partial sum past the accumulator's range overflows there first
         assume(lx * lw * terms + lb < _accumulator_max(dtype) / 2)
-    out = F.conv1d(as_tensor(x[0] if unbatched else x), as_tensor(w), as_tensor(b) if with_bias else None,
-                   stride=stride, padding=padding, dilation=dilation, groups=groups)
+    out = F.conv1d(
+        as_tensor(x[0] if unbatched else x),
+        as_tensor(w),
+        as_tensor(b) if with_bias else None,
+        stride=stride,
+        padding=padding,
+        dilation=dilation,
+        groups=groups,
+    )
     lo = dilation * (k - 1) // 2 if padding == "same" else p_total // 2
     hi = p_total - lo
     x64 = np.pad(to_f64(x), ((0, 0), (0, 0), (lo, hi)))  # 'same' puts the odd extra element at the end
     with ERR():
-        ref = conv2d_reference(x64[:, :, None, :], to_f64(w)[:, :, None, :], None if b is None else to_f64(b),
-                               (1, stride), (0, 0), (1, dilation), groups)[:, :, 0, :]
-    check(out, ref[0] if unbatched else ref, dtype, terms + 1, scale=max(lx, 1.0) * max(lw, 1.0) + lb,
-          what=f"conv1d x{x.shape} w{w.shape} stride {stride} pad {padding} dil {dilation} groups {groups}")
+        ref = conv2d_reference(
+            x64[:, :, None, :],
+            to_f64(w)[:, :, None, :],
+            None if b is None else to_f64(b),
+            (1, stride),
+            (0, 0),
+            (1, dilation),
+            groups,
+        )[:, :, 0, :]
+    check(
+        out,
+        ref[0] if unbatched else ref,
+        dtype,
+        terms + 1,
+        scale=max(lx, 1.0) * max(lw, 1.0) + lb,
+        what=f"conv1d x{x.shape} w{w.shape} stride {stride} pad {padding} dil {dilation} groups {groups}",
+    )
 
 
 # =========================================================================== batch_norm
 @settings(max_examples=EXAMPLES["batch_norm"], **FUZZ)
-@given(st.sampled_from(DTYPES), st.integers(0, 4), st.integers(1, 3),
-       hnp.array_shapes(min_dims=0, max_dims=2, min_side=0, max_side=3), st.booleans(), st.booleans(),
-       st.sampled_from([0.1, 0.5, 1.0]), st.data())
-def test_batch_norm_matches_float64_reference_and_updates_running_stats(dtype, n, c, spatial, training, affine,
-                                                                       momentum, data):
+@given(
+    st.sampled_from(DTYPES),
+    st.integers(0, 4),
+    st.integers(1, 3),
+    hnp.array_shapes(min_dims=0, max_dims=2, min_side=0, max_side=3),
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from([0.1, 0.5, 1.0]),
+    st.data(),
+)
+def test_batch_norm_matches_float64_reference_and_updates_running_stats(
+    dtype, n, c, spatial, training, affine, momentum, data
+):
     # Restricted finite magnitudes (1e4, as layer_norm in test_fuzz_nn_ops): the centred squares are taken in
     # the float32 (float64) accumulator.  Running statistics are float32 for float16/bfloat16 input (a low-
     # precision model's buffers; the variance of such values does not fit float16).  inf/NaN stay in.
@@ -141,8 +203,15 @@ def test_batch_norm_matches_float64_reference_and_updates_running_stats(dtype, n
     w = tame(data.draw(arrays(dtype, (c,), specials=False)), 1e3) if affine else None
     b = tame(data.draw(arrays(dtype, (c,), specials=False)), 1e3) if affine else None
     rm, rv = as_tensor(rm0.copy()), as_tensor(rv0.copy())
-    call = lambda: F.batch_norm(as_tensor(x), rm, rv, None if w is None else as_tensor(w),  # noqa: E731
-                                None if b is None else as_tensor(b), training=training, momentum=momentum)
+    call = lambda: F.batch_norm(
+        as_tensor(x),
+        rm,
+        rv,
+        None if w is None else as_tensor(w),  # noqa: E731
+        None if b is None else as_tensor(b),
+        training=training,
+        momentum=momentum,
+    )
     if training and count == 1:
         with pytest.raises(ValueError, match="more than 1 value per channel"):
             call()
@@ -178,9 +247,16 @@ def test_batch_norm_matches_float64_reference_and_updates_running_stats(dtype, n
 
 
 # =========================================================================== pooling
-def pool_reference(x: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
-                   dilation: tuple[int, int], mode: str, count_include_pad: bool = True,
-                   divisor: int | None = None) -> np.ndarray:
+def pool_reference(
+    x: np.ndarray,
+    kernel: tuple[int, int],
+    stride: tuple[int, int],
+    padding: tuple[int, int],
+    dilation: tuple[int, int],
+    mode: str,
+    count_include_pad: bool = True,
+    divisor: int | None = None,
+) -> np.ndarray:
     """max/avg pooling of (..., H, W) by an explicit loop over output positions (padding: -inf / 0)."""
     h, w = x.shape[-2:]
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
@@ -226,27 +302,34 @@ def test_max_pool2d_selects_exactly_the_float64_maximum(dtype, problem, data):
 
 
 @settings(max_examples=EXAMPLES["avg_pool"], **FUZZ)
-@given(st.sampled_from(DTYPES), pool_problems(dilate=False), st.booleans(), st.sampled_from([None, 1, 5]),
-       st.data())
+@given(st.sampled_from(DTYPES), pool_problems(dilate=False), st.booleans(), st.sampled_from([None, 1, 5]), st.data())
 def test_avg_pool2d_matches_float64_reference(dtype, problem, count_include_pad, divisor, data):
     shape, kernel, stride, padding, _ = problem
     x = data.draw(arrays(dtype, shape))
     # the window sum runs in float32 (float64): a sum past its range overflows there first (bfloat16, float32)
     with ERR():
         assume(finite_max(x) * kernel[0] * kernel[1] < _accumulator_max(dtype) / 2)
-    out = F.avg_pool2d(as_tensor(x), kernel, stride, padding, count_include_pad=count_include_pad,
-                       divisor_override=divisor)
+    out = F.avg_pool2d(
+        as_tensor(x), kernel, stride, padding, count_include_pad=count_include_pad, divisor_override=divisor
+    )
     with ERR():
         ref = pool_reference(to_f64(x), kernel, stride, padding, (1, 1), "avg", count_include_pad, divisor)
     n = kernel[0] * kernel[1]
-    check(out, ref, dtype, n + 1, scale=finite_max(x) * n / (divisor or 1),
-          what=f"avg_pool2d {shape} k{kernel} s{stride} p{padding} cip={count_include_pad} div={divisor}")
+    check(
+        out,
+        ref,
+        dtype,
+        n + 1,
+        scale=finite_max(x) * n / (divisor or 1),
+        what=f"avg_pool2d {shape} k{kernel} s{stride} p{padding} cip={count_include_pad} div={divisor}",
+    )
 
 
 # =========================================================================== activations
 @settings(max_examples=EXAMPLES["prelu"], **FUZZ)
-@given(st.sampled_from(DTYPES), hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=3),
-       st.booleans(), st.data())
+@given(
+    st.sampled_from(DTYPES), hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=3), st.booleans(), st.data()
+)
 def test_prelu_matches_float64_reference_on_any_values(dtype, shape, per_channel, data):
     channels = shape[1] if len(shape) > 1 else 1
     per_channel = per_channel and len(shape) >= 1
@@ -254,8 +337,11 @@ def test_prelu_matches_float64_reference_on_any_values(dtype, shape, per_channel
     w = data.draw(arrays(dtype, (channels,) if per_channel else (1,)))
     out = F.prelu(as_tensor(x), as_tensor(w))
     x64, w64 = to_f64(x), to_f64(w)
-    wb = w64.reshape((1, channels) + (1,) * (len(shape) - 2)) if per_channel and len(shape) > 1 else \
-        w64.reshape(w64.shape if per_channel else ())
+    wb = (
+        w64.reshape((1, channels) + (1,) * (len(shape) - 2))
+        if per_channel and len(shape) > 1
+        else w64.reshape(w64.shape if per_channel else ())
+    )
     with ERR():
         ref = np.where(x64 > 0, x64, wb * x64)  # NaN is not > 0: w * NaN = NaN
     check(out, ref, dtype, what=f"prelu {shape} weight {w.shape}")
@@ -288,10 +374,10 @@ def probabilities(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) 
 
 
 @settings(max_examples=EXAMPLES["bce"], **FUZZ)
-@given(st.sampled_from(DTYPES), small_shapes, st.sampled_from(REDUCTIONS), st.booleans(), st.booleans(),
-       st.data())
-def test_binary_cross_entropy_matches_float64_reference_with_torch_log_clamp(dtype, shape, reduction,
-                                                                             with_weight, nan_input, data):
+@given(st.sampled_from(DTYPES), small_shapes, st.sampled_from(REDUCTIONS), st.booleans(), st.booleans(), st.data())
+def test_binary_cross_entropy_matches_float64_reference_with_torch_log_clamp(
+    dtype, shape, reduction, with_weight, nan_input, data
+):
     # Inputs are probabilities (torch raises on values outside [0, 1]); a NaN input propagates.
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
     p = probabilities(rng, shape, dtype)
@@ -299,8 +385,7 @@ def test_binary_cross_entropy_matches_float64_reference_with_torch_log_clamp(dty
         p.flat[0] = np.nan
     y = probabilities(rng, shape, dtype)
     w = round_to(rng.uniform(0, 2, shape), dtype) if with_weight else None
-    out = F.binary_cross_entropy(as_tensor(p), as_tensor(y), None if w is None else as_tensor(w),
-                                 reduction=reduction)
+    out = F.binary_cross_entropy(as_tensor(p), as_tensor(y), None if w is None else as_tensor(w), reduction=reduction)
     p64, y64 = to_f64(p), to_f64(y)
     with ERR():
         log_p = np.where(np.isnan(p64), np.nan, np.maximum(np.log(p64), -100.0))
@@ -309,15 +394,21 @@ def test_binary_cross_entropy_matches_float64_reference_with_torch_log_clamp(dty
         if with_weight:
             per = per * to_f64(w)
     per = rounded(per, dtype)  # computed in float32 (or better), rounded once to the dtype, then reduced
-    check(out, reduce_ref(per, reduction), dtype, max(per.size, 1) + 4, scale=100.0 * (2.0 if with_weight else 1.0),
-          what=f"binary_cross_entropy {dtype}{shape} {reduction}")
+    check(
+        out,
+        reduce_ref(per, reduction),
+        dtype,
+        max(per.size, 1) + 4,
+        scale=100.0 * (2.0 if with_weight else 1.0),
+        what=f"binary_cross_entropy {dtype}{shape} {reduction}",
+    )
 
 
 @settings(max_examples=EXAMPLES["bce_logits"], **FUZZ)
-@given(st.sampled_from(DTYPES), small_shapes, st.sampled_from(REDUCTIONS), st.booleans(), st.booleans(),
-       st.data())
-def test_binary_cross_entropy_with_logits_matches_stable_float64_formula(dtype, shape, reduction, with_weight,
-                                                                        with_pos_weight, data):
+@given(st.sampled_from(DTYPES), small_shapes, st.sampled_from(REDUCTIONS), st.booleans(), st.booleans(), st.data())
+def test_binary_cross_entropy_with_logits_matches_stable_float64_formula(
+    dtype, shape, reduction, with_weight, with_pos_weight, data
+):
     x = data.draw(arrays(dtype, shape))  # any logits: inf and NaN follow the documented stable formula
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
     y = probabilities(rng, shape, dtype)
@@ -328,8 +419,9 @@ def test_binary_cross_entropy_with_logits_matches_stable_float64_formula(dtype, 
     with ERR():
         soft = np.log1p(np.exp(-np.abs(x64)))
         if with_pos_weight:
-            log_weight = rounded((to_f64(pw) - 1.0) * y64 + 1.0, dtype) if dtype != "float64" else \
-                (to_f64(pw) - 1.0) * y64 + 1.0  # pos_weight is combined with the target in the input dtype
+            log_weight = (
+                rounded((to_f64(pw) - 1.0) * y64 + 1.0, dtype) if dtype != "float64" else (to_f64(pw) - 1.0) * y64 + 1.0
+            )  # pos_weight is combined with the target in the input dtype
             per = (1 - y64) * x64 + log_weight * (soft + np.maximum(-x64, 0.0))
         else:
             per = np.maximum(x64, 0.0) - x64 * y64 + soft
@@ -337,18 +429,37 @@ def test_binary_cross_entropy_with_logits_matches_stable_float64_formula(dtype, 
             per = per * to_f64(w)
     per = rounded(per, dtype)
     assume(fits_accumulator(per, dtype, reduction))
-    out = F.binary_cross_entropy_with_logits(as_tensor(x), as_tensor(y), None if w is None else as_tensor(w),
-                                             reduction=reduction, pos_weight=None if pw is None else as_tensor(pw))
-    scale = (finite_max(x) + 1.0) * (finite_max(w) if with_weight else 1.0) \
+    out = F.binary_cross_entropy_with_logits(
+        as_tensor(x),
+        as_tensor(y),
+        None if w is None else as_tensor(w),
+        reduction=reduction,
+        pos_weight=None if pw is None else as_tensor(pw),
+    )
+    scale = (
+        (finite_max(x) + 1.0)
+        * (finite_max(w) if with_weight else 1.0)
         * (finite_max(pw) + 1 if with_pos_weight else 1.0)
-    check(out, reduce_ref(per, reduction), dtype, max(per.size, 1) + 6, scale=scale,
-          what=f"bce_with_logits {dtype}{shape} {reduction} w={with_weight} pw={with_pos_weight}")
+    )
+    check(
+        out,
+        reduce_ref(per, reduction),
+        dtype,
+        max(per.size, 1) + 6,
+        scale=scale,
+        what=f"bce_with_logits {dtype}{shape} {reduction} w={with_weight} pw={with_pos_weight}",
+    )
 
 
 # =========================================================================== kl_div, huber, poisson
 @settings(max_examples=EXAMPLES["kl_div"], **FUZZ)
-@given(st.sampled_from(DTYPES), small_shapes, st.sampled_from(["none", "sum", "mean", "batchmean"]), st.booleans(),
-       st.data())
+@given(
+    st.sampled_from(DTYPES),
+    small_shapes,
+    st.sampled_from(["none", "sum", "mean", "batchmean"]),
+    st.booleans(),
+    st.data(),
+)
 def test_kl_div_matches_float64_reference_with_zero_log_zero_as_zero(dtype, shape, reduction, log_target, data):
     lim = compute_limit(dtype)  # t * x and t log t in the float32 compute dtype
     x = tame(data.draw(arrays(dtype, shape)), lim)
@@ -371,13 +482,25 @@ def test_kl_div_matches_float64_reference_with_zero_log_zero_as_zero(dtype, shap
             ref = reduce_ref(per, reduction)
     out = F.kl_div(as_tensor(x), as_tensor(t), reduction=reduction, log_target=log_target)
     scale = finite_max(*terms) + 1.0  # the two terms cancel: the error is relative to them
-    check(out, ref, dtype, max(per.size, 1) + 3, scale=scale,
-          what=f"kl_div {dtype}{shape} {reduction} log_target={log_target}")
+    check(
+        out,
+        ref,
+        dtype,
+        max(per.size, 1) + 3,
+        scale=scale,
+        what=f"kl_div {dtype}{shape} {reduction} log_target={log_target}",
+    )
 
 
 @settings(max_examples=EXAMPLES["huber"], **FUZZ)
-@given(st.sampled_from(DTYPES), small_shapes, st.sampled_from(REDUCTIONS), st.sampled_from([0.5, 1.0, 2.0]),
-       st.booleans(), st.data())
+@given(
+    st.sampled_from(DTYPES),
+    small_shapes,
+    st.sampled_from(REDUCTIONS),
+    st.sampled_from([0.5, 1.0, 2.0]),
+    st.booleans(),
+    st.data(),
+)
 def test_huber_loss_matches_float64_reference(dtype, shape, reduction, delta, with_weight, data):
     lim = compute_limit(dtype)  # d * d in the float32 compute dtype
     a, b = tame(data.draw(arrays(dtype, shape)), lim), tame(data.draw(arrays(dtype, shape)), lim)
@@ -388,15 +511,21 @@ def test_huber_loss_matches_float64_reference(dtype, shape, reduction, delta, wi
         if with_weight:
             per = per * to_f64(w)
     assume(fits_accumulator(per, dtype, reduction))
-    out = F.huber_loss(as_tensor(a), as_tensor(b), reduction=reduction, delta=delta,
-                       weight=None if w is None else as_tensor(w))
-    check(out, reduce_ref(per, reduction), dtype, max(per.size, 1) + 3, scale=1.0,
-          what=f"huber_loss {dtype}{shape} {reduction} delta={delta}")
+    out = F.huber_loss(
+        as_tensor(a), as_tensor(b), reduction=reduction, delta=delta, weight=None if w is None else as_tensor(w)
+    )
+    check(
+        out,
+        reduce_ref(per, reduction),
+        dtype,
+        max(per.size, 1) + 3,
+        scale=1.0,
+        what=f"huber_loss {dtype}{shape} {reduction} delta={delta}",
+    )
 
 
 @settings(max_examples=EXAMPLES["poisson"], **FUZZ)
-@given(st.sampled_from(DTYPES), small_shapes, st.sampled_from(REDUCTIONS), st.booleans(), st.booleans(),
-       st.data())
+@given(st.sampled_from(DTYPES), small_shapes, st.sampled_from(REDUCTIONS), st.booleans(), st.booleans(), st.data())
 def test_poisson_nll_loss_matches_float64_reference(dtype, shape, reduction, log_input, full, data):
     # Restricted: log-rates to |x| <= 60 (exp(x) past float32's range would overflow the compute dtype while
     # exp(x) - t x is still finite in float64); rates >= 0.  inf/NaN stay in.
@@ -416,8 +545,14 @@ def test_poisson_nll_loss_matches_float64_reference(dtype, shape, reduction, log
             terms.append(safe * np.log(safe))
     assume(fits_accumulator(per, dtype, reduction))
     out = F.poisson_nll_loss(as_tensor(x), as_tensor(t), log_input=log_input, full=full, reduction=reduction)
-    check(out, reduce_ref(per, reduction), dtype, max(per.size, 1) + 4, scale=finite_max(*terms) + 1.0,
-          what=f"poisson_nll_loss {dtype}{shape} {reduction} log_input={log_input} full={full}")
+    check(
+        out,
+        reduce_ref(per, reduction),
+        dtype,
+        max(per.size, 1) + 4,
+        scale=finite_max(*terms) + 1.0,
+        what=f"poisson_nll_loss {dtype}{shape} {reduction} log_input={log_input} full={full}",
+    )
 
 
 # =========================================================================== margin / embedding losses
@@ -427,16 +562,22 @@ def signs(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.nd
 
 def same_ndim_broadcast(num: int):
     """Shapes that broadcast and have the same number of dimensions (what the ranking losses require)."""
+
     def pad(bs):
         nd = len(bs.result_shape)
         return tuple((1,) * (nd - len(s)) + tuple(s) for s in bs.input_shapes), bs.result_shape
-    return hnp.mutually_broadcastable_shapes(num_shapes=num, min_dims=1, max_dims=3, min_side=0,
-                                             max_side=3).map(pad)
+
+    return hnp.mutually_broadcastable_shapes(num_shapes=num, min_dims=1, max_dims=3, min_side=0, max_side=3).map(pad)
 
 
 @settings(max_examples=EXAMPLES["margin_ranking"], **FUZZ)
-@given(st.sampled_from(DTYPES), same_ndim_broadcast(3), st.sampled_from(REDUCTIONS),
-       st.sampled_from([0.0, 0.5, -1.0]), st.data())
+@given(
+    st.sampled_from(DTYPES),
+    same_ndim_broadcast(3),
+    st.sampled_from(REDUCTIONS),
+    st.sampled_from([0.0, 0.5, -1.0]),
+    st.data(),
+)
 def test_margin_ranking_loss_broadcasts_and_matches_float64_reference(dtype, shapes, reduction, margin, data):
     (s1, s2, st_), result = shapes
     a, b = data.draw(arrays(dtype, s1)), data.draw(arrays(dtype, s2))
@@ -446,8 +587,14 @@ def test_margin_ranking_loss_broadcasts_and_matches_float64_reference(dtype, sha
         per = np.broadcast_to(np.where(v < 0, 0.0, v), result)  # NaN is kept
     assume(fits_accumulator(per, dtype, reduction))
     out = F.margin_ranking_loss(as_tensor(a), as_tensor(b), as_tensor(t), margin=margin, reduction=reduction)
-    check(out, reduce_ref(per, reduction), dtype, max(per.size, 1) + 3, scale=finite_max(a, b) + 1.0,
-          what=f"margin_ranking_loss {s1} {s2} {st_} {reduction}")
+    check(
+        out,
+        reduce_ref(per, reduction),
+        dtype,
+        max(per.size, 1) + 3,
+        scale=finite_max(a, b) + 1.0,
+        what=f"margin_ranking_loss {s1} {s2} {st_} {reduction}",
+    )
 
 
 @settings(max_examples=EXAMPLES["soft_margin"], **FUZZ)
@@ -459,13 +606,18 @@ def test_soft_margin_loss_is_finite_where_the_naive_formula_overflows(dtype, sha
         per = np.logaddexp(0.0, -to_f64(t) * to_f64(x))  # log(1 + exp(z)) without overflow
     assume(fits_accumulator(per, dtype, reduction))
     out = F.soft_margin_loss(as_tensor(x), as_tensor(t), reduction=reduction)
-    check(out, reduce_ref(per, reduction), dtype, max(per.size, 1) + 3, scale=1.0,
-          what=f"soft_margin_loss {dtype}{shape} {reduction}")
+    check(
+        out,
+        reduce_ref(per, reduction),
+        dtype,
+        max(per.size, 1) + 3,
+        scale=1.0,
+        what=f"soft_margin_loss {dtype}{shape} {reduction}",
+    )
 
 
 @settings(max_examples=EXAMPLES["hinge"], **FUZZ)
-@given(st.sampled_from(DTYPES), small_shapes, st.sampled_from(REDUCTIONS), st.sampled_from([1.0, 0.0, 2.5]),
-       st.data())
+@given(st.sampled_from(DTYPES), small_shapes, st.sampled_from(REDUCTIONS), st.sampled_from([1.0, 0.0, 2.5]), st.data())
 def test_hinge_embedding_loss_follows_torch_rule_for_every_target_value(dtype, shape, reduction, margin, data):
     x = data.draw(arrays(dtype, shape))
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
@@ -476,13 +628,25 @@ def test_hinge_embedding_loss_follows_torch_rule_for_every_target_value(dtype, s
         per = np.where(t64 != 1, np.where(hinge < 0, 0.0, hinge), 0.0) + np.where(t64 != -1, x64, 0.0)
     assume(fits_accumulator(per, dtype, reduction))
     out = F.hinge_embedding_loss(as_tensor(x), as_tensor(t), margin=margin, reduction=reduction)
-    check(out, reduce_ref(per, reduction), dtype, max(per.size, 1) + 3, scale=finite_max(x) + margin,
-          what=f"hinge_embedding_loss {dtype}{shape} {reduction} margin={margin}")
+    check(
+        out,
+        reduce_ref(per, reduction),
+        dtype,
+        max(per.size, 1) + 3,
+        scale=finite_max(x) + margin,
+        what=f"hinge_embedding_loss {dtype}{shape} {reduction} margin={margin}",
+    )
 
 
 @settings(max_examples=EXAMPLES["cosine_embedding"], **FUZZ)
-@given(st.sampled_from(DTYPES), st.sampled_from([None, 0, 1, 3]), st.integers(0, 4), st.sampled_from(REDUCTIONS),
-       st.sampled_from([0.0, 0.3, -0.5]), st.data())
+@given(
+    st.sampled_from(DTYPES),
+    st.sampled_from([None, 0, 1, 3]),
+    st.integers(0, 4),
+    st.sampled_from(REDUCTIONS),
+    st.sampled_from([0.0, 0.3, -0.5]),
+    st.data(),
+)
 def test_cosine_embedding_loss_matches_float64_reference(dtype, n, d, reduction, margin, data):
     # Restricted as cosine_similarity in test_fuzz_nn_ops (|x| <= 1e4): the squared norms accumulate in float32.
     shape = (d,) if n is None else (n, d)
@@ -494,13 +658,26 @@ def test_cosine_embedding_loss_matches_float64_reference(dtype, n, d, reduction,
         over = cos - margin
         per = np.where(t64 == 1, 1.0 - cos, 0.0) + np.where(t64 == -1, np.where(over < 0, 0.0, over), 0.0)
     out = F.cosine_embedding_loss(as_tensor(a), as_tensor(b), as_tensor(t), margin=margin, reduction=reduction)
-    check(out, reduce_ref(per, reduction), dtype, d + max(per.size, 1) + 4, scale=1.0 + abs(margin),
-          what=f"cosine_embedding_loss {shape} {reduction} margin={margin}")
+    check(
+        out,
+        reduce_ref(per, reduction),
+        dtype,
+        d + max(per.size, 1) + 4,
+        scale=1.0 + abs(margin),
+        what=f"cosine_embedding_loss {shape} {reduction} margin={margin}",
+    )
 
 
 @settings(max_examples=EXAMPLES["triplet"], **FUZZ)
-@given(st.sampled_from(DTYPES), same_ndim_broadcast(3), st.sampled_from(REDUCTIONS), st.sampled_from([1, 2, 3]),
-       st.booleans(), st.sampled_from([1.0, 0.2]), st.data())
+@given(
+    st.sampled_from(DTYPES),
+    same_ndim_broadcast(3),
+    st.sampled_from(REDUCTIONS),
+    st.sampled_from([1, 2, 3]),
+    st.booleans(),
+    st.sampled_from([1.0, 0.2]),
+    st.data(),
+)
 def test_triplet_margin_loss_matches_float64_reference(dtype, shapes, reduction, p, swap, margin, data):
     # Restricted as normalize in test_fuzz_nn_ops (|x| <= 1e4): sum |d|**p runs in the float32 accumulator.
     (sa, sp, sn), result = shapes
@@ -519,10 +696,17 @@ def test_triplet_margin_loss_matches_float64_reference(dtype, shapes, reduction,
             d_neg = np.where(np.isnan(d_neg) | np.isnan(d_pn), np.nan, np.minimum(d_neg, d_pn))
         v = margin + d_pos - d_neg
         per = np.where(v < 0, 0.0, v)
-    out = F.triplet_margin_loss(as_tensor(a), as_tensor(pos), as_tensor(neg), margin=margin, p=p, swap=swap,
-                                reduction=reduction)
-    check(out, reduce_ref(per, reduction), dtype, result[-1] + max(per.size, 1) + 4,
-          scale=finite_max(d_pos, d_neg) + 1.0, what=f"triplet_margin_loss {sa} {sp} {sn} p={p} swap={swap}")
+    out = F.triplet_margin_loss(
+        as_tensor(a), as_tensor(pos), as_tensor(neg), margin=margin, p=p, swap=swap, reduction=reduction
+    )
+    check(
+        out,
+        reduce_ref(per, reduction),
+        dtype,
+        result[-1] + max(per.size, 1) + 4,
+        scale=finite_max(d_pos, d_neg) + 1.0,
+        what=f"triplet_margin_loss {sa} {sp} {sn} p={p} swap={swap}",
+    )
 
 
 # =========================================================================== products
@@ -535,8 +719,16 @@ def _products_fit(dtype: str, k: int, *operands: np.ndarray) -> tuple[bool, floa
 
 
 @settings(max_examples=EXAMPLES["mm_bmm_dot"], **FUZZ)
-@given(st.sampled_from(["mm", "bmm", "dot"]), st.sampled_from(DTYPES), st.integers(0, 3), st.integers(0, 4),
-       st.integers(0, 4), st.integers(0, 4), st.booleans(), st.data())
+@given(
+    st.sampled_from(["mm", "bmm", "dot"]),
+    st.sampled_from(DTYPES),
+    st.integers(0, 3),
+    st.integers(0, 4),
+    st.integers(0, 4),
+    st.integers(0, 4),
+    st.booleans(),
+    st.data(),
+)
 def test_mm_bmm_and_dot_match_float64_reference(name, dtype, batch, m, k, n, specials, data):
     shapes = {"mm": ((m, k), (k, n)), "bmm": ((batch, m, k), (batch, k, n)), "dot": ((k,), (k,))}[name]
     a, b = data.draw(arrays(dtype, shapes[0], specials)), data.draw(arrays(dtype, shapes[1], specials))
@@ -549,11 +741,22 @@ def test_mm_bmm_and_dot_match_float64_reference(name, dtype, batch, m, k, n, spe
 
 
 @settings(max_examples=EXAMPLES["addmm"], **FUZZ)
-@given(st.sampled_from(["addmm", "baddbmm"]), st.sampled_from(DTYPES), st.integers(0, 2), st.integers(0, 3),
-       st.integers(0, 4), st.integers(0, 3), st.sampled_from([1.0, 0.0, 0.5, -1.0]), st.sampled_from([1.0, 0.5, -2.0]),
-       st.integers(0, 3), st.booleans(), st.data())
-def test_addmm_and_baddbmm_scale_and_add_like_the_float64_reference(name, dtype, batch, m, k, n, beta, alpha,
-                                                                    input_kind, specials, data):
+@given(
+    st.sampled_from(["addmm", "baddbmm"]),
+    st.sampled_from(DTYPES),
+    st.integers(0, 2),
+    st.integers(0, 3),
+    st.integers(0, 4),
+    st.integers(0, 3),
+    st.sampled_from([1.0, 0.0, 0.5, -1.0]),
+    st.sampled_from([1.0, 0.5, -2.0]),
+    st.integers(0, 3),
+    st.booleans(),
+    st.data(),
+)
+def test_addmm_and_baddbmm_scale_and_add_like_the_float64_reference(
+    name, dtype, batch, m, k, n, beta, alpha, input_kind, specials, data
+):
     lead = (batch,) if name == "baddbmm" else ()
     full = lead + (m, n)
     input_shape = [full, full[-1:], (), lead + (1, n)][input_kind]  # broadcasting input
@@ -569,13 +772,27 @@ def test_addmm_and_baddbmm_scale_and_add_like_the_float64_reference(name, dtype,
         if alpha != 1:
             product = rounded(product * alpha, dtype)
         ref = product if beta == 0 else product + (to_f64(c) if beta == 1 else rounded(to_f64(c) * beta, dtype))
-    check(out, np.broadcast_to(ref, full), dtype, k + 3, scale=scale * abs(alpha) + finite_max(c),
-          what=f"{name} input{input_shape} {a.shape}@{b.shape} beta={beta} alpha={alpha}")
+    check(
+        out,
+        np.broadcast_to(ref, full),
+        dtype,
+        k + 3,
+        scale=scale * abs(alpha) + finite_max(c),
+        what=f"{name} input{input_shape} {a.shape}@{b.shape} beta={beta} alpha={alpha}",
+    )
 
 
 @settings(max_examples=EXAMPLES["bilinear"], **FUZZ)
-@given(st.sampled_from(DTYPES), hnp.array_shapes(min_dims=0, max_dims=2, min_side=0, max_side=3),
-       st.integers(0, 3), st.integers(0, 3), st.integers(0, 3), st.booleans(), st.booleans(), st.data())
+@given(
+    st.sampled_from(DTYPES),
+    hnp.array_shapes(min_dims=0, max_dims=2, min_side=0, max_side=3),
+    st.integers(0, 3),
+    st.integers(0, 3),
+    st.integers(0, 3),
+    st.booleans(),
+    st.booleans(),
+    st.data(),
+)
 def test_bilinear_matches_float64_reference(dtype, batch, n1, n2, n_out, with_bias, specials, data):
     x1 = data.draw(arrays(dtype, batch + (n1,), specials))
     x2 = data.draw(arrays(dtype, batch + (n2,), specials))
@@ -589,8 +806,14 @@ def test_bilinear_matches_float64_reference(dtype, batch, n1, n2, n_out, with_bi
         ref = np.einsum("...oj,...j->...o", partial, to_f64(x2))
         if with_bias:
             ref = ref + to_f64(bias)
-    check(out, ref, dtype, n1 * n2 + 2, scale=scale + (finite_max(bias) if with_bias else 0.0),
-          what=f"bilinear {x1.shape} {x2.shape} {w.shape}")
+    check(
+        out,
+        ref,
+        dtype,
+        n1 * n2 + 2,
+        scale=scale + (finite_max(bias) if with_bias else 0.0),
+        what=f"bilinear {x1.shape} {x2.shape} {w.shape}",
+    )
 
 
 @st.composite
@@ -600,7 +823,7 @@ def tensordot_problems(draw):
     if draw(st.booleans()):
         k = draw(st.integers(0, len(a_shape)))
         free_b = draw(hnp.array_shapes(min_dims=0, max_dims=2, min_side=0, max_side=3))
-        b_shape = a_shape[len(a_shape) - k:] + free_b
+        b_shape = a_shape[len(a_shape) - k :] + free_b
         return a_shape, b_shape, k, k
     k = draw(st.integers(0, len(a_shape)))
     dims_a = draw(st.permutations(range(len(a_shape))))[:k]
@@ -619,8 +842,11 @@ def tensordot_problems(draw):
 def test_tensordot_matches_numpy_tensordot_in_float64(dtype, problem, specials, data):
     a_shape, b_shape, dims, np_axes = problem
     a, b = data.draw(arrays(dtype, a_shape, specials)), data.draw(arrays(dtype, b_shape, specials))
-    k = int(np.prod([a_shape[i] for i in (range(len(a_shape) - dims, len(a_shape)) if isinstance(dims, int)
-                                          else np_axes[0])]))
+    k = int(
+        np.prod(
+            [a_shape[i] for i in (range(len(a_shape) - dims, len(a_shape)) if isinstance(dims, int) else np_axes[0])]
+        )
+    )
     ok, scale = _products_fit(dtype, k, a, b)
     assume(ok)
     out = F.tensordot(as_tensor(a), as_tensor(b), dims=dims)
@@ -631,9 +857,13 @@ def test_tensordot_matches_numpy_tensordot_in_float64(dtype, problem, specials, 
 
 # =========================================================================== addcmul / addcdiv, index_add, mean
 @settings(max_examples=EXAMPLES["addc"], **FUZZ)
-@given(st.sampled_from(["addcmul", "addcdiv"]), st.sampled_from(DTYPES),
-       hnp.mutually_broadcastable_shapes(num_shapes=3, min_dims=0, max_dims=3, min_side=0, max_side=3),
-       st.sampled_from([1, 0.5, -2.0]), st.data())
+@given(
+    st.sampled_from(["addcmul", "addcdiv"]),
+    st.sampled_from(DTYPES),
+    hnp.mutually_broadcastable_shapes(num_shapes=3, min_dims=0, max_dims=3, min_side=0, max_side=3),
+    st.sampled_from([1, 0.5, -2.0]),
+    st.data(),
+)
 def test_addcmul_and_addcdiv_broadcast_and_round_as_documented(name, dtype, shapes, value, data):
     a, b, c = (data.draw(arrays(dtype, s)) for s in shapes.input_shapes)
     out = getattr(F, name)(as_tensor(a), as_tensor(b), as_tensor(c), value=value)
@@ -649,32 +879,44 @@ def test_addcmul_and_addcdiv_broadcast_and_round_as_documented(name, dtype, shap
 
 
 @settings(max_examples=EXAMPLES["index_add"], **FUZZ)
-@given(st.sampled_from(DTYPES), hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=4),
-       st.integers(1, 4), st.data())
+@given(
+    st.sampled_from(DTYPES),
+    hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=4),
+    st.integers(1, 4),
+    st.data(),
+)
 def test_index_add_sums_duplicate_indices_like_numpy_add_at(dtype, shape, size, data):
     x = data.draw(arrays(dtype, shape))
     axis = data.draw(st.integers(-len(shape), len(shape) - 1))
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
     idx = rng.integers(-size if data.draw(st.booleans()) else 0, size, shape[axis])  # duplicates and negatives
     x64 = to_f64(x)
-    ref = np.zeros(shape[:axis % len(shape)] + (size,) + shape[axis % len(shape) + 1:])
+    ref = np.zeros(shape[: axis % len(shape)] + (size,) + shape[axis % len(shape) + 1 :])
     with ERR():
         np.add.at(np.moveaxis(ref, axis, 0), idx % size, np.moveaxis(x64, axis, 0))
     # duplicates may accumulate in the dtype itself: keep partial sums within its range
     assume(finite_max(x) * max(shape[axis], 1) < float(dt.finfo(dtype).max) / 2)
     out = ops.index_add(as_tensor(x), ampcore.tensor(idx), axis, size)
-    check(out, ref, dtype, shape[axis] + 1, scale=finite_max(x),
-          what=f"index_add {shape} axis {axis} into {size} with {idx.tolist()}")
+    check(
+        out,
+        ref,
+        dtype,
+        shape[axis] + 1,
+        scale=finite_max(x),
+        what=f"index_add {shape} axis {axis} into {size} with {idx.tolist()}",
+    )
 
 
 @settings(max_examples=EXAMPLES["mean"], **FUZZ)
-@given(st.sampled_from(DTYPES), hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=4), st.booleans(),
-       st.data())
+@given(
+    st.sampled_from(DTYPES), hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=4), st.booleans(), st.data()
+)
 def test_mean_matches_float64_reference_and_is_nan_over_nothing(dtype, shape, keepdim, data):
     x = data.draw(arrays(dtype, shape))
     nd = len(shape)
-    dim = data.draw(st.none() | st.integers(-nd, nd - 1) | st.lists(st.integers(0, nd - 1), min_size=1,
-                                                                     unique=True).map(tuple))
+    dim = data.draw(
+        st.none() | st.integers(-nd, nd - 1) | st.lists(st.integers(0, nd - 1), min_size=1, unique=True).map(tuple)
+    )
     x64 = to_f64(x)
     axes = tuple(range(nd)) if dim is None else ((dim % nd,) if isinstance(dim, int) else dim)
     # the sum runs in float32 (float64): a sum past its range overflows there first
@@ -683,8 +925,11 @@ def test_mean_matches_float64_reference_and_is_nan_over_nothing(dtype, shape, ke
     out = F.mean(as_tensor(x), dim, keepdim)
     with ERR():
         count = int(np.prod([shape[a] for a in axes]))
-        ref = np.sum(x64, axis=axes, keepdims=keepdim) / count if count else \
-            np.full(np.sum(x64, axis=axes, keepdims=keepdim).shape, np.nan)
+        ref = (
+            np.sum(x64, axis=axes, keepdims=keepdim) / count
+            if count
+            else np.full(np.sum(x64, axis=axes, keepdims=keepdim).shape, np.nan)
+        )
     if dim is None and not keepdim:
         ref = np.asarray(ref)
     check(out, ref, dtype, max(count, 1) + 1, scale=finite_max(x), what=f"mean({dtype}{shape}, dim={dim})")
@@ -694,8 +939,12 @@ PRIMITIVES = ["exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "pow"]
 
 
 @settings(max_examples=EXAMPLES["primitives"], **FUZZ)
-@given(st.sampled_from(PRIMITIVES), st.sampled_from(DTYPES),
-       hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, min_side=0, max_side=3), st.data())
+@given(
+    st.sampled_from(PRIMITIVES),
+    st.sampled_from(DTYPES),
+    hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, min_side=0, max_side=3),
+    st.data(),
+)
 def test_functional_primitive_wrappers_match_float64_reference_on_any_values(name, dtype, shapes, data):
     x = data.draw(arrays(dtype, shapes.input_shapes[0]))
     if name == "pow":
@@ -732,8 +981,7 @@ BAD_INPUTS = [
     ("kl_div-reduction", lambda: F.kl_div(_z(2), _z(2), reduction="avg"), ValueError, ["'avg'", "batchmean"]),
     ("huber-weight", lambda: F.huber_loss(_z(2, 3), _z(2, 3), weight=_z(3)), ValueError, ["(3,)", "(2, 3)"]),
     ("margin_ranking-ndim", lambda: F.margin_ranking_loss(_z(2, 3), _z(3), _z(3)), ValueError, ["(2, 3)", "(3,)"]),
-    ("cosine_embedding-target", lambda: F.cosine_embedding_loss(_z(2, 3), _z(2, 3), _z(2, 1)), ValueError,
-     ["(2, 1)"]),
+    ("cosine_embedding-target", lambda: F.cosine_embedding_loss(_z(2, 3), _z(2, 3), _z(2, 1)), ValueError, ["(2, 1)"]),
     ("bmm-batch", lambda: F.bmm(_z(2, 3, 4), _z(3, 4, 5)), ValueError, ["(2, 3, 4)", "(3, 4, 5)"]),
     ("addmm-input", lambda: F.addmm(_z(3, 3), _z(2, 4), _z(4, 5)), ValueError, ["(3, 3)", "(2, 5)"]),
     ("dot-length", lambda: F.dot(_z(3), _z(4)), ValueError, ["3", "4"]),

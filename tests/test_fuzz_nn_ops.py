@@ -34,9 +34,26 @@ from ampcore.conformance import op_reference as opref
 from ampcore.conformance.references import round_to, to_f64
 from ampcore.nn import functional as F
 
-EXAMPLES = {"view": 120, "slice": 120, "take": 60, "cat": 60, "pad": 50, "embedding": 40, "dropout": 30,
-            "linear": 60, "layer_norm": 60, "group_norm": 50, "cross_entropy": 80, "pointwise_loss": 80,
-            "activation": 100, "conv2d": 60, "attention": 60, "normalize": 60, "cosine": 50, "bad_reshape": 50}
+EXAMPLES = {
+    "view": 120,
+    "slice": 120,
+    "take": 60,
+    "cat": 60,
+    "pad": 50,
+    "embedding": 40,
+    "dropout": 30,
+    "linear": 60,
+    "layer_norm": 60,
+    "group_norm": 50,
+    "cross_entropy": 80,
+    "pointwise_loss": 80,
+    "activation": 100,
+    "conv2d": 60,
+    "attention": 60,
+    "normalize": 60,
+    "cosine": 50,
+    "bad_reshape": 50,
+}
 FUZZ = dict(deadline=None, derandomize=True)
 
 
@@ -83,8 +100,13 @@ def view_cases(draw):
             new = draw(st.sampled_from([(0,), (0, 3), (2, 0), (0, 1, 1)]))
         else:
             a = draw(st.sampled_from([d for d in range(1, n + 1) if n % d == 0]))
-            new = draw(st.sampled_from([(a, n // a), (a, -1), (-1,), (n // a, 1, a), ()] if n == 1 else
-                                       [(a, n // a), (a, -1), (-1,), (n // a, 1, a)]))
+            new = draw(
+                st.sampled_from(
+                    [(a, n // a), (a, -1), (-1,), (n // a, 1, a), ()]
+                    if n == 1
+                    else [(a, n // a), (a, -1), (-1,), (n // a, 1, a)]
+                )
+            )
         return shape, op, (new,), lambda x: x.reshape(new)
     if op == "permute":
         axes = tuple(draw(st.permutations(range(nd))))
@@ -103,7 +125,7 @@ def view_cases(draw):
             return shape, op, (), lambda x: x.reshape(1)
         s, e = sorted((draw(st.integers(0, nd - 1)), draw(st.integers(0, nd - 1))))
         args = (s - nd * draw(st.booleans()), e - nd * draw(st.booleans()))
-        new = shape[:s] + (int(np.prod(shape[s:e + 1])),) + shape[e + 1:]
+        new = shape[:s] + (int(np.prod(shape[s : e + 1])),) + shape[e + 1 :]
         return shape, op, args, lambda x: x.reshape(new)
     if op == "squeeze":
         if nd == 0 or draw(st.booleans()):
@@ -159,8 +181,12 @@ def test_negative_step_slice_starting_before_the_first_element_is_empty():
 
 
 @settings(max_examples=EXAMPLES["take"], **FUZZ)
-@given(st.sampled_from(DTYPES), small_shapes.filter(lambda s: len(s) >= 1),
-       hnp.array_shapes(min_dims=0, max_dims=2, min_side=0, max_side=3), st.data())
+@given(
+    st.sampled_from(DTYPES),
+    small_shapes.filter(lambda s: len(s) >= 1),
+    hnp.array_shapes(min_dims=0, max_dims=2, min_side=0, max_side=3),
+    st.data(),
+)
 def test_integer_tensor_indexing_gathers_exact_rows_with_negative_indices(dtype, shape, idx_shape, data):
     x = data.draw(arrays(dtype, shape))
     axis = data.draw(st.integers(0, len(shape) - 1))
@@ -174,8 +200,13 @@ def test_integer_tensor_indexing_gathers_exact_rows_with_negative_indices(dtype,
 
 
 @settings(max_examples=EXAMPLES["cat"], **FUZZ)
-@given(st.sampled_from(["cat", "stack"]), st.sampled_from(DTYPES),
-       hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=3), st.integers(1, 4), st.data())
+@given(
+    st.sampled_from(["cat", "stack"]),
+    st.sampled_from(DTYPES),
+    hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=3),
+    st.integers(1, 4),
+    st.data(),
+)
 def test_cat_and_stack_join_bit_exactly_with_zero_size_pieces(name, dtype, shape, count, data):
     nd = len(shape)
     axis = data.draw(st.integers(-nd, nd - 1) if name == "cat" else st.integers(-(nd + 1), nd))
@@ -191,22 +222,31 @@ def test_cat_and_stack_join_bit_exactly_with_zero_size_pieces(name, dtype, shape
 
 
 @settings(max_examples=EXAMPLES["pad"], **FUZZ)
-@given(st.sampled_from(DTYPES), hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=3),
-       st.sampled_from([0.0, -0.0, 1.5, -np.inf, np.nan]), st.data())
+@given(
+    st.sampled_from(DTYPES),
+    hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=3),
+    st.sampled_from([0.0, -0.0, 1.5, -np.inf, np.nan]),
+    st.data(),
+)
 def test_pad_keeps_the_data_and_fills_with_the_value_bit_exactly(dtype, shape, value, data):
     x = data.draw(arrays(dtype, shape))
     n_dims = data.draw(st.integers(1, len(shape)))
     widths = [data.draw(st.integers(0, 2)) for _ in range(2 * n_dims)]
     out = ops.pad(as_tensor(x), widths, value)
-    np_widths = [(0, 0)] * (len(shape) - n_dims) + [(widths[2 * i], widths[2 * i + 1])
-                                                   for i in reversed(range(n_dims))]
+    np_widths = [(0, 0)] * (len(shape) - n_dims) + [(widths[2 * i], widths[2 * i + 1]) for i in reversed(range(n_dims))]
     ref = np.pad(x, np_widths, constant_values=np.array(value).astype(x.dtype))
     assert_bit_exact(out, ref, f"pad {widths} of {shape} with {value}")
 
 
 @settings(max_examples=EXAMPLES["embedding"], **FUZZ)
-@given(st.sampled_from(DTYPES), st.integers(1, 5), st.integers(0, 4),
-       hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=3), st.booleans(), st.data())
+@given(
+    st.sampled_from(DTYPES),
+    st.integers(1, 5),
+    st.integers(0, 4),
+    hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=3),
+    st.booleans(),
+    st.data(),
+)
 def test_embedding_looks_up_exact_rows_for_any_index_shape(dtype, num, dim, idx_shape, padding, data):
     w = data.draw(arrays(dtype, (num, dim)))
     idx = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1))).integers(0, num, idx_shape)
@@ -225,8 +265,15 @@ def test_dropout_in_eval_mode_and_with_p_zero_is_the_identity(dtype, shape, p, d
 
 # =========================================================================== nn.functional vs float64
 @settings(max_examples=EXAMPLES["linear"], **FUZZ)
-@given(st.sampled_from(DTYPES), hnp.array_shapes(min_dims=0, max_dims=2, min_side=0, max_side=3),
-       st.integers(0, 5), st.integers(0, 4), st.booleans(), st.booleans(), st.data())
+@given(
+    st.sampled_from(DTYPES),
+    hnp.array_shapes(min_dims=0, max_dims=2, min_side=0, max_side=3),
+    st.integers(0, 5),
+    st.integers(0, 4),
+    st.booleans(),
+    st.booleans(),
+    st.data(),
+)
 def test_linear_matches_float64_reference(dtype, batch, n_in, n_out, with_bias, specials, data):
     x = data.draw(arrays(dtype, batch + (n_in,), specials))
     w = data.draw(arrays(dtype, (n_out, n_in), specials))
@@ -249,8 +296,13 @@ def _norm_input(x: np.ndarray) -> np.ndarray:
 
 
 @settings(max_examples=EXAMPLES["layer_norm"], **FUZZ)
-@given(st.sampled_from(DTYPES), hnp.array_shapes(min_dims=0, max_dims=2, min_side=0, max_side=3),
-       hnp.array_shapes(min_dims=1, max_dims=2, min_side=1, max_side=5), st.booleans(), st.data())
+@given(
+    st.sampled_from(DTYPES),
+    hnp.array_shapes(min_dims=0, max_dims=2, min_side=0, max_side=3),
+    hnp.array_shapes(min_dims=1, max_dims=2, min_side=1, max_side=5),
+    st.booleans(),
+    st.data(),
+)
 def test_layer_norm_matches_float64_reference(dtype, batch, normalized, affine, data):
     x = _norm_input(data.draw(arrays(dtype, batch + normalized)))
     w = tame(data.draw(arrays(dtype, normalized, specials=False)), 1e3) if affine else np.ones(normalized, x.dtype)
@@ -260,13 +312,24 @@ def test_layer_norm_matches_float64_reference(dtype, batch, normalized, affine, 
     with ERR():
         ref = opref.layer_norm(x64, to_f64(w), to_f64(b))
     n = int(np.prod(normalized))
-    check(out, ref, dtype, n, scale=max(finite_max(w), 1.0) * math.sqrt(n) + finite_max(b),
-          what=f"layer_norm {x.shape} over {normalized}")
+    check(
+        out,
+        ref,
+        dtype,
+        n,
+        scale=max(finite_max(w), 1.0) * math.sqrt(n) + finite_max(b),
+        what=f"layer_norm {x.shape} over {normalized}",
+    )
 
 
 @settings(max_examples=EXAMPLES["group_norm"], **FUZZ)
-@given(st.sampled_from(DTYPES), st.integers(1, 2), st.sampled_from([(1, 1), (2, 1), (2, 2), (4, 2), (6, 3)]),
-       hnp.array_shapes(min_dims=0, max_dims=2, min_side=1, max_side=3), st.data())
+@given(
+    st.sampled_from(DTYPES),
+    st.integers(1, 2),
+    st.sampled_from([(1, 1), (2, 1), (2, 2), (4, 2), (6, 3)]),
+    hnp.array_shapes(min_dims=0, max_dims=2, min_side=1, max_side=3),
+    st.data(),
+)
 def test_group_norm_matches_float64_reference(dtype, n, channels_groups, spatial, data):
     c, g = channels_groups
     x = _norm_input(data.draw(arrays(dtype, (n, c) + spatial)))
@@ -280,8 +343,14 @@ def test_group_norm_matches_float64_reference(dtype, n, channels_groups, spatial
         stat = (1, c) + (1,) * len(spatial)
         ref = normed * to_f64(w).reshape(stat) + to_f64(b).reshape(stat)
     m = (c // g) * int(np.prod(spatial))
-    check(out, ref, dtype, m, scale=max(finite_max(w), 1.0) * math.sqrt(m) + finite_max(b),
-          what=f"group_norm {x.shape} groups={g}")
+    check(
+        out,
+        ref,
+        dtype,
+        m,
+        scale=max(finite_max(w), 1.0) * math.sqrt(m) + finite_max(b),
+        what=f"group_norm {x.shape} groups={g}",
+    )
 
 
 def test_group_norm_of_an_empty_batch_is_empty():
@@ -303,10 +372,17 @@ def class_problems(draw):
 
 
 @settings(max_examples=EXAMPLES["cross_entropy"], **FUZZ)
-@given(st.sampled_from(["cross_entropy", "nll_loss"]), st.sampled_from(DTYPES), class_problems(),
-       st.sampled_from(["none", "sum", "mean"]), st.sampled_from([-100, 0, 2]), st.data())
-def test_class_index_losses_match_float64_reference_with_ignore_index(name, dtype, problem, reduction,
-                                                                      ignore_index, data):
+@given(
+    st.sampled_from(["cross_entropy", "nll_loss"]),
+    st.sampled_from(DTYPES),
+    class_problems(),
+    st.sampled_from(["none", "sum", "mean"]),
+    st.sampled_from([-100, 0, 2]),
+    st.data(),
+)
+def test_class_index_losses_match_float64_reference_with_ignore_index(
+    name, dtype, problem, reduction, ignore_index, data
+):
     shape, t_shape, axis = problem
     c = shape[axis]
     # Restricted to finite logits within a quarter of the dtype's range, so log_softmax is finite and the
@@ -323,14 +399,19 @@ def test_class_index_losses_match_float64_reference_with_ignore_index(name, dtyp
     logp = opref.log_softmax(x64, axis) if name == "cross_entropy" else x64
     kept = target != ignore_index
     safe = np.where(kept, target, 0)
-    picked = np.take_along_axis(logp, np.expand_dims(safe, axis), axis).squeeze(axis) if shape != (c,) \
-        else logp[safe]
+    picked = np.take_along_axis(logp, np.expand_dims(safe, axis), axis).squeeze(axis) if shape != (c,) else logp[safe]
     per = np.where(kept, -picked, 0.0)
     with ERR():
         ref = {"none": per, "sum": np.sum(per), "mean": np.sum(per) / np.sum(kept)}[reduction]
     scale = finite_max(x) + math.log(c) + 1.0
-    check(out, np.asarray(ref), dtype, c * max(int(np.prod(t_shape)), 1), scale=scale,
-          what=f"{name}({shape}, reduction={reduction}, ignore={ignore_index})")
+    check(
+        out,
+        np.asarray(ref),
+        dtype,
+        c * max(int(np.prod(t_shape)), 1),
+        scale=scale,
+        what=f"{name}({shape}, reduction={reduction}, ignore={ignore_index})",
+    )
 
 
 def test_cross_entropy_with_a_minus_inf_logit_off_target_is_finite():
@@ -350,15 +431,21 @@ def _smooth_l1(d: np.ndarray, beta: float) -> np.ndarray:
 
 
 @settings(max_examples=EXAMPLES["pointwise_loss"], **FUZZ)
-@given(st.sampled_from(["mse_loss", "l1_loss", "smooth_l1_loss"]), st.sampled_from(DTYPES), small_shapes,
-       st.sampled_from(["none", "sum", "mean"]), st.sampled_from([0.0, 0.5, 1.0]), st.data())
+@given(
+    st.sampled_from(["mse_loss", "l1_loss", "smooth_l1_loss"]),
+    st.sampled_from(DTYPES),
+    small_shapes,
+    st.sampled_from(["none", "sum", "mean"]),
+    st.sampled_from([0.0, 0.5, 1.0]),
+    st.data(),
+)
 def test_pointwise_losses_match_float64_reference(name, dtype, shape, reduction, beta, data):
     a, b = data.draw(arrays(dtype, shape)), data.draw(arrays(dtype, shape))
     a64, b64 = to_f64(a), to_f64(b)
     with ERR():
         d = round_to(a64 - b64, dtype)  # the difference is formed (and rounded) in the input dtype
         per = {"mse_loss": d * d, "l1_loss": np.abs(d), "smooth_l1_loss": _smooth_l1(d, beta)}[name]
-        per = round_to(per, dtype)      # ... and so is each element's loss, as torch does
+        per = round_to(per, dtype)  # ... and so is each element's loss, as torch does
         finite = np.where(np.isfinite(per), per, 0.0)
         # a sum beyond the accumulator's range overflows there first (as in test_fuzz_ops)
         assume(np.abs(finite).sum(initial=0.0) < _accumulator_max(dtype) / 2)
@@ -366,8 +453,14 @@ def test_pointwise_losses_match_float64_reference(name, dtype, shape, reduction,
     kwargs = {"beta": beta} if name == "smooth_l1_loss" else {}
     out = getattr(F, name)(as_tensor(a), as_tensor(b), reduction=reduction, **kwargs)
     n = 1 if reduction == "none" else max(per.size, 1)
-    check(out, np.asarray(ref), dtype, n + 2, scale=float(np.abs(finite).max(initial=1.0)),
-          what=f"{name}({dtype}{shape}, {reduction})")
+    check(
+        out,
+        np.asarray(ref),
+        dtype,
+        n + 2,
+        scale=float(np.abs(finite).max(initial=1.0)),
+        what=f"{name}({dtype}{shape}, {reduction})",
+    )
 
 
 def _softplus(x: np.ndarray, beta: float, threshold: float) -> np.ndarray:
@@ -402,10 +495,18 @@ def test_activations_match_float64_reference_on_any_values(name, dtype, shape, d
 
 
 @settings(max_examples=EXAMPLES["conv2d"], **FUZZ)
-@given(st.sampled_from(DTYPES), st.integers(0, 2), st.integers(1, 3), st.integers(1, 3),
-       st.tuples(st.integers(1, 3), st.integers(1, 3)), st.tuples(st.integers(1, 5), st.integers(1, 5)),
-       st.tuples(st.integers(1, 2), st.integers(1, 2)), st.tuples(st.integers(0, 1), st.integers(0, 1)),
-       st.booleans(), st.data())
+@given(
+    st.sampled_from(DTYPES),
+    st.integers(0, 2),
+    st.integers(1, 3),
+    st.integers(1, 3),
+    st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    st.tuples(st.integers(1, 5), st.integers(1, 5)),
+    st.tuples(st.integers(1, 2), st.integers(1, 2)),
+    st.tuples(st.integers(0, 1), st.integers(0, 1)),
+    st.booleans(),
+    st.data(),
+)
 def test_conv2d_matches_float64_reference(dtype, n, c, o, kernel, hw, stride, padding, specials, data):
     assume(all(s + 2 * p >= k for s, p, k in zip(hw, padding, kernel)))
     x = data.draw(arrays(dtype, (n, c) + hw, specials))
@@ -418,13 +519,27 @@ def test_conv2d_matches_float64_reference(dtype, n, c, o, kernel, hw, stride, pa
     out = F.conv2d(as_tensor(x), as_tensor(w), as_tensor(b), stride=stride, padding=padding)
     with ERR():
         ref = opref.conv2d(to_f64(x), to_f64(w), to_f64(b), stride, padding)
-    check(out, ref, dtype, terms + 1, scale=max(lx, 1.0) * max(lw, 1.0) + lb,
-          what=f"conv2d x{x.shape} w{w.shape} stride {stride} pad {padding}")
+    check(
+        out,
+        ref,
+        dtype,
+        terms + 1,
+        scale=max(lx, 1.0) * max(lw, 1.0) + lb,
+        what=f"conv2d x{x.shape} w{w.shape} stride {stride} pad {padding}",
+    )
 
 
 @settings(max_examples=EXAMPLES["attention"], **FUZZ)
-@given(st.sampled_from(DTYPES), hnp.array_shapes(min_dims=0, max_dims=2, min_side=0, max_side=2),
-       st.integers(0, 4), st.integers(1, 4), st.integers(1, 4), st.integers(1, 3), st.booleans(), st.data())
+@given(
+    st.sampled_from(DTYPES),
+    hnp.array_shapes(min_dims=0, max_dims=2, min_side=0, max_side=2),
+    st.integers(0, 4),
+    st.integers(1, 4),
+    st.integers(1, 4),
+    st.integers(1, 3),
+    st.booleans(),
+    st.data(),
+)
 def test_scaled_dot_product_attention_matches_float64_reference(dtype, batch, l_, s, e, ev, causal, data):
     # Restricted to finite values of moderate size: a score of inf/NaN makes the softmax row NaN by rule, and
     # large q.k is rounded to the dtype before the softmax's exp, which amplifies that rounding without bound.
@@ -435,13 +550,23 @@ def test_scaled_dot_product_attention_matches_float64_reference(dtype, batch, l_
     ref = opref.attention(to_f64(q), to_f64(k), to_f64(v), causal)
     score = finite_max(q) * finite_max(k) * math.sqrt(e)
     # each weight carries the rounding of its score (relative error eps * |score|) into the output
-    check(out, ref, dtype, s * e + 4, scale=finite_max(v) * max(score, 1.0) * 2,
-          what=f"sdpa q{q.shape} k{k.shape} v{v.shape} causal={causal}")
+    check(
+        out,
+        ref,
+        dtype,
+        s * e + 4,
+        scale=finite_max(v) * max(score, 1.0) * 2,
+        what=f"sdpa q{q.shape} k{k.shape} v{v.shape} causal={causal}",
+    )
 
 
 @settings(max_examples=EXAMPLES["normalize"], **FUZZ)
-@given(st.sampled_from(DTYPES), hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=4),
-       st.sampled_from([1.0, 2.0, 3.0, math.inf]), st.data())
+@given(
+    st.sampled_from(DTYPES),
+    hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=4),
+    st.sampled_from([1.0, 2.0, 3.0, math.inf]),
+    st.data(),
+)
 def test_normalize_matches_float64_reference(dtype, shape, p, data):
     # Restricted finite magnitudes (1e4): sum |x|**p runs in the float32 accumulator (float64 for float64),
     # which overflows for values that the float64 reference still normalises.  inf/NaN stay in.
@@ -454,16 +579,25 @@ def test_normalize_matches_float64_reference(dtype, shape, p, data):
     out = F.normalize(as_tensor(x), p=p, dim=dim)
     x64 = to_f64(x)
     with ERR():
-        norm = np.max(np.abs(x64), dim, keepdims=True, initial=0.0) if p == math.inf else \
-            np.sum(np.abs(x64) ** p, dim, keepdims=True) ** (1.0 / p)
-        ref = x64 / np.maximum(norm, 1e-12) if not np.isnan(norm).any() else \
-            x64 / np.where(np.isnan(norm), np.nan, np.maximum(norm, 1e-12))
+        norm = (
+            np.max(np.abs(x64), dim, keepdims=True, initial=0.0)
+            if p == math.inf
+            else np.sum(np.abs(x64) ** p, dim, keepdims=True) ** (1.0 / p)
+        )
+        ref = (
+            x64 / np.maximum(norm, 1e-12)
+            if not np.isnan(norm).any()
+            else x64 / np.where(np.isnan(norm), np.nan, np.maximum(norm, 1e-12))
+        )
     check(out, ref, dtype, shape[dim] + 2, what=f"normalize({dtype}{shape}, p={p}, dim={dim})")
 
 
 @settings(max_examples=EXAMPLES["cosine"], **FUZZ)
-@given(st.sampled_from(DTYPES),
-       hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=1, max_dims=3, min_side=0, max_side=4), st.data())
+@given(
+    st.sampled_from(DTYPES),
+    hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=1, max_dims=3, min_side=0, max_side=4),
+    st.data(),
+)
 def test_cosine_similarity_matches_float64_reference_with_broadcasting(dtype, shapes, data):
     # Restricted as normalize (the squared norms accumulate in float32).
     a = tame(data.draw(arrays(dtype, shapes.input_shapes[0])), 1e4)

@@ -28,6 +28,7 @@ EXAMPLES = {"unary": 120, "binary": 150, "reduce": 120, "matmul": 80, "softmax":
 UNARY = sorted(UNARY_REFERENCE)
 BINARY = sorted(BINARY_REFERENCE)
 
+
 def ERR() -> np.errstate:  # noqa: N802 - reads as the constant it stands for: `with ERR():`
     return np.errstate(all="ignore")
 
@@ -35,8 +36,22 @@ def ERR() -> np.errstate:  # noqa: N802 - reads as the constant it stands for: `
 def special_values(dtype: str) -> list[float]:
     f = dt.finfo(dtype)
     sub = subnormals(dtype, 4)
-    return [0.0, -0.0, np.inf, -np.inf, np.nan, f.max, -f.max, f.tiny, -f.tiny, float(sub[0]), -float(sub[-1]),
-            1.0, -1.0, 0.5]
+    return [
+        0.0,
+        -0.0,
+        np.inf,
+        -np.inf,
+        np.nan,
+        f.max,
+        -f.max,
+        f.tiny,
+        -f.tiny,
+        float(sub[0]),
+        -float(sub[-1]),
+        1.0,
+        -1.0,
+        0.5,
+    ]
 
 
 @st.composite
@@ -68,8 +83,9 @@ def assert_raises_naming(call, error, names) -> None:
         assert name in str(info.value), str(info.value)
 
 
-def check(out: ampcore.Tensor, ref64: np.ndarray, dtype: str, n: int = 1, *, scale: float = 1.0,
-          what: str = "") -> None:
+def check(
+    out: ampcore.Tensor, ref64: np.ndarray, dtype: str, n: int = 1, *, scale: float = 1.0, what: str = ""
+) -> None:
     assert out.dtype == dt.as_dtype(dtype), what
     exp = expected(ref64, dtype)
     assert out.shape == exp.shape, what
@@ -79,8 +95,12 @@ def check(out: ampcore.Tensor, ref64: np.ndarray, dtype: str, n: int = 1, *, sca
 
 # --------------------------------------------------------------------------- elementwise
 @settings(max_examples=EXAMPLES["unary"], deadline=None, derandomize=True)
-@given(st.sampled_from(UNARY), st.sampled_from(DTYPES), hnp.array_shapes(min_dims=0, max_dims=3, min_side=0,
-                                                                           max_side=4), st.data())
+@given(
+    st.sampled_from(UNARY),
+    st.sampled_from(DTYPES),
+    hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4),
+    st.data(),
+)
 def test_unary_ops_match_float64_reference_on_any_values(name, dtype, shape, data):
     x = data.draw(arrays(dtype, shape))
     out = ops.unary(name, as_tensor(x))
@@ -90,8 +110,12 @@ def test_unary_ops_match_float64_reference_on_any_values(name, dtype, shape, dat
 
 
 @settings(max_examples=EXAMPLES["binary"], deadline=None, derandomize=True)
-@given(st.sampled_from(BINARY), st.sampled_from(DTYPES),
-       hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, min_side=0, max_side=3), st.data())
+@given(
+    st.sampled_from(BINARY),
+    st.sampled_from(DTYPES),
+    hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, min_side=0, max_side=3),
+    st.data(),
+)
 def test_binary_ops_broadcast_and_match_float64_reference(name, dtype, shapes, data):
     a = data.draw(arrays(dtype, shapes.input_shapes[0]))
     b = data.draw(arrays(dtype, shapes.input_shapes[1]))
@@ -108,8 +132,12 @@ def _accumulator_max(dtype: str) -> float:
 
 
 @settings(max_examples=EXAMPLES["reduce"], deadline=None, derandomize=True)
-@given(st.sampled_from(["sum", "cumsum", "max"]), st.sampled_from(DTYPES),
-       hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=5), st.data())
+@given(
+    st.sampled_from(["sum", "cumsum", "max"]),
+    st.sampled_from(DTYPES),
+    hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=5),
+    st.data(),
+)
 def test_reductions_match_float64_reference(kind, dtype, shape, data):
     x = data.draw(arrays(dtype, shape))
     x64 = to_f64(x)
@@ -173,8 +201,12 @@ def test_matmul_broadcasts_batches_and_matches_float64_reference(dtype, shapes, 
 
 # --------------------------------------------------------------------------- softmax / log_softmax
 @settings(max_examples=EXAMPLES["softmax"], deadline=None, derandomize=True)
-@given(st.sampled_from(["softmax", "log_softmax"]), st.sampled_from(DTYPES),
-       hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=5), st.data())
+@given(
+    st.sampled_from(["softmax", "log_softmax"]),
+    st.sampled_from(DTYPES),
+    hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=5),
+    st.data(),
+)
 def test_softmax_and_log_softmax_match_float64_reference(name, dtype, shape, data):
     x = data.draw(arrays(dtype, shape))
     axis = data.draw(st.integers(-len(shape), len(shape) - 1))
@@ -202,8 +234,11 @@ def test_softmax_over_an_empty_dim_returns_an_empty_tensor(name, shape, dim):
 
 # --------------------------------------------------------------------------- where
 @settings(max_examples=EXAMPLES["where"], deadline=None, derandomize=True)
-@given(st.sampled_from(DTYPES),
-       hnp.mutually_broadcastable_shapes(num_shapes=3, min_dims=0, max_dims=3, min_side=0, max_side=3), st.data())
+@given(
+    st.sampled_from(DTYPES),
+    hnp.mutually_broadcastable_shapes(num_shapes=3, min_dims=0, max_dims=3, min_side=0, max_side=3),
+    st.data(),
+)
 def test_where_selects_exactly_with_three_way_broadcasting(dtype, shapes, data):
     sc, sa, sb = shapes.input_shapes
     cond = data.draw(hnp.arrays(np.bool_, sc))
@@ -227,21 +262,26 @@ def _incompatible(draw_shape_a: tuple[int, ...], draw_shape_b: tuple[int, ...]) 
 
 
 @settings(max_examples=EXAMPLES["bad"], deadline=None, derandomize=True)
-@given(st.sampled_from(["add", "mul", "where", "matmul"]), st.sampled_from(DTYPES),
-       hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4),
-       hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4))
+@given(
+    st.sampled_from(["add", "mul", "where", "matmul"]),
+    st.sampled_from(DTYPES),
+    hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4),
+    hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4),
+)
 def test_bad_shapes_raise_value_error_naming_them(name, dtype, sa, sb):
     a, b = as_tensor(np.zeros(sa, dt.as_dtype(dtype).numpy)), as_tensor(np.zeros(sb, dt.as_dtype(dtype).numpy))
     if name == "matmul":
         a2 = (1,) + sa if len(sa) == 1 else sa
         b2 = sb + (1,) if len(sb) == 1 else sb
-        bad = (len(sa) == 0 or len(sb) == 0 or a2[-1] != b2[-2]
-               or _incompatible(a2[:-2], b2[:-2]))
+        bad = len(sa) == 0 or len(sb) == 0 or a2[-1] != b2[-2] or _incompatible(a2[:-2], b2[:-2])
         call = lambda: ampcore.matmul(a, b)  # noqa: E731
     else:
         bad = _incompatible(sa, sb)
-        call = (lambda: ampcore.where(ampcore.tensor(np.ones(sa, bool)), a, b)) if name == "where" else \
-            (lambda: ops.binary(name, a, b))
+        call = (
+            (lambda: ampcore.where(ampcore.tensor(np.ones(sa, bool)), a, b))
+            if name == "where"
+            else (lambda: ops.binary(name, a, b))
+        )
     assume(bad)
     with pytest.raises(ValueError) as info:
         call()

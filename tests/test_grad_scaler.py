@@ -108,29 +108,32 @@ def started(scaler, device="cpu"):
 # --------------------------------------------------------------------------- construction
 def test_defaults_match_torch_and_getters_report_them():
     scaler = GradScaler("cpu")
-    assert scaler.get_scale() == 2.0 ** 16
+    assert scaler.get_scale() == 2.0**16
     assert scaler.get_growth_factor() == 2.0 and scaler.get_backoff_factor() == 0.5
     assert scaler.get_growth_interval() == 2000 and scaler.get_growth_tracker() == 0
     assert scaler.is_enabled() and scaler.skipped_steps == 0
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(growth_factor=1.0), r"growth_factor .*greater than 1.*got 1\.0"),
-    (dict(growth_factor=0.5), r"growth_factor .*got 0\.5"),
-    (dict(backoff_factor=1.0), r"backoff_factor .*got 1\.0"),
-    (dict(backoff_factor=0.0), r"backoff_factor .*got 0\.0"),
-    (dict(backoff_factor=1.5), r"backoff_factor .*got 1\.5"),
-    (dict(init_scale=0.0), r"init_scale .*got 0\.0"),
-    (dict(init_scale=-8.0), r"init_scale .*got -8\.0"),
-    (dict(init_scale=INF), r"init_scale .*got inf"),
-    (dict(init_scale=NAN), r"init_scale .*got nan"),
-    (dict(growth_interval=0), r"growth_interval .*got 0"),
-    (dict(growth_interval=2.5), r"growth_interval .*got 2\.5"),
-    (dict(growth_interval=True), r"growth_interval .*got True"),
-    (dict(min_scale=8.0, max_scale=4.0), r"min_scale 8\.0 is greater than max_scale 4\.0"),
-    (dict(min_scale=-1.0), r"min_scale .*got -1\.0"),
-    (dict(stall_warning_after=0), r"stall_warning_after .*got 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(growth_factor=1.0), r"growth_factor .*greater than 1.*got 1\.0"),
+        (dict(growth_factor=0.5), r"growth_factor .*got 0\.5"),
+        (dict(backoff_factor=1.0), r"backoff_factor .*got 1\.0"),
+        (dict(backoff_factor=0.0), r"backoff_factor .*got 0\.0"),
+        (dict(backoff_factor=1.5), r"backoff_factor .*got 1\.5"),
+        (dict(init_scale=0.0), r"init_scale .*got 0\.0"),
+        (dict(init_scale=-8.0), r"init_scale .*got -8\.0"),
+        (dict(init_scale=INF), r"init_scale .*got inf"),
+        (dict(init_scale=NAN), r"init_scale .*got nan"),
+        (dict(growth_interval=0), r"growth_interval .*got 0"),
+        (dict(growth_interval=2.5), r"growth_interval .*got 2\.5"),
+        (dict(growth_interval=True), r"growth_interval .*got True"),
+        (dict(min_scale=8.0, max_scale=4.0), r"min_scale 8\.0 is greater than max_scale 4\.0"),
+        (dict(min_scale=-1.0), r"min_scale .*got -1\.0"),
+        (dict(stall_warning_after=0), r"stall_warning_after .*got 0"),
+    ],
+)
 def test_bad_constructor_arguments_raise_naming_the_value(kwargs, match):
     with pytest.raises(ValueError, match=match):
         GradScaler("cpu", **kwargs)
@@ -178,8 +181,9 @@ def test_nested_lists_tuples_and_namedtuples_keep_their_types():
     assert [out.a.item(), out.b[0].item(), out.b[1][0].item(), out.b[1][1][0].item()] == [4.0, 8.0, 12.0, 16.0]
 
 
-@pytest.mark.parametrize("bad", [{"loss": ampcore.tensor(1.0)}, 3, 2.5, np.ones(2)], ids=["dict", "int", "float",
-                                                                                         "ndarray"])
+@pytest.mark.parametrize(
+    "bad", [{"loss": ampcore.tensor(1.0)}, 3, 2.5, np.ones(2)], ids=["dict", "int", "float", "ndarray"]
+)
 def test_scale_refuses_anything_but_tensors_and_sequences(bad):
     with pytest.raises(TypeError, match="Tensor"):
         GradScaler("cpu").scale(bad)
@@ -190,8 +194,8 @@ def test_gradients_are_scale_times_unscaled_gradients_for_power_of_two_scales():
     mse(model, x).backward()
     reference = [p.grad.numpy().copy() for p in model.parameters()]
     model.zero_grad()
-    GradScaler("cpu", init_scale=2.0 ** 12).scale(mse(model, x)).backward()
-    assert_same_arrays([p.grad.numpy() for p in model.parameters()], [g * np.float32(2.0 ** 12) for g in reference])
+    GradScaler("cpu", init_scale=2.0**12).scale(mse(model, x)).backward()
+    assert_same_arrays([p.grad.numpy() for p in model.parameters()], [g * np.float32(2.0**12) for g in reference])
 
 
 def test_scaler_for_cpu_refuses_a_tensor_on_another_device_type(register_fake):
@@ -290,7 +294,7 @@ def test_update_after_unscale_only_applies_the_rule(scaled_sgd):
     scaler.set_growth_interval(1)
     scaler.unscale_(opt)
     scaler.update()
-    assert scaler.get_scale() == 2.0 ** 17
+    assert scaler.get_scale() == 2.0**17
 
 
 # --------------------------------------------------------------------------- unscale_
@@ -322,8 +326,10 @@ def test_unscale_makes_one_fused_call_per_dtype_and_no_host_sync(monkeypatch):
 
 
 @settings(max_examples=60, deadline=None)
-@given(scale=st.floats(min_value=1e-3, max_value=2.0 ** 40, allow_nan=False, allow_infinity=False),
-       seed=st.integers(0, 2 ** 32 - 1))
+@given(
+    scale=st.floats(min_value=1e-3, max_value=2.0**40, allow_nan=False, allow_infinity=False),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_unscale_multiplies_by_the_float32_reciprocal_of_the_scale(scale, seed):
     rng = np.random.default_rng(seed)
     g32 = (rng.standard_normal(7) * 1e3).astype(np.float32)
@@ -366,7 +372,7 @@ def test_bfloat16_gradients_are_unscaled():
 def test_inf_or_nan_gradient_skips_adam_step_bit_for_bit(value, which, position):
     model, x, _ = linear_problem()
     opt = optim.Adam(model.parameters(), lr=0.1)
-    scaler = GradScaler("cpu", init_scale=2.0 ** 8)
+    scaler = GradScaler("cpu", init_scale=2.0**8)
     scaler.scale(mse(model, x)).backward()
     assert scaler.step(opt) is True  # a clean step first, so that there is Adam state to keep
     scaler.update()
@@ -380,13 +386,13 @@ def test_inf_or_nan_gradient_skips_adam_step_bit_for_bit(value, which, position)
     assert opt_snapshot(opt)[(0, "step")] == 1
     assert scaler.skipped_steps == 1
     scaler.update()
-    assert scaler.get_scale() == 2.0 ** 7
+    assert scaler.get_scale() == 2.0**7
 
 
 def test_inf_gradient_skips_sgd_momentum_step_bit_for_bit():
     model, x, _ = linear_problem()
     opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    scaler = GradScaler("cpu", init_scale=2.0 ** 8)
+    scaler = GradScaler("cpu", init_scale=2.0**8)
     for poisoned in (False, True):
         opt.zero_grad()
         params, state = params_of(model), opt_snapshot(opt)
@@ -407,7 +413,7 @@ def test_step_returns_true_and_updates_like_the_plain_optimizer():
     mse(reference, x).backward()
     ref_opt.step()
     opt = optim.Adam(model.parameters(), lr=0.1)
-    scaler = GradScaler("cpu", init_scale=2.0 ** 10)
+    scaler = GradScaler("cpu", init_scale=2.0**10)
     scaler.scale(mse(model, x)).backward()
     assert scaler.step(opt) is True and scaler.skipped_steps == 0
     assert_same_arrays(params_of(model), params_of(reference))
@@ -418,7 +424,7 @@ def test_scale_trajectory_and_skipped_steps_follow_the_rule_with_injected_infs()
     bad, n = {2, 5, 6}, 10
     model, x, _ = linear_problem()
     opt = optim.SGD(model.parameters(), lr=0.05)
-    scaler = GradScaler("cpu", init_scale=2.0 ** 10, growth_interval=2)
+    scaler = GradScaler("cpu", init_scale=2.0**10, growth_interval=2)
     scales, stepped = [], []
     for i in range(n):
         opt.zero_grad()
@@ -433,7 +439,7 @@ def test_scale_trajectory_and_skipped_steps_follow_the_rule_with_injected_infs()
             assert_same_arrays(params_of(model), before)
         else:
             assert not all(np.array_equal(a, b) for a, b in zip(params_of(model), before))
-    assert (scales, stepped) == expected_trajectory(n, bad, 2.0 ** 10, interval=2)
+    assert (scales, stepped) == expected_trajectory(n, bad, 2.0**10, interval=2)
     assert scaler.skipped_steps == len(bad)
 
 
@@ -456,19 +462,19 @@ def test_tracker_counts_clean_steps_and_resets_on_growth_and_on_inf():
 def test_growth_that_would_overflow_float32_keeps_the_scale():
     p = nn.Parameter(ampcore.tensor([1e-30]))
     opt = optim.SGD([p], lr=0.0)
-    scaler = GradScaler("cpu", init_scale=2.0 ** 127, growth_interval=1)
+    scaler = GradScaler("cpu", init_scale=2.0**127, growth_interval=1)
     scaler.scale(p.sum()).backward()
     assert scaler.step(opt) is True
     scaler.update()
-    assert scaler.get_scale() == 2.0 ** 127 and scaler.get_growth_tracker() == 0
-    assert 2.0 ** 127 * 2.0 > F32_MAX
+    assert scaler.get_scale() == 2.0**127 and scaler.get_growth_tracker() == 0
+    assert 2.0**127 * 2.0 > F32_MAX
 
 
 def test_inf_in_the_second_optimizer_only_backs_off_and_skips_only_that_optimizer():
     m1, x, _ = linear_problem(seed=1)
     m2, _, _ = linear_problem(seed=2)
     o1, o2 = optim.SGD(m1.parameters(), lr=0.1), optim.SGD(m2.parameters(), lr=0.1)
-    scaler = GradScaler("cpu", init_scale=2.0 ** 8)
+    scaler = GradScaler("cpu", init_scale=2.0**8)
     before2 = params_of(m2)
     before1 = params_of(m1)
     scaler.scale(mse(m1, x) + mse(m2, x)).backward()
@@ -476,7 +482,7 @@ def test_inf_in_the_second_optimizer_only_backs_off_and_skips_only_that_optimize
     assert scaler.step(o1) is True
     assert scaler.step(o2) is False
     scaler.update()
-    assert scaler.get_scale() == 2.0 ** 7 and scaler.get_growth_tracker() == 0 and scaler.skipped_steps == 1
+    assert scaler.get_scale() == 2.0**7 and scaler.get_growth_tracker() == 0 and scaler.skipped_steps == 1
     assert_same_arrays(params_of(m2), before2)
     assert not np.array_equal(params_of(m1)[0], before1[0])
 
@@ -491,9 +497,11 @@ def test_update_with_new_scale_sets_it_and_keeps_the_tracker(scaled_sgd, new_sca
     assert scaler.get_scale() == 3.0 and scaler.get_growth_tracker() == 1
 
 
-@pytest.mark.parametrize("bad", [0.0, -2.0, INF, NAN, 1e39, ampcore.tensor([1.0, 2.0]),
-                                 ampcore.tensor([2.0], requires_grad=True)],
-                         ids=["zero", "negative", "inf", "nan", "inf-in-float32", "2-element", "requires-grad"])
+@pytest.mark.parametrize(
+    "bad",
+    [0.0, -2.0, INF, NAN, 1e39, ampcore.tensor([1.0, 2.0]), ampcore.tensor([2.0], requires_grad=True)],
+    ids=["zero", "negative", "inf", "nan", "inf-in-float32", "2-element", "requires-grad"],
+)
 def test_bad_new_scale_raises_and_keeps_the_scale(bad):
     scaler = started(GradScaler("cpu", init_scale=8.0))
     with pytest.raises(ValueError, match="new_scale"):
@@ -526,7 +534,7 @@ def test_max_scale_caps_growth_and_min_scale_floors_backoff():
 
 def test_scales_outside_min_max_are_rejected_where_they_enter():
     with pytest.raises(ValueError, match=r"init_scale 65536.0 is outside \[min_scale, max_scale\] = \[None, 1024.0\]"):
-        GradScaler("cpu", init_scale=2.0 ** 16, max_scale=1024.0)
+        GradScaler("cpu", init_scale=2.0**16, max_scale=1024.0)
     scaler = started(GradScaler("cpu", init_scale=8.0, min_scale=2.0, max_scale=64.0))
     with pytest.raises(ValueError, match=r"new_scale 128.0 is outside"):
         scaler.update(new_scale=128.0)
@@ -548,7 +556,7 @@ def test_a_tensor_new_scale_is_copied_on_the_device_without_a_host_read(scaled_s
 
 # --------------------------------------------------------------------------- stall warning
 def test_stall_warning_once_after_n_backoffs_in_a_row_and_rearmed_by_a_clean_step():
-    scaler = GradScaler("cpu", init_scale=2.0 ** 10, stall_warning_after=3)
+    scaler = GradScaler("cpu", init_scale=2.0**10, stall_warning_after=3)
     p = nn.Parameter(ampcore.tensor([1.0]))
     opt = optim.SGD([p], lr=0.1)
     counts = []
@@ -597,13 +605,25 @@ def test_setters_take_effect_in_the_next_update():
 
 def test_state_dict_has_torchs_keys():
     scaler = GradScaler("cpu", init_scale=8.0, growth_factor=3.0, backoff_factor=0.25, growth_interval=5)
-    assert scaler.state_dict() == {"scale": 8.0, "growth_factor": 3.0, "backoff_factor": 0.25, "growth_interval": 5,
-                                   "_growth_tracker": 0, "skipped_steps": 0}
+    assert scaler.state_dict() == {
+        "scale": 8.0,
+        "growth_factor": 3.0,
+        "backoff_factor": 0.25,
+        "growth_interval": 5,
+        "_growth_tracker": 0,
+        "skipped_steps": 0,
+    }
 
 
 def test_load_state_dict_before_the_first_scale_is_used_by_the_lazy_scale():
-    saved = {"scale": 32.0, "growth_factor": 4.0, "backoff_factor": 0.25, "growth_interval": 3,
-             "_growth_tracker": 2, "skipped_steps": 5}
+    saved = {
+        "scale": 32.0,
+        "growth_factor": 4.0,
+        "backoff_factor": 0.25,
+        "growth_interval": 3,
+        "_growth_tracker": 2,
+        "skipped_steps": 5,
+    }
     scaler = GradScaler("cpu")
     scaler.load_state_dict(saved)
     assert scaler._scale is None and scaler.state_dict() == saved
@@ -613,22 +633,38 @@ def test_load_state_dict_before_the_first_scale_is_used_by_the_lazy_scale():
 
 def test_load_state_dict_after_scale_replaces_the_device_scale():
     scaler = started(GradScaler("cpu"))
-    scaler.load_state_dict({"scale": 2.0, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 4,
-                            "_growth_tracker": 1})
+    scaler.load_state_dict(
+        {"scale": 2.0, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 4, "_growth_tracker": 1}
+    )
     assert scaler.get_scale() == 2.0 and scaler.get_growth_tracker() == 1
 
 
-GOOD = {"scale": 16.0, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 4, "_growth_tracker": 1,
-        "skipped_steps": 2}
+GOOD = {
+    "scale": 16.0,
+    "growth_factor": 2.0,
+    "backoff_factor": 0.5,
+    "growth_interval": 4,
+    "_growth_tracker": 1,
+    "skipped_steps": 2,
+}
 
 
-@pytest.mark.parametrize("change, error", [
-    (dict(scale=0.0), ValueError), (dict(scale=-1.0), ValueError), (dict(scale=INF), ValueError),
-    (dict(growth_factor=1.0), ValueError), (dict(backoff_factor=1.5), ValueError),
-    (dict(growth_interval=0), ValueError), (dict(_growth_tracker=4), ValueError),
-    (dict(_growth_tracker=-1), ValueError), (dict(_growth_tracker=1.5), ValueError),
-    (dict(skipped_steps=-1), ValueError), (dict(scale=None), ValueError),
-])
+@pytest.mark.parametrize(
+    "change, error",
+    [
+        (dict(scale=0.0), ValueError),
+        (dict(scale=-1.0), ValueError),
+        (dict(scale=INF), ValueError),
+        (dict(growth_factor=1.0), ValueError),
+        (dict(backoff_factor=1.5), ValueError),
+        (dict(growth_interval=0), ValueError),
+        (dict(_growth_tracker=4), ValueError),
+        (dict(_growth_tracker=-1), ValueError),
+        (dict(_growth_tracker=1.5), ValueError),
+        (dict(skipped_steps=-1), ValueError),
+        (dict(scale=None), ValueError),
+    ],
+)
 @pytest.mark.parametrize("after_scale", [False, True], ids=["lazy", "started"])
 def test_bad_state_dict_raises_and_changes_nothing(change, error, after_scale):
     scaler = GradScaler("cpu", init_scale=8.0, growth_interval=10)
@@ -676,14 +712,15 @@ def mlp(seed):
 
 def test_resumed_training_is_bit_identical_to_an_uninterrupted_run():
     rng = np.random.default_rng(3)
-    batches = [(ampcore.tensor(rng.standard_normal((6, 4)), dtype=dt.float32), ampcore.tensor(rng.integers(0, 3, 6)))
-               for _ in range(12)]
+    batches = [
+        (ampcore.tensor(rng.standard_normal((6, 4)), dtype=dt.float32), ampcore.tensor(rng.integers(0, 3, 6)))
+        for _ in range(12)
+    ]
     bad, k = {1, 6, 7, 10}, 5
 
     def fresh(seed):
         model = mlp(seed)
-        return model, optim.AdamW(model.parameters(), lr=0.01), GradScaler("cpu", init_scale=2.0 ** 10,
-                                                                          growth_interval=3)
+        return model, optim.AdamW(model.parameters(), lr=0.01), GradScaler("cpu", init_scale=2.0**10, growth_interval=3)
 
     model, opt, scaler = fresh(0)
     straight = amp_run(model, opt, scaler, batches, bad)
@@ -717,7 +754,7 @@ def test_clipping_after_unscale_sees_unscaled_gradients():
     ref_opt.step()
 
     opt = optim.SGD(model.parameters(), lr=0.1)
-    scaler = GradScaler("cpu", init_scale=2.0 ** 14)
+    scaler = GradScaler("cpu", init_scale=2.0**14)
     scaler.scale(mse(model, x)).backward()
     scaler.unscale_(opt)
     norm = clip_grad_norm_(model.parameters(), max_norm=0.01).item()
@@ -734,10 +771,10 @@ def test_gradient_accumulation_matches_one_big_batch():
     reference = copy.deepcopy(model)
     mse(reference, x).backward()
     opt = optim.SGD(model.parameters(), lr=0.1)
-    scaler = GradScaler("cpu", init_scale=2.0 ** 10)
+    scaler = GradScaler("cpu", init_scale=2.0**10)
     chunks = 4
     for c in range(chunks):
-        scaler.scale(mse(model, x[2 * c:2 * c + 2]) / chunks).backward()
+        scaler.scale(mse(model, x[2 * c : 2 * c + 2]) / chunks).backward()
     scaler.unscale_(opt)
     for p, r in zip(model.parameters(), reference.parameters()):
         np.testing.assert_allclose(p.grad.numpy(), r.grad.numpy(), rtol=1e-5, atol=1e-6)
@@ -749,7 +786,7 @@ def test_several_losses_each_scaled_and_backpropagated():
     reference = copy.deepcopy(model)
     (mse(reference, x) + reference(x).sum()).backward()
     opt = optim.SGD(model.parameters(), lr=0.1)
-    scaler = GradScaler("cpu", init_scale=2.0 ** 6)
+    scaler = GradScaler("cpu", init_scale=2.0**6)
     scaler.scale(mse(model, x)).backward()
     scaler.scale(model(x).sum()).backward()
     scaler.unscale_(opt)
@@ -765,11 +802,11 @@ def test_one_scaler_two_optimizers_both_step_and_one_update():
     optim.SGD(r1.parameters(), lr=0.1).step()
     optim.SGD(r2.parameters(), lr=0.1).step()
     o1, o2 = optim.SGD(m1.parameters(), lr=0.1), optim.SGD(m2.parameters(), lr=0.1)
-    scaler = GradScaler("cpu", init_scale=2.0 ** 8, growth_interval=1)
+    scaler = GradScaler("cpu", init_scale=2.0**8, growth_interval=1)
     scaler.scale(mse(m1, x) + mse(m2, x)).backward()
     assert scaler.step(o1) is True and scaler.step(o2) is True
     scaler.update()
-    assert scaler.get_scale() == 2.0 ** 9
+    assert scaler.get_scale() == 2.0**9
     assert_same_arrays(params_of(m1), params_of(r1))
     assert_same_arrays(params_of(m2), params_of(r2))
 
@@ -832,7 +869,7 @@ def test_enabled_scaler_after_bfloat16_autocast_warns_once():
 def test_step_on_gradients_that_were_not_scaled_warns_once():
     model, x, _ = linear_problem()
     opt = optim.SGD(model.parameters(), lr=0.1)
-    scaler = GradScaler("cpu", init_scale=2.0 ** 8)
+    scaler = GradScaler("cpu", init_scale=2.0**8)
     scaler.scale(mse(model, x)).backward()
     scaler.step(opt)
     scaler.update()
@@ -967,7 +1004,7 @@ def test_scale_trajectory_and_skips_match_torch():
 
     tw = torch.nn.Parameter(torch.tensor(w0))
     t_opt = PlainSGD([tw], lr=0.01)
-    t_scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 9, growth_interval=2)
+    t_scaler = torch.amp.GradScaler("cpu", init_scale=2.0**9, growth_interval=2)
     t_scales, t_stepped = [], []
     for i in range(n):
         t_opt.zero_grad()
@@ -982,7 +1019,7 @@ def test_scale_trajectory_and_skips_match_torch():
 
     aw = nn.Parameter(ampcore.tensor(w0))
     a_opt = optim.SGD([aw], lr=0.01)
-    a_scaler = GradScaler("cpu", init_scale=2.0 ** 9, growth_interval=2)
+    a_scaler = GradScaler("cpu", init_scale=2.0**9, growth_interval=2)
     a_scales, a_stepped = [], []
     for i in range(n):
         a_opt.zero_grad()

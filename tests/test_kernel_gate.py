@@ -4,7 +4,8 @@ overflow detection), never a bare RuntimeError."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -56,15 +57,18 @@ def _fail_all(backend: FailingBackend) -> None:
     backend.failing = "all"
 
 
-@pytest.mark.parametrize("create, kernel", [
-    (lambda d: ampcore.zeros(2, 3, device=d), "full"),
-    (lambda d: ampcore.ones(2, device=d), "full"),
-    (lambda d: ampcore.full((2,), 1.5, device=d), "full"),
-    (lambda d: ampcore.rand(2, device=d), "uniform"),
-    (lambda d: ampcore.randn(2, device=d), "normal"),
-    (lambda d: ampcore.arange(4, device=d), "arange"),
-    (lambda d: ampcore.tensor([1.0, 2.0], device=d), "from_numpy"),
-])
+@pytest.mark.parametrize(
+    "create, kernel",
+    [
+        (lambda d: ampcore.zeros(2, 3, device=d), "full"),
+        (lambda d: ampcore.ones(2, device=d), "full"),
+        (lambda d: ampcore.full((2,), 1.5, device=d), "full"),
+        (lambda d: ampcore.rand(2, device=d), "uniform"),
+        (lambda d: ampcore.randn(2, device=d), "normal"),
+        (lambda d: ampcore.arange(4, device=d), "arange"),
+        (lambda d: ampcore.tensor([1.0, 2.0], device=d), "from_numpy"),
+    ],
+)
 def test_creation_on_a_failing_backend_raises_kernel_error(broken: FailingBackend, create: Any, kernel: str) -> None:
     _fail_all(broken)
     with pytest.raises(KernelError, match=rf"kernel '{kernel}'.*{broken.name}") as info:

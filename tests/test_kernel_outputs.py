@@ -24,8 +24,12 @@ def test_a_max_that_drops_keepdims_is_named_by_every_op_built_on_it(register_fak
     backend = register_fake(defects=("max_ignores_keepdims",))
     x = ampcore.tensor(np.random.default_rng(0).random((4, 5)), device=backend.name, requires_grad=True)
     target = ampcore.tensor([0, 1, 2, 3], device=backend.name)
-    for call in (lambda: F.softmax(x, 1), lambda: F.cross_entropy(x, target), lambda: x.amax(1, keepdim=True),
-                 lambda: F.scaled_dot_product_attention(x[None], x[None], x[None])):
+    for call in (
+        lambda: F.softmax(x, 1),
+        lambda: F.cross_entropy(x, target),
+        lambda: x.amax(1, keepdim=True),
+        lambda: F.scaled_dot_product_attention(x[None], x[None], x[None]),
+    ):
         with pytest.raises(KernelError) as info:
             call()
         assert info.value.kernel == "max" and info.value.op is not None
@@ -46,8 +50,11 @@ class WideExp(FakeBackend):
 def test_a_kernel_returning_the_wrong_dtype_raises_naming_op_and_kernel(register_fake):
     backend = register_fake(cls=WideExp)
     x = ampcore.tensor([1.0, 2.0], dtype=dt.float16, device=backend.name)
-    with pytest.raises(KernelError, match=r"op 'exp' failed \(kernel 'exp'\).*returned float32 of shape \(2,\), "
-                                          r"expected float16 of shape \(2,\)"):
+    with pytest.raises(
+        KernelError,
+        match=r"op 'exp' failed \(kernel 'exp'\).*returned float32 of shape \(2,\), "
+        r"expected float16 of shape \(2,\)",
+    ):
         x.exp()
 
 
@@ -78,8 +85,9 @@ class Recording(FakeBackend):
 
     def _record(self, name, fn):
         def kernel(*args):
-            self.seen.append((name, tuple(a.dtype.kind if isinstance(a, np.ndarray) else type(a).__name__
-                                          for a in args)))
+            self.seen.append(
+                (name, tuple(a.dtype.kind if isinstance(a, np.ndarray) else type(a).__name__ for a in args))
+            )
             return fn(*args)
 
         return kernel
@@ -90,7 +98,7 @@ def test_kernels_never_see_a_float_scalar_with_an_integer_array(register_fake):
     promotes the tensor to float32 first (torch's rule), so the scalar never takes an integer dtype."""
     backend = register_fake(cls=Recording)
     x = ampcore.tensor([1, 2, 3], dtype=dt.int64, device=backend.name)
-    results = [x + 1.5, 1.5 * x, x - 0.5, x / 2, x ** 0.5, x < 1.5, x == 2.0, ampcore.where(x > 1, x, 0.5)]
+    results = [x + 1.5, 1.5 * x, x - 0.5, x / 2, x**0.5, x < 1.5, x == 2.0, ampcore.where(x > 1, x, 0.5)]
     assert all(r.dtype in (dt.float32, dt.bool_) for r in results)
     for name, kinds in backend.seen:
         if "float" in kinds:

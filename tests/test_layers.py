@@ -16,9 +16,25 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ampcore"
 
 # The heart: everything below nn/optim/distributed/training/cli/bench/conformance/testing.
-HEART = ("dtypes.py", "device.py", "kernel_outputs.py", "kernels.py", "backend.py", "plugins", "tensor_base.py",
-         "hooks.py", "syncs.py", "autograd.py", "dispatch.py", "ops", "creation.py", "tensor.py", "policy", "amp",
-         "grad_scaler.py")
+HEART = (
+    "dtypes.py",
+    "device.py",
+    "kernel_outputs.py",
+    "kernels.py",
+    "backend.py",
+    "plugins",
+    "tensor_base.py",
+    "hooks.py",
+    "syncs.py",
+    "autograd.py",
+    "dispatch.py",
+    "ops",
+    "creation.py",
+    "tensor.py",
+    "policy",
+    "amp",
+    "grad_scaler.py",
+)
 # Function-level imports a heart module may make: optional dependencies, and entry-point loading.
 OPTIONAL = {"mpi4py", "numba", "torch", "matplotlib"}
 
@@ -54,8 +70,9 @@ def _function_level_imports(path: Path) -> list[str]:
 
 def test_no_heart_module_imports_another_inside_a_function() -> None:
     found = [hit for path in _heart_files() for hit in _function_level_imports(path)]
-    assert found == [], "function-level imports between heart modules (import at module level, from below):\n" + \
-        "\n".join(found)
+    assert found == [], (
+        "function-level imports between heart modules (import at module level, from below):\n" + "\n".join(found)
+    )
 
 
 def test_heart_files_exist() -> None:
@@ -67,15 +84,21 @@ def _lint_imports() -> list[str]:
     script = Path(sys.executable).with_name("lint-imports")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command; "
-            "sys.exit(lint_imports_command())"]
+    return [
+        sys.executable,
+        "-c",
+        "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())",
+    ]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("importlinter") is None,
-                    reason="import-linter is not installed (pip install -e '.[test]' installs it)")
+@pytest.mark.skipif(
+    importlib.util.find_spec("importlinter") is None,
+    reason="import-linter is not installed (pip install -e '.[test]' installs it)",
+)
 def test_import_linter_layers_contract_holds() -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.run([*_lint_imports(), "--no-cache"], cwd=ROOT, capture_output=True, text=True, env=env,
-                          timeout=300)
+    proc = subprocess.run(
+        [*_lint_imports(), "--no-cache"], cwd=ROOT, capture_output=True, text=True, env=env, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "0 broken" in proc.stdout

@@ -93,15 +93,28 @@ def test_assigning_before_init_is_a_clear_error():
 def test_named_parameters_use_dotted_names_and_list_shared_parameters_once():
     m = Block()
     names = [n for n, _ in m.named_parameters()]
-    assert names == ["conv.weight", "conv.bias", "bn.weight", "bn.bias", "head.1.weight", "head.1.bias",
-                     "head.3.weight", "head.3.bias"]
+    assert names == [
+        "conv.weight",
+        "conv.bias",
+        "bn.weight",
+        "bn.bias",
+        "head.1.weight",
+        "head.1.bias",
+        "head.3.weight",
+        "head.3.bias",
+    ]
     tied = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
     tied[1].weight = tied[0].weight
     assert [n for n, _ in tied.named_parameters()] == ["0.weight", "0.bias", "1.bias"]
     assert len(list(tied.parameters())) == 3
     assert "1.weight" in tied.state_dict()  # state_dict lists a tied tensor under every name, like torch
-    assert [n for n, _ in m.named_buffers()] == ["scale", "scratch", "bn.running_mean", "bn.running_var",
-                                                 "bn.num_batches_tracked"]
+    assert [n for n, _ in m.named_buffers()] == [
+        "scale",
+        "scratch",
+        "bn.running_mean",
+        "bn.running_var",
+        "bn.num_batches_tracked",
+    ]
     assert len(list(m.modules())) == 8 and len(list(m.children())) == 3
 
 
@@ -241,17 +254,29 @@ def test_sequential_delete_renumbers_so_append_never_replaces_a_module():
     assert children(ml) == [("0", "Tanh"), ("1", "Sigmoid"), ("2", "GELU")]
 
 
-@pytest.mark.parametrize("register", [
-    lambda: nn.Sequential(nn.Linear(2, 2)).register_parameter("0", nn.Parameter(ampcore.zeros(1))),
-    lambda: nn.Linear(2, 2).add_module("weight", nn.ReLU()),
-    lambda: nn.Linear(2, 2).register_buffer("weight", ampcore.zeros(1)),
-    lambda: nn.Linear(2, 2).register_buffer("bias", None),
-    lambda: with_attribute("foo", 3).add_module("foo", nn.ReLU()),
-    lambda: with_attribute("foo", 3).register_parameter("foo", None),
-    lambda: with_attribute("foo", 3).register_buffer("foo", ampcore.zeros(1)),
-    lambda: nn.Module().add_module("forward", nn.ReLU()),
-], ids=["param-over-child", "child-over-param", "buffer-over-param", "none-buffer-over-param",
-        "child-over-plain", "param-over-plain", "buffer-over-plain", "child-over-method"])
+@pytest.mark.parametrize(
+    "register",
+    [
+        lambda: nn.Sequential(nn.Linear(2, 2)).register_parameter("0", nn.Parameter(ampcore.zeros(1))),
+        lambda: nn.Linear(2, 2).add_module("weight", nn.ReLU()),
+        lambda: nn.Linear(2, 2).register_buffer("weight", ampcore.zeros(1)),
+        lambda: nn.Linear(2, 2).register_buffer("bias", None),
+        lambda: with_attribute("foo", 3).add_module("foo", nn.ReLU()),
+        lambda: with_attribute("foo", 3).register_parameter("foo", None),
+        lambda: with_attribute("foo", 3).register_buffer("foo", ampcore.zeros(1)),
+        lambda: nn.Module().add_module("forward", nn.ReLU()),
+    ],
+    ids=[
+        "param-over-child",
+        "child-over-param",
+        "buffer-over-param",
+        "none-buffer-over-param",
+        "child-over-plain",
+        "param-over-plain",
+        "buffer-over-plain",
+        "child-over-method",
+    ],
+)
 def test_registering_over_an_attribute_of_another_kind_raises_key_error(register):
     with pytest.raises(KeyError, match="attribute '(0|weight|bias|foo|forward)' already exists"):
         register()
@@ -317,19 +342,31 @@ def conv2d_reference(x, w, b, stride, padding, dilation, groups):
         g = oc // per_group
         for i in range(oh):
             for j in range(ow):
-                patch = x[:, g * cg:(g + 1) * cg, i * stride[0]:i * stride[0] + dilation[0] * (kh - 1) + 1:dilation[0],
-                          j * stride[1]:j * stride[1] + dilation[1] * (kw - 1) + 1:dilation[1]]
+                patch = x[
+                    :,
+                    g * cg : (g + 1) * cg,
+                    i * stride[0] : i * stride[0] + dilation[0] * (kh - 1) + 1 : dilation[0],
+                    j * stride[1] : j * stride[1] + dilation[1] * (kw - 1) + 1 : dilation[1],
+                ]
                 out[:, oc, i, j] = (patch * w[oc]).sum(axis=(1, 2, 3)) + (b[oc] if b is not None else 0.0)
     return out
 
 
-@pytest.mark.parametrize("kwargs", [dict(), dict(stride=2, padding=1), dict(padding=(2, 1), dilation=2),
-                                    dict(groups=2, bias=False)])
+@pytest.mark.parametrize(
+    "kwargs", [dict(), dict(stride=2, padding=1), dict(padding=(2, 1), dilation=2), dict(groups=2, bias=False)]
+)
 def test_conv2d_forward_matches_numpy(kwargs):
     conv = nn.Conv2d(4, 6, 3, **kwargs)
     x = ampcore.randn(2, 4, 7, 6)
-    ref = conv2d_reference(t64(x), t64(conv.weight), t64(conv.bias) if conv.bias is not None else None,
-                           conv.stride, conv.padding, conv.dilation, conv.groups)
+    ref = conv2d_reference(
+        t64(x),
+        t64(conv.weight),
+        t64(conv.bias) if conv.bias is not None else None,
+        conv.stride,
+        conv.padding,
+        conv.dilation,
+        conv.groups,
+    )
     close(conv(x).numpy(), ref)
 
 
@@ -461,11 +498,16 @@ def test_activations_match_numpy():
     v = t64(x)
     erf = np.vectorize(math.erf)
     cases = {
-        nn.ReLU(): np.maximum(v, 0), nn.Sigmoid(): 1 / (1 + np.exp(-v)), nn.Tanh(): np.tanh(v),
-        nn.SiLU(): v / (1 + np.exp(-v)), nn.GELU(): 0.5 * v * (1 + erf(v / math.sqrt(2))),
-        nn.GELU("tanh"): 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3))),
-        nn.Softmax(dim=0): np.exp(v) / np.exp(v).sum(0), nn.LogSoftmax(dim=1): v - np.log(np.exp(v).sum(1))[:, None],
-        nn.Identity(7, x=1): v, nn.Flatten(0): v.reshape(-1),
+        nn.ReLU(): np.maximum(v, 0),
+        nn.Sigmoid(): 1 / (1 + np.exp(-v)),
+        nn.Tanh(): np.tanh(v),
+        nn.SiLU(): v / (1 + np.exp(-v)),
+        nn.GELU(): 0.5 * v * (1 + erf(v / math.sqrt(2))),
+        nn.GELU("tanh"): 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3))),
+        nn.Softmax(dim=0): np.exp(v) / np.exp(v).sum(0),
+        nn.LogSoftmax(dim=1): v - np.log(np.exp(v).sum(1))[:, None],
+        nn.Identity(7, x=1): v,
+        nn.Flatten(0): v.reshape(-1),
     }
     for module, ref in cases.items():
         close(module(x).numpy(), ref, atol=2e-5)
@@ -479,14 +521,15 @@ def test_losses_match_numpy():
     v, tv = t64(logits), target.numpy()
     logp = v - np.log(np.exp(v).sum(1, keepdims=True))
     close(nn.CrossEntropyLoss()(logits, target).item(), -logp[np.arange(6), tv].mean())
-    close(nn.NLLLoss(reduction="sum")(ampcore.tensor(logp.astype(np.float32)), target).item(),
-          -logp[np.arange(6), tv].sum())
+    close(
+        nn.NLLLoss(reduction="sum")(ampcore.tensor(logp.astype(np.float32)), target).item(),
+        -logp[np.arange(6), tv].sum(),
+    )
     a, b = ampcore.randn(5, 3), ampcore.randn(5, 3)
     d = t64(a) - t64(b)
-    close(nn.MSELoss()(a, b).item(), (d ** 2).mean())
+    close(nn.MSELoss()(a, b).item(), (d**2).mean())
     close(nn.L1Loss(reduction="sum")(a, b).item(), np.abs(d).sum())
-    close(nn.SmoothL1Loss(beta=0.5)(a, b).item(),
-          np.where(np.abs(d) < 0.5, 0.5 * d ** 2 / 0.5, np.abs(d) - 0.25).mean())
+    close(nn.SmoothL1Loss(beta=0.5)(a, b).item(), np.where(np.abs(d) < 0.5, 0.5 * d**2 / 0.5, np.abs(d) - 0.25).mean())
     y = ampcore.rand(5, 3)
     p = 1 / (1 + np.exp(-t64(a)))
     bce = -(t64(y) * np.log(p) + (1 - t64(y)) * np.log(1 - p))
@@ -500,7 +543,7 @@ def mha_reference(q, k, v, w_in, b_in, w_out, b_out, heads, mask=None):
     """batch-first float64 multi-head attention; returns (output, weights averaged over heads)."""
     e = q.shape[-1]
     d = e // heads
-    qp, kp, vp = (x @ w_in[i * e:(i + 1) * e].T + b_in[i * e:(i + 1) * e] for i, x in enumerate((q, k, v)))
+    qp, kp, vp = (x @ w_in[i * e : (i + 1) * e].T + b_in[i * e : (i + 1) * e] for i, x in enumerate((q, k, v)))
     split = lambda x: x.reshape(x.shape[0], x.shape[1], heads, d).transpose(0, 2, 1, 3)  # noqa: E731
     scores = split(qp) @ split(kp).transpose(0, 1, 3, 2) / math.sqrt(d)
     if mask is not None:
@@ -556,10 +599,11 @@ def test_multihead_attention_float16_scales_queries_before_the_product_so_scores
         mha.in_proj_weight.fill_(0.7)
     x = ampcore.ones(2, 1, 64, dtype=dt.float16)
     params = [t64(p) for p in (mha.in_proj_weight, mha.in_proj_bias, mha.out_proj.weight, mha.out_proj.bias)]
-    ref_out, ref_w = mha_reference(t64(x).transpose(1, 0, 2), t64(x).transpose(1, 0, 2),
-                                   t64(x).transpose(1, 0, 2), *params, heads=1)
+    ref_out, ref_w = mha_reference(
+        t64(x).transpose(1, 0, 2), t64(x).transpose(1, 0, 2), t64(x).transpose(1, 0, 2), *params, heads=1
+    )
     out, weights = mha(x, x, x, need_weights=need_weights)
-    np.testing.assert_allclose(t64(out.transpose(0, 1)), ref_out, rtol=4 * 2.0 ** -10, atol=4 * 2.0 ** -10 * 64)
+    np.testing.assert_allclose(t64(out.transpose(0, 1)), ref_out, rtol=4 * 2.0**-10, atol=4 * 2.0**-10 * 64)
     if need_weights:
         np.testing.assert_array_equal(t64(weights), ref_w)  # exactly [[0.5, 0.5], [0.5, 0.5]]
 
@@ -629,6 +673,14 @@ def test_parameters_to_vector_and_back():
 
 
 def test_nn_public_surface():
-    assert {"functional", "utils", "init", "Module", "Parameter", "Linear", "MultiheadAttention",
-            "CrossEntropyLoss"} <= set(nn.__all__)
+    assert {
+        "functional",
+        "utils",
+        "init",
+        "Module",
+        "Parameter",
+        "Linear",
+        "MultiheadAttention",
+        "CrossEntropyLoss",
+    } <= set(nn.__all__)
     assert all(hasattr(nn, name) for name in nn.__all__)

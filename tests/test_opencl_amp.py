@@ -64,10 +64,12 @@ def grads(sizes: list[int], dtype: dt.DType = dt.float32, seed: int = 0) -> list
     return [(rng.standard_normal(n) * 10.0 ** rng.uniform(-3, 3, n)).astype(dtype.numpy) for n in sizes]
 
 
-def unscale(host: list[np.ndarray], dtype: dt.DType = dt.float32, inv: Any = INV, flag: float = 0.0
-            ) -> tuple[list[np.ndarray], float]:
-    out, found = amp.unscale_and_check([put(g, dtype) for g in host], put(np.array([inv], F32), "float32"),
-                                       put(np.array([flag], F32), "float32"))
+def unscale(
+    host: list[np.ndarray], dtype: dt.DType = dt.float32, inv: Any = INV, flag: float = 0.0
+) -> tuple[list[np.ndarray], float]:
+    out, found = amp.unscale_and_check(
+        [put(g, dtype) for g in host], put(np.array([inv], F32), "float32"), put(np.array([flag], F32), "float32")
+    )
     return [get(g) for g in out], float(get(found)[0])
 
 
@@ -157,8 +159,8 @@ def test_a_flag_set_before_the_call_stays_set():
 OVERFLOW_CASES = {
     "float16 65504 stays finite": (dt.float16, 32752.0, 2.0, 0.0),
     "float16 65520 rounds to inf": (dt.float16, 32760.0, 2.0, 1.0),
-    "bfloat16 max stays finite": (dt.bfloat16, float.fromhex("0x1.fep127"), 1.0 + 2.0 ** -9, 0.0),
-    "bfloat16 past the halfway point rounds to inf": (dt.bfloat16, float.fromhex("0x1.fep127"), 1.0 + 2.0 ** -8, 1.0),
+    "bfloat16 max stays finite": (dt.bfloat16, float.fromhex("0x1.fep127"), 1.0 + 2.0**-9, 0.0),
+    "bfloat16 past the halfway point rounds to inf": (dt.bfloat16, float.fromhex("0x1.fep127"), 1.0 + 2.0**-8, 1.0),
     "float32 overflows": (dt.float32, float(np.finfo(F32).max), 2.0, 1.0),
     "float32 max stays finite": (dt.float32, float(np.finfo(F32).max), 1.0, 0.0),
 }
@@ -193,8 +195,9 @@ def test_mixed_dtypes_run_one_launch_each(counter):
 
 def test_a_buffer_listed_twice_is_scaled_once():
     g = put(np.full(10, 3.0, F32), "float32")
-    out, _ = amp.unscale_and_check([g, g.reshaped((2, 5))], put(np.array([0.5], F32), "float32"),
-                                   put(np.zeros(1, F32), "float32"))
+    out, _ = amp.unscale_and_check(
+        [g, g.reshaped((2, 5))], put(np.array([0.5], F32), "float32"), put(np.zeros(1, F32), "float32")
+    )
     assert (get(out[0]) == 1.5).all() and (get(out[1]) == 1.5).all()
 
 
@@ -211,15 +214,16 @@ def test_bad_arguments_are_refused():
     with pytest.raises(TypeError, match="inv_scale must be a 1-element float32"):
         amp.unscale_and_check([g], put(np.ones(2, F32), "float32"), put(np.zeros(1, F32), "float32"))
     with pytest.raises(TypeError, match="gradient 0 is int32"):
-        amp.unscale_and_check([put(np.ones(3, np.int32), "int32")], put(np.ones(1, F32), "float32"),
-                              put(np.zeros(1, F32), "float32"))
+        amp.unscale_and_check(
+            [put(np.ones(3, np.int32), "int32")], put(np.ones(1, F32), "float32"), put(np.zeros(1, F32), "float32")
+        )
 
 
 # --------------------------------------------------------------------------- update_scale
 SCALE_SETTINGS = {
     "torch factors, interval 3": (2.0, 0.5, 3, 65536.0),
     "1.1 and 0.3: one rounding of the float64 product": (1.1, 0.3, 2, 3.0),
-    "growth overflowing float32": (2.0, 0.5, 1, 2.0 ** 125),
+    "growth overflowing float32": (2.0, 0.5, 1, 2.0**125),
 }
 
 
@@ -244,8 +248,10 @@ def test_update_scale_matches_the_cpu_backend_bit_for_bit(setting, use64):
         scale, tracker = amp._update_scale(scale, tracker, put(flag, "float32"), growth, backoff, interval, use64)
         ref_scale, ref_tracker = cpu.update_scale(ref_scale, ref_tracker, flag, growth, backoff, interval)
         got_scale, got_tracker = get(scale), get(tracker)
-        what = f"{setting} step {step} (found_inf {f}): scale {got_scale[0]!r} vs {ref_scale[0]!r}, " \
-               f"tracker {got_tracker[0]} vs {ref_tracker[0]}"
+        what = (
+            f"{setting} step {step} (found_inf {f}): scale {got_scale[0]!r} vs {ref_scale[0]!r}, "
+            f"tracker {got_tracker[0]} vs {ref_tracker[0]}"
+        )
         assert got_tracker[0] == ref_tracker[0], what
         if exact:
             assert bits(got_scale) == bits(ref_scale), what
@@ -297,8 +303,7 @@ def test_adamw_step_matches_the_cpu_backend_bit_for_bit(pd, mode):
         params, m, v = optim.adamw_step(params, [put(x, pd) for x in g], m, v, step=step, **options)
         cp, cm, cv = cpu_optim.adamw_step(cp, g, cm, cv, step=step, **options)
         for i in range(len(p0)):
-            for name, got, want in (("param", params[i], cp[i]), ("exp_avg", m[i], cm[i]),
-                                    ("exp_avg_sq", v[i], cv[i])):
+            for name, got, want in (("param", params[i], cp[i]), ("exp_avg", m[i], cm[i]), ("exp_avg_sq", v[i], cv[i])):
                 assert (bits(get(got)) == bits(want)).all(), f"{mode} {pd.name} step {step} tensor {i}: {name}"
 
 
@@ -309,18 +314,30 @@ def test_adamw_step_with_gradients_of_another_dtype(counter):
         pytest.skip("the device's float32 division/sqrt are not correctly rounded: no bit-exact comparison")
     rng = np.random.default_rng(4)
     p0 = [rng.standard_normal(n).astype(F32) for n in (9, 300, 4)]
-    g = [rng.standard_normal(9).astype(dt.bfloat16.numpy), rng.standard_normal(300).astype(F32),
-         rng.standard_normal(4).astype(dt.bfloat16.numpy)]
+    g = [
+        rng.standard_normal(9).astype(dt.bfloat16.numpy),
+        rng.standard_normal(300).astype(F32),
+        rng.standard_normal(4).astype(dt.bfloat16.numpy),
+    ]
     zeros = [np.zeros(p.shape, F32) for p in p0]
     options = dict(ADAM, step=2, weight_decay=0.1, decoupled=False)
-    params, m, v = optim.adamw_step([put(p, "float32") for p in p0], [put(x, x.dtype) for x in g],
-                                    [put(z, "float32") for z in zeros], [put(z, "float32") for z in zeros], **options)
+    params, m, v = optim.adamw_step(
+        [put(p, "float32") for p in p0],
+        [put(x, x.dtype) for x in g],
+        [put(z, "float32") for z in zeros],
+        [put(z, "float32") for z in zeros],
+        **options,
+    )
     assert counter.launches == 2
-    cp, cm, cv = cpu_optim.adamw_step([p.copy() for p in p0], g, [z.copy() for z in zeros],
-                                      [z.copy() for z in zeros], **options)
+    cp, cm, cv = cpu_optim.adamw_step(
+        [p.copy() for p in p0], g, [z.copy() for z in zeros], [z.copy() for z in zeros], **options
+    )
     for i in range(3):
-        assert (bits(get(params[i])) == bits(cp[i])).all() and (bits(get(m[i])) == bits(cm[i])).all() \
-            and (bits(get(v[i])) == bits(cv[i])).all(), f"tensor {i} ({g[i].dtype} gradient)"
+        assert (
+            (bits(get(params[i])) == bits(cp[i])).all()
+            and (bits(get(m[i])) == bits(cm[i])).all()
+            and (bits(get(v[i])) == bits(cv[i])).all()
+        ), f"tensor {i} ({g[i].dtype} gradient)"
 
 
 def test_adamw_step_new_step_or_lr_compiles_nothing(counter):
@@ -328,8 +345,19 @@ def test_adamw_step_new_step_or_lr_compiles_nothing(counter):
     params = [put(p, "float32") for p in p0]
     m, v = [put(np.zeros(p.shape, F32), "float32") for p in p0], [put(np.zeros(p.shape, F32), "float32") for p in p0]
     for step, (g, lr) in enumerate(zip(steps, [1e-2, 3e-3, 1e-4]), 1):
-        params, m, v = optim.adamw_step(params, [put(x, "float32") for x in g], m, v, step=step, lr=lr, beta1=0.9,
-                                        beta2=0.99, eps=1e-6, weight_decay=0.01, decoupled=True)
+        params, m, v = optim.adamw_step(
+            params,
+            [put(x, "float32") for x in g],
+            m,
+            v,
+            step=step,
+            lr=lr,
+            beta1=0.9,
+            beta2=0.99,
+            eps=1e-6,
+            weight_decay=0.01,
+            decoupled=True,
+        )
         if step == 1:
             built = counter.builds
     assert counter.builds == built, "a new step or lr recompiled adamw_step"
@@ -339,8 +367,15 @@ def test_adamw_step_launches_once_per_variant_width(counter):
     n = 40
     params = [put(np.ones(k + 1, F32), "float32") for k in range(n)]
     zeros = [[put(np.zeros(k + 1, F32), "float32") for k in range(n)] for _ in range(2)]
-    optim.adamw_step(params, [put(np.ones(k + 1, F32), "float32") for k in range(n)], *zeros, step=1, **ADAM,
-                     weight_decay=0.0, decoupled=True)
+    optim.adamw_step(
+        params,
+        [put(np.ones(k + 1, F32), "float32") for k in range(n)],
+        *zeros,
+        step=1,
+        **ADAM,
+        weight_decay=0.0,
+        decoupled=True,
+    )
     k = amp.max_variant(state(), 4, 4 + 8 * 4)
     assert counter.launches == math.ceil(n / k), f"{n} tensors took {counter.launches} launches with K = {k}"
     assert all(np.allclose(get(p), 1.0 - 1e-2) for p in params)
@@ -358,11 +393,20 @@ def test_adamw_step_validates_everything_before_writing():
     with pytest.raises(ValueError, match="step must be an int >= 1"):
         optim.adamw_step(params[:1], grads_[:1], m[:1], v[:1], step=0, **ADAM, weight_decay=0.0, decoupled=True)
     with pytest.raises(TypeError, match="moments must be float32"):
-        optim.adamw_step(params[:1], grads_[:1], [put(np.zeros(6), "float64")], v[:1], step=1, **ADAM,
-                         weight_decay=0.0, decoupled=True)
+        optim.adamw_step(
+            params[:1],
+            grads_[:1],
+            [put(np.zeros(6), "float64")],
+            v[:1],
+            step=1,
+            **ADAM,
+            weight_decay=0.0,
+            decoupled=True,
+        )
     with pytest.raises(ValueError, match="lr must be finite"):
-        optim.adamw_step(params[:1], grads_[:1], m[:1], v[:1], step=1, **{**ADAM, "lr": math.nan},
-                         weight_decay=0.0, decoupled=True)
+        optim.adamw_step(
+            params[:1], grads_[:1], m[:1], v[:1], step=1, **{**ADAM, "lr": math.nan}, weight_decay=0.0, decoupled=True
+        )
 
 
 # --------------------------------------------------------------------------- gelu
@@ -370,7 +414,7 @@ def _sigmoid_2y(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """sigmoid(2y) and its derivative factor sigmoid * (1 - sigmoid), y = sqrt(2/pi) (x + 0.044715 x^3), in
     long double: the tanh form without torch's cancellations."""
     xl = x.astype(np.longdouble)
-    e = np.exp(-2 * np.sqrt(np.longdouble(2) / np.longdouble(np.pi)) * (xl + np.longdouble(0.044715) * xl ** 3))
+    e = np.exp(-2 * np.sqrt(np.longdouble(2) / np.longdouble(np.pi)) * (xl + np.longdouble(0.044715) * xl**3))
     return 1 / (1 + e), e / (1 + e) ** 2
 
 
@@ -389,7 +433,7 @@ def _gelu_grad64(x: np.ndarray, approximate: str) -> np.ndarray:
     return 0.5 * np.vectorize(math.erfc)(-x / math.sqrt(2.0)) + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
 
 
-EPS = {dt.float32: 2.0 ** -23, dt.float16: 2.0 ** -10, dt.bfloat16: 2.0 ** -7, dt.float64: 2.0 ** -52}
+EPS = {dt.float32: 2.0**-23, dt.float16: 2.0**-10, dt.bfloat16: 2.0**-7, dt.float64: 2.0**-52}
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
@@ -403,15 +447,21 @@ def test_gelu_and_its_backward_are_accurate_element_by_element(dtype, approximat
     x64 = x.astype(np.float64)
     gy = np.full(x.shape, 0.75, dtype.numpy)
     tol = 4 * EPS[dtype]
-    for what, got, want in (("gelu", amp.gelu(put(x, dtype), approximate), _gelu64(x64, approximate)),
-                            ("gelu_backward", amp.gelu_backward(put(x, dtype), put(gy, dtype), approximate),
-                             0.75 * _gelu_grad64(x64, approximate))):
+    for what, got, want in (
+        ("gelu", amp.gelu(put(x, dtype), approximate), _gelu64(x64, approximate)),
+        (
+            "gelu_backward",
+            amp.gelu_backward(put(x, dtype), put(gy, dtype), approximate),
+            0.75 * _gelu_grad64(x64, approximate),
+        ),
+    ):
         assert got.dtype == dtype and got.shape == x.shape
         err = np.abs(get(got).astype(np.float64) - want)
         allowed = tol * np.maximum(np.abs(want), 1.0)
         worst = int(np.argmax(err / allowed))
-        assert (err <= allowed).all(), f"{what}({approximate}) {dtype.name} at x={x64[worst]}: " \
-                                       f"{get(got)[worst]!r} vs {want[worst]!r}"
+        assert (err <= allowed).all(), (
+            f"{what}({approximate}) {dtype.name} at x={x64[worst]}: {get(got)[worst]!r} vs {want[worst]!r}"
+        )
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
@@ -421,14 +471,20 @@ def test_gelu_float_arithmetic_meets_the_float32_tolerance(monkeypatch, approxim
     monkeypatch.setattr(amp, "gelu_compute_type", lambda s, d: "float")
     x = np.linspace(-10, 10, 20001).astype(F32)
     x64 = x.astype(np.float64)
-    for what, got, want in (("gelu", amp.gelu(put(x, "float32"), approximate), _gelu64(x64, approximate)),
-                            ("gelu_backward", amp.gelu_backward(put(x, "float32"), put(x, "float32"), approximate),
-                             x64 * _gelu_grad64(x64, approximate))):
+    for what, got, want in (
+        ("gelu", amp.gelu(put(x, "float32"), approximate), _gelu64(x64, approximate)),
+        (
+            "gelu_backward",
+            amp.gelu_backward(put(x, "float32"), put(x, "float32"), approximate),
+            x64 * _gelu_grad64(x64, approximate),
+        ),
+    ):
         err = np.abs(get(got).astype(np.float64) - want)
         allowed = 4 * EPS[dt.float32] * np.maximum(np.abs(want), 1.0)
         worst = int(np.argmax(err / allowed))
-        assert (err <= allowed).all(), (f"{what}({approximate}) at x={x64[worst]}: "
-                                        f"{get(got)[worst]!r} vs {want[worst]!r}")
+        assert (err <= allowed).all(), (
+            f"{what}({approximate}) at x={x64[worst]}: {get(got)[worst]!r} vs {want[worst]!r}"
+        )
 
 
 def test_gelu_edge_cases_follow_the_cpu_backend():

@@ -132,10 +132,20 @@ def test_the_test_command_fails_where_no_device_is_usable(run_python, tmp_path):
     tests = Path(__file__).resolve().parent
     # This process's OCL_ICD_VENDORS lists Intel's runtime (runtimes.py); PoCL is found in pyopencl's folder.
     env = {**BROKEN_POCL, "OCL_ICD_VENDORS": str(tmp_path)}
-    proc = run_python("", env=env, args=(
-        "-c", _HIDE_INTEL, "-q", "-rs", "-p", "no:cacheprovider",
-        f"{tests / 'test_opencl_backend.py'}::test_the_opencl_backend_has_a_usable_device_here",
-        f"{tests / 'test_opencl_reductions.py'}::test_full_sum_of_positive_values_keeps_float32_accuracy"))
+    proc = run_python(
+        "",
+        env=env,
+        args=(
+            "-c",
+            _HIDE_INTEL,
+            "-q",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            f"{tests / 'test_opencl_backend.py'}::test_the_opencl_backend_has_a_usable_device_here",
+            f"{tests / 'test_opencl_reductions.py'}::test_full_sum_of_positive_values_keeps_float32_accuracy",
+        ),
+    )
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert re.search(r"\b1 failed, 1 skipped\b", proc.stdout), proc.stdout[-3000:]
     assert "the opencl backend is installed but unavailable: no OpenCL device can build kernels here" in proc.stdout
@@ -183,15 +193,18 @@ def test_a_device_that_cannot_build_is_listed_unusable_with_the_compiler_message
         if index != pocl:  # the others, Intel's included, are as usable as without the breakage
             assert entry["usable"] == devices.device_status(index).ok, entry
         if entry["usable"]:
-            assert (entry["device_name"], entry["platform"]) == (found[index].name.strip(),
-                                                                 found[index].platform.name.strip())
+            assert (entry["device_name"], entry["platform"]) == (
+                found[index].name.strip(),
+                found[index].platform.name.strip(),
+            )
 
 
 @needs_device
 def test_training_on_an_unusable_device_exits_2_with_one_line_naming_it(run_python):
     pocl = _pocl_index()
-    proc = run_python("", env=BROKEN_POCL, args=("-m", "ampcore", "train", "--device", f"opencl:{pocl}",
-                                                 "--epochs", "1"))
+    proc = run_python(
+        "", env=BROKEN_POCL, args=("-m", "ampcore", "train", "--device", f"opencl:{pocl}", "--epochs", "1")
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -239,8 +252,11 @@ def test_plain_opencl_skips_an_unusable_first_device(monkeypatch):
     if len(usable) < 2:
         pytest.skip(f"needs two usable OpenCL devices, this host has {len(usable)}")
     real = devices.device_status
-    monkeypatch.setattr(devices, "device_status", lambda i: ampcore.Availability(False, "broken on purpose")
-                        if i == usable[0] else real(i))
+    monkeypatch.setattr(
+        devices,
+        "device_status",
+        lambda i: ampcore.Availability(False, "broken on purpose") if i == usable[0] else real(i),
+    )
     assert ampcore.zeros(1, device="opencl").device.index == usable[1]
     with pytest.raises(ampcore.BackendUnavailableError, match=rf"'opencl:{usable[0]}'.*broken on purpose"):
         ampcore.zeros(1, device=f"opencl:{usable[0]}")
@@ -295,8 +311,9 @@ def test_native_half_arithmetic_is_used_where_the_probe_passed(opencl_device):
         pytest.skip(f"{device()} ({state.device.name.strip()}) has no native half arithmetic: {state.half.detail}")
     a = ampcore.tensor(np.array([1.5, 2049.0, 6e-5], np.float16), device=device())
     b = ampcore.tensor(np.array([2.0, 1.0, 3.0], np.float16), device=device())
-    assert (a * b + a).numpy().tolist() == (np.array([1.5, 2049.0, 6e-5], np.float16) * np.float16([2, 1, 3])
-                                            + np.float16([1.5, 2049.0, 6e-5])).tolist()
+    assert (a * b + a).numpy().tolist() == (
+        np.array([1.5, 2049.0, 6e-5], np.float16) * np.float16([2, 1, 3]) + np.float16([1.5, 2049.0, 6e-5])
+    ).tolist()
 
 
 @needs_device
@@ -311,8 +328,9 @@ def test_a_cpu_device_does_not_outrank_the_cpu_backend():
 
 @needs_device
 def test_info_lists_each_device_with_its_extensions_and_tier():
-    out = subprocess.run([sys.executable, "-m", "ampcore", "info", "--json"], capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "ampcore", "info", "--json"], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     report = {b["name"]: b for b in json.loads(out.stdout)["backends"]}
     opencl = report["opencl"]
@@ -364,8 +382,25 @@ def test_training_steps_compile_nothing_new_and_sync_once_per_step(amp, opencl_d
 def test_the_mlp_benchmark_runs_and_writes_its_json(tmp_path, opencl_device):
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_opencl_mlp.py"
     out = tmp_path / "mlp.json"
-    proc = subprocess.run([sys.executable, str(script), "--device", device(), "--steps", "1", "--warmup", "1",
-                           "--batch", "8", "--json", str(out)], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "--device",
+            device(),
+            "--steps",
+            "1",
+            "--warmup",
+            "1",
+            "--batch",
+            "8",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "AMP speedup over float32" in proc.stdout
     result = json.loads(out.read_text())

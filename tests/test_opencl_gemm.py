@@ -75,8 +75,14 @@ def test_empty_m_n_and_batch_give_empty_results(path):
         assert out.shape == ref.shape and out.size == 0
 
 
-BATCHES = [((2, 1, 13, 9), (5, 9, 35)), ((3, 13, 9), (9, 35)), ((13, 9), (4, 9, 35)), ((1, 3, 7, 20), (2, 1, 20, 17)),
-           ((2, 3, 4, 7, 11), (3, 1, 11, 19)), ((6, 8, 70), (6, 70, 40))]
+BATCHES = [
+    ((2, 1, 13, 9), (5, 9, 35)),
+    ((3, 13, 9), (9, 35)),
+    ((13, 9), (4, 9, 35)),
+    ((1, 3, 7, 20), (2, 1, 20, 17)),
+    ((2, 3, 4, 7, 11), (3, 1, 11, 19)),
+    ((6, 8, 70), (6, 70, 40)),
+]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
@@ -111,8 +117,7 @@ def test_low_precision_is_the_float32_result_rounded_once(path, dtype):
     from ampcore_cpu.kernels import matmul as cpu_matmul
 
     rng = np.random.default_rng(7)
-    da, db = put(rng.uniform(-1, 1, (3, 45, 512)), dtype), put(
-        rng.uniform(0, 1, (512, 70)), dtype)
+    da, db = put(rng.uniform(-1, 1, (3, 45, 512)), dtype), put(rng.uniform(0, 1, (512, 70)), dtype)
     ours = get(gemm.matmul(da, db)).astype(np.float64)
     cpu = cpu_matmul(get(da), get(db)).astype(np.float64)
     eps = EPS[dt.as_dtype(dtype)]
@@ -124,7 +129,7 @@ def test_packing_converts_every_float16_value_exactly(monkeypatch):
     """x @ 1 and 1 @ x on the packed path give back all 65536 float16 values (subnormals, inf, NaN; -0 becomes
     +0, as the accumulator starts at +0 and as NumPy's BLAS gives)."""
     monkeypatch.setattr(gemm, "DIRECT_MAX_WORK", -1)
-    values = np.arange(2 ** 16, dtype=np.uint16).view(np.float16)
+    values = np.arange(2**16, dtype=np.uint16).view(np.float16)
     with np.errstate(invalid="ignore"):  # signalling NaN patterns
         expected = (np.float32(0) + values.astype(np.float32)).astype(np.float16)
     one = put(np.ones((1, 1)), "float16")
@@ -138,7 +143,7 @@ def test_packing_converts_every_float16_value_exactly(monkeypatch):
 @pytest.mark.parametrize("dtype", ["int32", "int64"])
 def test_integers_wrap_like_numpy(dtype):
     rng = np.random.default_rng(8)
-    high = 2 ** 20 if dtype == "int32" else 2 ** 40
+    high = 2**20 if dtype == "int32" else 2**40
     a = rng.integers(-high, high, (2, 9, 64), dtype=np.int64).astype(dtype)
     b = rng.integers(-high, high, (64, 11), dtype=np.int64).astype(dtype)
     out = get(gemm.matmul(put(a, dtype), put(b, dtype)))
@@ -168,16 +173,33 @@ def test_bad_operands_are_refused_with_the_fix():
     with pytest.raises(ValueError, match="3 != 4"):
         gemm.matmul(f32, put(np.ones((4, 2)), "float32"))
     with pytest.raises(ValueError, match="cannot be broadcast"):
-        gemm.matmul(put(np.ones((2, 2, 3)), "float32"),
-                    put(np.ones((3, 3, 2)), "float32"))
+        gemm.matmul(put(np.ones((2, 2, 3)), "float32"), put(np.ones((3, 3, 2)), "float32"))
 
 
 def test_benchmark_prints_the_table_and_the_target_lines(tmp_path):
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_opencl_gemm.py"
     out = tmp_path / "gemm.json"
-    proc = subprocess.run([sys.executable, str(script), "--device", device(), "--sizes", "37",
-                           "--dtypes", "float32,float16", "--steps", "2", "--warmup", "1", "--json", str(out)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "--device",
+            device(),
+            "--sizes",
+            "37",
+            "--dtypes",
+            "float32,float16",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "GFLOP/s opencl" in proc.stdout and "n=37 float32 opencl/numpy:" in proc.stdout
     assert f"{device()} {gemm_state().device.name.strip()!r}" in proc.stdout
@@ -207,8 +229,9 @@ def test_new_shapes_do_not_make_pocl_compile_new_work_group_sizes(tmp_path, open
     if "Portable Computing Language" not in platform:
         pytest.skip(f"checks PoCL's kernel cache; {device()} is not a PoCL device ({platform})")
     env = {**os.environ, "POCL_CACHE_DIR": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "-c", _POCL_SHAPES, str(opencl_device)], env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", _POCL_SHAPES, str(opencl_device)], env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
     variants: dict[str, list[str]] = {}
     for so in tmp_path.rglob("*.so"):

@@ -72,8 +72,10 @@ def assert_same(got: np.ndarray, want: np.ndarray, what: str) -> None:
     wrong = np.flatnonzero((got.view(bits) != want.view(bits)) & ~nan_ok)
     if wrong.size:
         k = wrong[0]
-        pytest.fail(f"{what}: {wrong.size} wrong, e.g. input #{k}: got {got[k]!r} ({got.view(bits)[k]:#x}), "
-                    f"want {want[k]!r} ({want.view(bits)[k]:#x})")
+        pytest.fail(
+            f"{what}: {wrong.size} wrong, e.g. input #{k}: got {got[k]!r} ({got.view(bits)[k]:#x}), "
+            f"want {want[k]!r} ({want.view(bits)[k]:#x})"
+        )
 
 
 def ties_and_neighbours() -> np.ndarray:
@@ -83,10 +85,16 @@ def ties_and_neighbours() -> np.ndarray:
     h = h[np.isfinite(h)]
     base = h.astype(np.float64)
     _, exponent = np.frexp(base)
-    gap = np.maximum(np.ldexp(1.0, exponent - 11), 2.0 ** -24)
+    gap = np.maximum(np.ldexp(1.0, exponent - 11), 2.0**-24)
     tie = (base + np.where(np.signbit(h), -gap, gap) / 2).astype(np.float32)  # exact in float32
-    return np.concatenate([base.astype(np.float32), tie, np.nextafter(tie, np.float32(0)),
-                           np.nextafter(tie, np.copysign(np.float32(np.inf), tie))])
+    return np.concatenate(
+        [
+            base.astype(np.float32),
+            tie,
+            np.nextafter(tie, np.float32(0)),
+            np.nextafter(tie, np.copysign(np.float32(np.inf), tie)),
+        ]
+    )
 
 
 def random_float32(count: int, seed: int) -> np.ndarray:
@@ -118,8 +126,13 @@ def test_ties_and_their_neighbours_narrow_to_nearest_even(path):
 
 @pytest.mark.parametrize("path", PATHS)
 def test_random_float32_patterns_narrow_like_numpy(path):
-    x = np.concatenate([random_float32(1 << 20, seed=7), probe.convert_operands()[1],
-                        np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1e-45, -1e-45], np.float32)])
+    x = np.concatenate(
+        [
+            random_float32(1 << 20, seed=7),
+            probe.convert_operands()[1],
+            np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1e-45, -1e-45], np.float32),
+        ]
+    )
     with np.errstate(over="ignore", invalid="ignore"):
         want = x.astype(np.float16)
     assert_same(run_path(path, "narrow", x, np.uint16), want, f"{path} float_to_half")
@@ -130,7 +143,7 @@ def test_double_narrows_to_float16_with_one_rounding(path):
     """Just above or below a float16 tie by less than float32 can hold: rounding to float32 first would land
     on the tie and then round to even, the wrong way half the time."""
     x = ties_and_neighbours()[: (1 << 16) * 2].astype(np.float64)
-    ulp = np.abs(x) * 2.0 ** -40 + 2.0 ** -1070
+    ulp = np.abs(x) * 2.0**-40 + 2.0**-1070
     d = np.concatenate([x, x + ulp, x - ulp, np.array([np.inf, -np.inf, np.nan, -0.0, 1e300, -1e-300])])
     with np.errstate(over="ignore", invalid="ignore"):
         want = d.astype(np.float16)
@@ -162,13 +175,17 @@ def _fake(extensions: set[str]) -> Any:
     return SimpleNamespace(extensions=frozenset(extensions), device=SimpleNamespace(name="fake device"))
 
 
-@pytest.mark.parametrize("times, wrong, path", [
-    ({"integer": 1.0, "half": 0.5}, {"integer": 0, "half": 0}, "half"),
-    ({"integer": 1.0, "half": 0.95}, {"integer": 0, "half": 0}, "integer"),  # within the margin
-    ({"integer": 1.0, "half": 2.0}, {"integer": 0, "half": 0}, "integer"),
-    ({"integer": 1.0, "half": 0.1}, {"integer": 0, "half": 3}, "integer"),  # fast but wrong
-    ({"integer": float("inf"), "half": float("inf")}, {"integer": 0, "half": 0}, "integer"),  # not timed
-], ids=["half-faster", "within-margin", "integer-faster", "half-wrong", "too-slow-to-time"])
+@pytest.mark.parametrize(
+    "times, wrong, path",
+    [
+        ({"integer": 1.0, "half": 0.5}, {"integer": 0, "half": 0}, "half"),
+        ({"integer": 1.0, "half": 0.95}, {"integer": 0, "half": 0}, "integer"),  # within the margin
+        ({"integer": 1.0, "half": 2.0}, {"integer": 0, "half": 0}, "integer"),
+        ({"integer": 1.0, "half": 0.1}, {"integer": 0, "half": 3}, "integer"),  # fast but wrong
+        ({"integer": float("inf"), "half": float("inf")}, {"integer": 0, "half": 0}, "integer"),  # not timed
+    ],
+    ids=["half-faster", "within-margin", "integer-faster", "half-wrong", "too-slow-to-time"],
+)
 def test_the_faster_exact_path_is_chosen(monkeypatch, times, wrong, path):
     monkeypatch.delenv(probe.CONVERT_ENV, raising=False)
     monkeypatch.setattr(probe, "_measure_convert", lambda state: (times, wrong))
@@ -204,7 +221,7 @@ def test_the_probe_check_catches_a_wrong_rounding():
     wrong[ties] ^= 1  # round the ties the other way
     assert probe.convert_mismatches(h, f, x, wrong) == ties.size
     nan_sign = f.copy()
-    nan_sign[0x7e00] = -nan_sign[0x7e00]  # a NaN that lost its sign
+    nan_sign[0x7E00] = -nan_sign[0x7E00]  # a NaN that lost its sign
     assert probe.convert_mismatches(h, nan_sign, x, y) == 1
 
 

@@ -41,8 +41,9 @@ def assert_bits(actual: np.ndarray, expected: np.ndarray, what: str) -> None:
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape}, expected {expected.shape}"
     assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype}, expected {expected.dtype}"
     diff = bits(actual) != bits(expected)
-    assert not diff.any(), f"{what}: {int(diff.sum())} elements differ in their bits, first at " \
-                           f"{tuple(np.argwhere(diff)[0])}"
+    assert not diff.any(), (
+        f"{what}: {int(diff.sum())} elements differ in their bits, first at {tuple(np.argwhere(diff)[0])}"
+    )
 
 
 FLOATS = [dt.float16, dt.bfloat16, dt.float32, dt.float64]
@@ -78,18 +79,23 @@ def _cases(h: np.ndarray, x: mv.CLArray, dtype: dt.DType) -> list[tuple[str, mv.
     v = raw_values(dtype, (3, 3, 7), seed=1)
     assigned = h.copy()
     assigned[1:4, 5::-2] = v
-    fill = {dt.bool_: True, dt.int32: -3, dt.int64: -(2 ** 62)}.get(dtype, float("-0.0"))
+    fill = {dt.bool_: True, dt.int32: -3, dt.int64: -(2**62)}.get(dtype, float("-0.0"))
     return [
         ("reshape", mv.reshape(x, (-1, 7)), h.reshape(-1, 7)),
         ("transpose", mv.transpose(x, (2, 0, 1)), np.transpose(h, (2, 0, 1))),
-        ("broadcast_to", mv.broadcast_to(mv.slice_(x, (slice(0, 1),)), (3, 5, 1, 6, 7)),
-         np.broadcast_to(h[0:1], (3, 5, 1, 6, 7))),
+        (
+            "broadcast_to",
+            mv.broadcast_to(mv.slice_(x, (slice(0, 1),)), (3, 5, 1, 6, 7)),
+            np.broadcast_to(h[0:1], (3, 5, 1, 6, 7)),
+        ),
         ("slice", mv.slice_(x, (slice(4, None, -2), 3, slice(6, 0, -3))), h[4::-2, 3, 6:0:-3]),
         ("slice_assign", mv.slice_assign(x, (slice(1, 4), slice(5, None, -2)), put(v, dtype)), assigned),
-        ("pad", mv.pad(x, ((1, 0), (0, 2), (3, 1)), fill),
-         np.pad(h, ((1, 0), (0, 2), (3, 1)), constant_values=np.full((), fill, h.dtype))),
-        ("concat", mv.concat([x, mv.slice_(x, (slice(None), slice(2, 4)))], 1),
-         np.concatenate([h, h[:, 2:4]], 1)),
+        (
+            "pad",
+            mv.pad(x, ((1, 0), (0, 2), (3, 1)), fill),
+            np.pad(h, ((1, 0), (0, 2), (3, 1)), constant_values=np.full((), fill, h.dtype)),
+        ),
+        ("concat", mv.concat([x, mv.slice_(x, (slice(None), slice(2, 4)))], 1), np.concatenate([h, h[:, 2:4]], 1)),
         ("take", mv.take(x, put(idx, dt.int64), 1), np.take(h, idx, 1)),
     ]
 
@@ -117,9 +123,15 @@ def test_six_d_transposes(layout):
 def test_negative_steps_and_empty_slices(layout):
     h = raw_values(dt.bfloat16, (6, 9, 4))
     x = put(h, dt.bfloat16)
-    for index in [(slice(5, None, -1),), (slice(None), slice(8, None, -3), slice(3, None, -2)),
-                  (slice(2, 2, 1),), (slice(0, 0, 1), slice(8, None, -1)), (slice(None), 4, slice(1, 3)),
-                  (5, 8, 3), (slice(5, 0, -5), slice(None, None, 4))]:
+    for index in [
+        (slice(5, None, -1),),
+        (slice(None), slice(8, None, -3), slice(3, None, -2)),
+        (slice(2, 2, 1),),
+        (slice(0, 0, 1), slice(8, None, -1)),
+        (slice(None), 4, slice(1, 3)),
+        (5, 8, 3),
+        (slice(5, 0, -5), slice(None, None, 4)),
+    ]:
         assert_bits(get(mv.slice_(x, index)), h[index], f"slice {index}")
 
 
@@ -144,8 +156,11 @@ def test_empty_arrays(layout):
     empty_idx = put(np.zeros(0, np.int64), dt.int64)
     full = put(np.ones((3, 4), np.float32), dt.float32)
     assert get(mv.take(full, empty_idx, 1)).shape == (3, 0)
-    assert_bits(get(mv.scatter_add(put(np.zeros((3, 0), np.float32), dt.float32), empty_idx, 1, 5)),
-                np.zeros((3, 5), np.float32), "scatter_add of nothing gives zeros")
+    assert_bits(
+        get(mv.scatter_add(put(np.zeros((3, 0), np.float32), dt.float32), empty_idx, 1, 5)),
+        np.zeros((3, 5), np.float32),
+        "scatter_add of nothing gives zeros",
+    )
     assert get(mv.concat([x, x], 1)).shape == (3, 0, 2)
 
 
@@ -179,12 +194,16 @@ def test_big_arrays_cross_chunk_boundaries(layout):
     h = raw_values(dt.float16, (3, 4099, 173), seed=3)
     x = put(h, dt.float16)
     assert_bits(get(mv.transpose(x, (1, 2, 0))), np.transpose(h, (1, 2, 0)), "big transpose")
-    assert_bits(get(mv.slice_(x, (slice(None), slice(4098, None, -3), slice(1, None)))), h[:, 4098::-3, 1:],
-                "big strided slice")
+    assert_bits(
+        get(mv.slice_(x, (slice(None), slice(4098, None, -3), slice(1, None)))), h[:, 4098::-3, 1:], "big strided slice"
+    )
     head = mv.slice_(x, (slice(None), slice(None), slice(0, 5)))
     assert_bits(get(mv.concat([x, head], 2)), np.concatenate([h, h[:, :, :5]], 2), "big concat along the last axis")
-    assert_bits(get(mv.pad(x, ((0, 1), (2, 0), (0, 3)), -0.0)),
-                np.pad(h, ((0, 1), (2, 0), (0, 3)), constant_values=np.float16(-0.0)), "big pad")
+    assert_bits(
+        get(mv.pad(x, ((0, 1), (2, 0), (0, 3)), -0.0)),
+        np.pad(h, ((0, 1), (2, 0), (0, 3)), constant_values=np.float16(-0.0)),
+        "big pad",
+    )
     flat = put(raw_values(dt.float32, (5_000_001,), seed=4), dt.float32)
     assert_bits(get(mv.slice_(flat, (slice(None, None, -7),))), get(flat)[::-7], "a long 1-D strided slice")
 
@@ -230,9 +249,9 @@ def test_scatter_add_is_deterministic_with_many_duplicates(layout):
 
 
 def test_scatter_add_ints_wrap_bool_ors_and_out_of_range_is_dropped(layout):
-    big = np.array([[2 ** 31 - 1], [5], [1]], np.int32)
+    big = np.array([[2**31 - 1], [5], [1]], np.int32)
     out = get(mv.scatter_add(put(big, dt.int32), put(np.array([0, 0, 9], np.int64), dt.int64), 0, 2))
-    assert_bits(out, np.array([[np.int32(-2 ** 31 + 4)], [0]], np.int32), "int32 wraps, index 9 dropped")
+    assert_bits(out, np.array([[np.int32(-(2**31) + 4)], [0]], np.int32), "int32 wraps, index 9 dropped")
     flags = np.array([True, False, True, False])
     out = get(mv.scatter_add(put(flags, dt.bool_), put(np.array([1, 1, 2, 0], np.int64), dt.int64), 0, 3))
     assert_bits(out, np.array([False, True, True]), "bool accumulates as a logical or")

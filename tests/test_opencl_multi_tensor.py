@@ -28,8 +28,9 @@ def tile() -> int:
 
 
 def unscale(host: list[np.ndarray], dtype: dt.DType = dt.float32) -> tuple[list[np.ndarray], float]:
-    out, found = amp.unscale_and_check([put(g, dtype) for g in host], put(np.array([INV], F32), "float32"),
-                                       put(np.array([0.0], F32), "float32"))
+    out, found = amp.unscale_and_check(
+        [put(g, dtype) for g in host], put(np.array([INV], F32), "float32"), put(np.array([0.0], F32), "float32")
+    )
     return [get(g) for g in out], float(get(found)[0])
 
 

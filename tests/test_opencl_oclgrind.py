@@ -40,14 +40,21 @@ print("workload done")
 def oclgrind(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, list[str]]:
     """Run python ``args`` under oclgrind; the reports (blank-line separated blocks) that are about us."""
     env = dict(os.environ, AMPCORE_STRICT_PLUGINS="1")
-    proc = subprocess.run(["oclgrind", "--data-races", "--check-api", sys.executable, *args],
-                          capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
+    proc = subprocess.run(
+        ["oclgrind", "--data-races", "--check-api", sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        cwd=tmp_path,
+    )
     blocks = [b.strip() for b in proc.stderr.split("\n\n") if b.strip()]
     return proc, [b for b in blocks if not any(n in b for n in NOT_OURS)]
 
 
-needs_oclgrind = pytest.mark.skipif(shutil.which("oclgrind") is None,
-                                    reason="oclgrind is not installed: apt-get install oclgrind")
+needs_oclgrind = pytest.mark.skipif(
+    shutil.which("oclgrind") is None, reason="oclgrind is not installed: apt-get install oclgrind"
+)
 
 
 @pytest.mark.slow

@@ -39,20 +39,28 @@ def test_full_sum_of_positive_values_keeps_float32_accuracy(rng):
     assert_close(out, np.sum(x, dtype=np.float64, keepdims=True), dt.float32, n=x.size, what="sum of 4M in [0, 1)")
 
 
-@pytest.mark.parametrize("shape, axes", [
-    ((20000, 7), (1,)),  # many short rows: one work-item each
-    ((2000, 900), (1,)),  # many medium rows: one work-item each, blocked
-    ((900, 2000), (0,)),  # reducing the leading axis: rows are columns
-    ((3, 20000), (1,)),  # few long rows: one work-group each
-    ((2, 100_003), (1,)),  # rows longer than a chunk: two passes
-    ((70_001, 3), (0,)),  # two passes over a strided (leading) axis
-])
+@pytest.mark.parametrize(
+    "shape, axes",
+    [
+        ((20000, 7), (1,)),  # many short rows: one work-item each
+        ((2000, 900), (1,)),  # many medium rows: one work-item each, blocked
+        ((900, 2000), (0,)),  # reducing the leading axis: rows are columns
+        ((3, 20000), (1,)),  # few long rows: one work-group each
+        ((2, 100_003), (1,)),  # rows longer than a chunk: two passes
+        ((70_001, 3), (0,)),  # two passes over a strided (leading) axis
+    ],
+)
 def test_sum_and_max_on_every_launch_shape(rng, shape, axes):
     x = rng.uniform(-1.0, 1.0, shape).astype(np.float32)
     n = int(np.prod([shape[a] for a in axes]))
     device = put(x, dt.float32)
-    assert_close(get(red.reduce_sum(device, axes, False)), np.sum(x.astype(np.float64), axis=axes), dt.float32, n=n,
-                 what=f"sum of {shape} over {axes}")
+    assert_close(
+        get(red.reduce_sum(device, axes, False)),
+        np.sum(x.astype(np.float64), axis=axes),
+        dt.float32,
+        n=n,
+        what=f"sum of {shape} over {axes}",
+    )
     np.testing.assert_array_equal(get(red.reduce_max(device, axes, False)), np.max(x, axis=axes))
 
 
@@ -66,10 +74,16 @@ def test_reductions_over_non_adjacent_axes(rng, shape):
         device = put(x, dtype)
         host = get(device).astype(np.float64)
         for keepdims in (False, True):
-            assert_close(get(red.reduce_sum(device, (0, 2), keepdims)), np.sum(host, axis=(0, 2), keepdims=keepdims),
-                         dtype, n=n, what=f"sum over axes (0, 2) of {shape} {dtype.name}")
-            np.testing.assert_array_equal(get(red.reduce_max(device, (0, 2), keepdims)),
-                                          np.max(get(device), axis=(0, 2), keepdims=keepdims))
+            assert_close(
+                get(red.reduce_sum(device, (0, 2), keepdims)),
+                np.sum(host, axis=(0, 2), keepdims=keepdims),
+                dtype,
+                n=n,
+                what=f"sum over axes (0, 2) of {shape} {dtype.name}",
+            )
+            np.testing.assert_array_equal(
+                get(red.reduce_max(device, (0, 2), keepdims)), np.max(get(device), axis=(0, 2), keepdims=keepdims)
+            )
     x4 = rng.integers(-50, 50, (3, 4, 5, 6)).astype(np.int32)
     out = get(red.reduce_sum(put(x4, dt.int32), (1, 3), False))
     assert out.dtype == np.int64
@@ -92,7 +106,7 @@ def test_low_precision_two_pass_sum_accumulates_in_float32():
 
 
 def test_int64_two_pass_sum_is_exact_beyond_two_to_the_53(rng):
-    x = rng.integers(-(2 ** 56), 2 ** 56, 100_000, dtype=np.int64)
+    x = rng.integers(-(2**56), 2**56, 100_000, dtype=np.int64)
     assert int(get(red.reduce_sum(put(x, dt.int64), (0,), False))) == int(x.sum())
     b = rng.random((3, 50_000)) < 0.3
     np.testing.assert_array_equal(get(red.reduce_sum(put(b, dt.bool_), (1,), False)), b.sum(axis=1))
@@ -125,7 +139,7 @@ def test_max_propagates_nan_and_keeps_integers(rng):
     x[1, 39_999] = np.nan
     out = get(red.reduce_max(put(x, dt.float32), (1,), False))
     assert np.isnan(out[1]) and not np.isnan(out[[0, 2, 3]]).any()
-    ints = rng.integers(-(2 ** 62), 2 ** 62, (5, 3000), dtype=np.int64)
+    ints = rng.integers(-(2**62), 2**62, (5, 3000), dtype=np.int64)
     np.testing.assert_array_equal(get(red.reduce_max(put(ints, dt.int64), (1,), False)), ints.max(axis=1))
 
 
@@ -146,9 +160,14 @@ def test_cumsum_of_a_million_float32_within_tolerance(rng):
 @pytest.mark.parametrize("shape, axis", [((3000, 5), 0), ((4, 777, 3), 1), ((5, 20), 1), ((2000, 3000), 1)])
 def test_cumsum_layouts_and_integer_sums(rng, shape, axis):
     x = rng.uniform(-1.0, 1.0, shape)
-    assert_close(get(red.cumsum(put(x, dt.float64), axis)), np.cumsum(x, axis=axis), dt.float64, n=shape[axis],
-                 what=f"cumsum of {shape} along {axis}")
-    ints = rng.integers(2 ** 29, 2 ** 30, shape).astype(np.int32)
+    assert_close(
+        get(red.cumsum(put(x, dt.float64), axis)),
+        np.cumsum(x, axis=axis),
+        dt.float64,
+        n=shape[axis],
+        what=f"cumsum of {shape} along {axis}",
+    )
+    ints = rng.integers(2**29, 2**30, shape).astype(np.int32)
     out = get(red.cumsum(put(ints, dt.int32), axis))
     assert out.dtype == np.int64
     np.testing.assert_array_equal(out, np.cumsum(ints.astype(np.int64), axis=axis))
@@ -156,7 +175,7 @@ def test_cumsum_layouts_and_integer_sums(rng, shape, axis):
 
 def test_float16_cumsum_of_a_long_row_accumulates_in_float32():
     # float16 loses every 2**-11 added to 1 or more; float32 keeps them while the sum stays below 2**13
-    values = np.tile([1.0, 2.0 ** -11, 2.0 ** -11], 5000)
+    values = np.tile([1.0, 2.0**-11, 2.0**-11], 5000)
     out = get(red.cumsum(put(values, dt.float16), 0))
     np.testing.assert_array_equal(out, np.cumsum(values).astype(np.float16))
 
@@ -193,8 +212,9 @@ def test_softmax_family_on_short_and_long_rows(rng, shape, axis):
         ly = put(np.log(sm64), dtype)
         ly64 = get(ly).astype(np.float64)
         expected = gy64 - np.exp(ly64) * gy64.sum(axis=axis, keepdims=True)
-        assert_close(get(sm.log_softmax_backward(ly, gy, axis)), expected, dtype, n=n,
-                     what=f"log_softmax_backward {shape}")
+        assert_close(
+            get(sm.log_softmax_backward(ly, gy, axis)), expected, dtype, n=n, what=f"log_softmax_backward {shape}"
+        )
 
 
 @pytest.mark.parametrize("n", [6, 3000])

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-runtimes = pytest.importorskip("ampcore_opencl.runtimes", reason="ampcore-opencl is not installed: "
-                               "pip install -e 'backends/opencl[intel]'")
+runtimes = pytest.importorskip(
+    "ampcore_opencl.runtimes", reason="ampcore-opencl is not installed: pip install -e 'backends/opencl[intel]'"
+)
 
 LIBRARY = Path("/opt/venv/site-packages/lib/libintelocl.so")
 
@@ -38,17 +39,25 @@ def test_add_icd_copies_the_folder_and_adds_the_runtime_with_its_real_path(vendo
     runtimes._add_icd("intel-cpu.icd", LIBRARY)
     folder = Path(os.environ["OCL_ICD_VENDORS"])
     assert folder != vendors and folder.is_dir()
-    assert _listed(folder) == {"pocl.icd": "/usr/lib/libpocl.so.2\n", "nvidia.icd": "libnvidia-opencl.so.1\n",
-                               "intel-cpu.icd": f"{LIBRARY}\n"}
-    assert _listed(vendors) == {"pocl.icd": "/usr/lib/libpocl.so.2\n", "nvidia.icd": "libnvidia-opencl.so.1\n",
-                                "README": "not an ICD file\n"}, "the original folder was changed"
+    assert _listed(folder) == {
+        "pocl.icd": "/usr/lib/libpocl.so.2\n",
+        "nvidia.icd": "libnvidia-opencl.so.1\n",
+        "intel-cpu.icd": f"{LIBRARY}\n",
+    }
+    assert _listed(vendors) == {
+        "pocl.icd": "/usr/lib/libpocl.so.2\n",
+        "nvidia.icd": "libnvidia-opencl.so.1\n",
+        "README": "not an ICD file\n",
+    }, "the original folder was changed"
 
 
 def test_add_icd_accepts_a_single_icd_file_as_the_vendors_setting(vendors, monkeypatch):
     monkeypatch.setenv("OCL_ICD_VENDORS", str(vendors / "pocl.icd"))
     runtimes._add_icd("intel-cpu.icd", LIBRARY)
-    assert _listed(Path(os.environ["OCL_ICD_VENDORS"])) == {"pocl.icd": "/usr/lib/libpocl.so.2\n",
-                                                             "intel-cpu.icd": f"{LIBRARY}\n"}
+    assert _listed(Path(os.environ["OCL_ICD_VENDORS"])) == {
+        "pocl.icd": "/usr/lib/libpocl.so.2\n",
+        "intel-cpu.icd": f"{LIBRARY}\n",
+    }
 
 
 def test_add_icd_adds_nothing_where_a_system_icd_already_names_the_runtime(vendors):
@@ -71,12 +80,14 @@ def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_missing_compiler_runtime_library_is_a_problem_with_the_fix(fresh, vendors, monkeypatch):
-    monkeypatch.setattr(runtimes, "_installed_file",
-                        lambda distribution, name: LIBRARY if distribution == "intel-opencl-rt" else None)
+    monkeypatch.setattr(
+        runtimes, "_installed_file", lambda distribution, name: LIBRARY if distribution == "intel-opencl-rt" else None
+    )
     runtimes.prepare()  # never raises
     assert runtimes.problems() == [
         "Intel's OpenCL CPU runtime is installed but libintlc.so.5 (from intel-cmplr-lib-rt) is not; "
-        f"{runtimes.INTEL_HINT}"]
+        f"{runtimes.INTEL_HINT}"
+    ]
     assert os.environ["OCL_ICD_VENDORS"] == str(vendors), "registered a runtime that cannot load"
 
 
@@ -117,5 +128,6 @@ def test_a_failure_inside_prepare_is_recorded_not_raised(fresh, monkeypatch):
 
     monkeypatch.setattr(runtimes, "_register_intel", broken)
     runtimes.prepare()
-    assert runtimes.problems() == ["Intel's OpenCL CPU runtime could not be set up "
-                                   "(PermissionError: cannot create a temporary folder)"]
+    assert runtimes.problems() == [
+        "Intel's OpenCL CPU runtime could not be set up (PermissionError: cannot create a temporary folder)"
+    ]

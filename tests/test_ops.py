@@ -16,8 +16,17 @@ def rnd(*shape, seed=0, positive=False):
 
 
 UNARY = {
-    "neg": False, "abs": False, "exp": False, "log": True, "sqrt": True, "rsqrt": True,
-    "tanh": False, "sigmoid": False, "erf": False, "sin": False, "cos": False,
+    "neg": False,
+    "abs": False,
+    "exp": False,
+    "log": True,
+    "sqrt": True,
+    "rsqrt": True,
+    "tanh": False,
+    "sigmoid": False,
+    "erf": False,
+    "sin": False,
+    "cos": False,
 }
 
 
@@ -39,9 +48,9 @@ def test_binary_backward_with_broadcasting(name):
 
 def test_pow_backward_in_base_and_exponent():
     a, b = rnd(3, 4, positive=True), rnd(3, 4, seed=3)
-    assert gradcheck(lambda x, y: x ** y, [a, b])
-    assert gradcheck(lambda x: x ** 3.0, [rnd(2, 3, seed=4)])
-    assert gradcheck(lambda y: 2.0 ** y, [b])
+    assert gradcheck(lambda x, y: x**y, [a, b])
+    assert gradcheck(lambda x: x**3.0, [rnd(2, 3, seed=4)])
+    assert gradcheck(lambda y: 2.0**y, [b])
 
 
 def test_relu_backward_and_zero_gradient_at_zero():
@@ -180,7 +189,7 @@ def test_linear_product_matches_matmul_with_the_transposed_weight_bit_for_bit(sh
             np.testing.assert_array_equal(new_grads[-1], old_grads[-1])
         # A 3-D input's rows are summed in one product here (per batch, then summed, before): float32
         # rounding of a length-L sum of |g||a| products, against the float64 reference.
-        bound = a64.shape[0] * 2.0 ** -23 * (np.abs(g64).T @ np.abs(a64))
+        bound = a64.shape[0] * 2.0**-23 * (np.abs(g64).T @ np.abs(a64))
         assert np.all(np.abs(new_grads[-1] - exact) <= bound)
     np.testing.assert_allclose(new_out, a_np.astype(np.float64) @ w_np.T.astype(np.float64), rtol=1e-5, atol=1e-5)
 

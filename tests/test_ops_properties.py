@@ -12,8 +12,11 @@ OPS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "maximum": np.maxi
 
 
 @settings(max_examples=150, deadline=None)
-@given(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, min_side=0, max_side=4),
-       st.sampled_from(sorted(OPS)), st.integers(0, 2**31 - 1))
+@given(
+    hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, min_side=0, max_side=4),
+    st.sampled_from(sorted(OPS)),
+    st.integers(0, 2**31 - 1),
+)
 def test_binary_ops_broadcast_like_numpy_and_return_grads_in_input_shapes(shapes, name, seed):
     rng = np.random.default_rng(seed)
     a, b = (rng.standard_normal(s) for s in shapes.input_shapes)

@@ -40,15 +40,25 @@ def run(optimizer_cls, p0, grads, dtype=dt.float32, **kwargs):
 
 def sgd_reference(p, grads, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
     """The parameter after torch's SGD steps, in float64 (the conformance suite's reference)."""
-    *_, (last, _) = sgd_steps(p, grads, lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                              nesterov=nesterov)
+    *_, (last, _) = sgd_steps(
+        p, grads, lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov
+    )
     return last
 
 
 def adam_reference(p, grads, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, decoupled=False, amsgrad=False):
     """(param, exp_avg, exp_avg_sq) after torch's Adam/AdamW steps, in float64."""
-    *_, last = adam_steps(p, grads, lr=lr, beta1=betas[0], beta2=betas[1], eps=eps, weight_decay=weight_decay,
-                          decoupled=decoupled, amsgrad=amsgrad)
+    *_, last = adam_steps(
+        p,
+        grads,
+        lr=lr,
+        beta1=betas[0],
+        beta2=betas[1],
+        eps=eps,
+        weight_decay=weight_decay,
+        decoupled=decoupled,
+        amsgrad=amsgrad,
+    )
     return last
 
 
@@ -57,12 +67,15 @@ def assert_close32(actual, expected, scale=1.0):
 
 
 # --------------------------------------------------------------------------- rules vs NumPy float64
-@pytest.mark.parametrize("kwargs", [
-    dict(lr=0.1),
-    dict(lr=0.05, momentum=0.9),
-    dict(lr=0.05, momentum=0.9, dampening=0.3, weight_decay=0.1),
-    dict(lr=0.05, momentum=0.8, nesterov=True, weight_decay=0.01),
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(lr=0.1),
+        dict(lr=0.05, momentum=0.9),
+        dict(lr=0.05, momentum=0.9, dampening=0.3, weight_decay=0.1),
+        dict(lr=0.05, momentum=0.8, nesterov=True, weight_decay=0.01),
+    ],
+)
 def test_sgd_matches_torchs_rule_in_float64(kwargs):
     p0 = np.random.default_rng(0).standard_normal((4, 3))
     grads = grad_sequence((4, 3))
@@ -74,21 +87,28 @@ def test_sgd_matches_torchs_rule_in_float64(kwargs):
         assert p not in opt.state
 
 
-@pytest.mark.parametrize("cls,kwargs", [
-    (optim.Adam, dict(lr=1e-2)),
-    (optim.Adam, dict(lr=1e-2, betas=(0.8, 0.99), weight_decay=0.1, eps=1e-6)),
-    (optim.Adam, dict(lr=1e-2, amsgrad=True)),
-    (optim.AdamW, dict(lr=1e-2)),
-    (optim.AdamW, dict(lr=3e-2, weight_decay=0.5, betas=(0.5, 0.9))),
-    (optim.AdamW, dict(lr=1e-2, amsgrad=True, weight_decay=0.1)),
-])
+@pytest.mark.parametrize(
+    "cls,kwargs",
+    [
+        (optim.Adam, dict(lr=1e-2)),
+        (optim.Adam, dict(lr=1e-2, betas=(0.8, 0.99), weight_decay=0.1, eps=1e-6)),
+        (optim.Adam, dict(lr=1e-2, amsgrad=True)),
+        (optim.AdamW, dict(lr=1e-2)),
+        (optim.AdamW, dict(lr=3e-2, weight_decay=0.5, betas=(0.5, 0.9))),
+        (optim.AdamW, dict(lr=1e-2, amsgrad=True, weight_decay=0.1)),
+    ],
+)
 def test_adam_and_adamw_match_torchs_rule_in_float64(cls, kwargs):
     p0 = np.random.default_rng(0).standard_normal((5, 7))
     grads = grad_sequence((5, 7))
     p, opt = run(cls, p0, grads, **kwargs)
-    ref_p, ref_m, ref_v = adam_reference(p0, grads, decoupled=cls is optim.AdamW,
-                                         weight_decay=kwargs.pop("weight_decay", 0.01 if cls is optim.AdamW else 0),
-                                         **kwargs)
+    ref_p, ref_m, ref_v = adam_reference(
+        p0,
+        grads,
+        decoupled=cls is optim.AdamW,
+        weight_decay=kwargs.pop("weight_decay", 0.01 if cls is optim.AdamW else 0),
+        **kwargs,
+    )
     assert_close32(p.numpy(), ref_p, scale=4.0)
     state = opt.state[p]
     assert state["step"] == STEPS
@@ -196,8 +216,9 @@ def train_steps(model, opt, n, seed):
         opt.step()
 
 
-@pytest.mark.parametrize("cls,kwargs", [(optim.AdamW, {}), (optim.Adam, dict(amsgrad=True)),
-                                        (optim.SGD, dict(momentum=0.9, nesterov=True))])
+@pytest.mark.parametrize(
+    "cls,kwargs", [(optim.AdamW, {}), (optim.Adam, dict(amsgrad=True)), (optim.SGD, dict(momentum=0.9, nesterov=True))]
+)
 def test_state_dict_round_trip_continues_bit_identically(cls, kwargs):
     model, opt = make_model_and_opt(cls, **kwargs)
     train_steps(model, opt, 3, seed=0)
@@ -226,21 +247,26 @@ def test_state_dict_values_are_copies():
 
 
 def opt_snapshot(opt):
-    state = {i: {k: (v.numpy().copy() if isinstance(v, ampcore.Tensor) else v) for k, v in st.items()}
-             for i, st in opt.state_dict()["state"].items()}
+    state = {
+        i: {k: (v.numpy().copy() if isinstance(v, ampcore.Tensor) else v) for k, v in st.items()}
+        for i, st in opt.state_dict()["state"].items()
+    }
     return state, copy.deepcopy([dict(g.items()) for g in opt.state_dict()["param_groups"]])
 
 
-@pytest.mark.parametrize("corrupt,match", [
-    (lambda sd: sd["param_groups"].pop(), "1 parameter group.*this optimizer has 2"),
-    (lambda sd: sd["param_groups"][1]["params"].pop(), "group 1 has 1 parameter"),
-    (lambda sd: sd["state"][3].__setitem__("exp_avg", ampcore.zeros(5)), r"shape \(5,\).*shape \(3,\)"),
-    (lambda sd: sd["state"][0].pop("exp_avg_sq"), "missing key.*exp_avg_sq"),
-    (lambda sd: sd["state"][0].__setitem__("momentum_buffer", ampcore.zeros(8, 6)), "unexpected key"),
-    (lambda sd: sd["state"][1].__setitem__("step", -1), "non-negative integer"),
-    (lambda sd: sd["state"].__setitem__(9, {}), "parameter id 9"),
-    (lambda sd: sd["param_groups"][0].__setitem__("lr", -1.0), "invalid learning rate -1.0"),
-])
+@pytest.mark.parametrize(
+    "corrupt,match",
+    [
+        (lambda sd: sd["param_groups"].pop(), "1 parameter group.*this optimizer has 2"),
+        (lambda sd: sd["param_groups"][1]["params"].pop(), "group 1 has 1 parameter"),
+        (lambda sd: sd["state"][3].__setitem__("exp_avg", ampcore.zeros(5)), r"shape \(5,\).*shape \(3,\)"),
+        (lambda sd: sd["state"][0].pop("exp_avg_sq"), "missing key.*exp_avg_sq"),
+        (lambda sd: sd["state"][0].__setitem__("momentum_buffer", ampcore.zeros(8, 6)), "unexpected key"),
+        (lambda sd: sd["state"][1].__setitem__("step", -1), "non-negative integer"),
+        (lambda sd: sd["state"].__setitem__(9, {}), "parameter id 9"),
+        (lambda sd: sd["param_groups"][0].__setitem__("lr", -1.0), "invalid learning rate -1.0"),
+    ],
+)
 def test_bad_state_dict_raises_and_changes_nothing(corrupt, match):
     model, opt = make_model_and_opt()
     train_steps(model, opt, 2, seed=0)
@@ -258,16 +284,19 @@ def test_bad_state_dict_raises_and_changes_nothing(corrupt, match):
 
 
 # --------------------------------------------------------------------------- groups, errors, atomicity
-@pytest.mark.parametrize("cls,kwargs,match", [
-    (optim.SGD, dict(lr=-0.1), "invalid learning rate -0.1"),
-    (optim.SGD, dict(momentum=-1), "invalid momentum value -1"),
-    (optim.SGD, dict(nesterov=True), "Nesterov"),
-    (optim.Adam, dict(lr=-1e-3), "invalid learning rate -0.001"),
-    (optim.Adam, dict(betas=(1.0, 0.999)), "beta parameter at index 0: 1.0|invalid beta parameter at index 0 1.0"),
-    (optim.AdamW, dict(betas=(0.9, -0.1)), "index 1 -0.1"),
-    (optim.AdamW, dict(eps=-1e-8), "invalid epsilon value -1e-08"),
-    (optim.AdamW, dict(weight_decay=-0.5), "invalid weight_decay value -0.5"),
-])
+@pytest.mark.parametrize(
+    "cls,kwargs,match",
+    [
+        (optim.SGD, dict(lr=-0.1), "invalid learning rate -0.1"),
+        (optim.SGD, dict(momentum=-1), "invalid momentum value -1"),
+        (optim.SGD, dict(nesterov=True), "Nesterov"),
+        (optim.Adam, dict(lr=-1e-3), "invalid learning rate -0.001"),
+        (optim.Adam, dict(betas=(1.0, 0.999)), "beta parameter at index 0: 1.0|invalid beta parameter at index 0 1.0"),
+        (optim.AdamW, dict(betas=(0.9, -0.1)), "index 1 -0.1"),
+        (optim.AdamW, dict(eps=-1e-8), "invalid epsilon value -1e-08"),
+        (optim.AdamW, dict(weight_decay=-0.5), "invalid weight_decay value -0.5"),
+    ],
+)
 def test_bad_hyper_parameters_raise_value_error_naming_the_value(cls, kwargs, match):
     with pytest.raises(ValueError, match=match):
         cls([nn.Parameter(ampcore.zeros(2))], **kwargs)
@@ -315,6 +344,7 @@ def test_a_bad_gradient_raises_before_anything_changes():
 
 def bits(opt):
     """Every parameter and every state_dict value of ``opt`` as (dtype, bytes) or the plain value."""
+
     def as_bits(v):
         return (v.dtype, v.numpy().tobytes()) if isinstance(v, ampcore.Tensor) else v
 
@@ -336,8 +366,10 @@ def fail_then_recover(register_fake, cls, kwargs, kernel, layout, warmup):
         return a, b, cls(groups, **kwargs)
 
     def step(a, b, opt, g):
-        a.grad, b.grad = ampcore.tensor(g[0], dtype=dt.float32), ampcore.tensor(g[1], dtype=dt.float32,
-                                                                                 device=fake.name)
+        a.grad, b.grad = (
+            ampcore.tensor(g[0], dtype=dt.float32),
+            ampcore.tensor(g[1], dtype=dt.float32, device=fake.name),
+        )
         opt.step()
 
     (a, b, opt), (a2, b2, twin) = make(), make()
@@ -356,14 +388,18 @@ def fail_then_recover(register_fake, cls, kwargs, kernel, layout, warmup):
 
 
 @pytest.mark.parametrize("warmup", [0, 2])
-@pytest.mark.parametrize("cls,kwargs,kernel", [
-    (optim.SGD, dict(lr=0.1, momentum=0.9), "sub"),
-    (optim.SGD, dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.1), "sub"),
-    (optim.Adam, dict(lr=0.1), "sqrt"),
-    (optim.AdamW, dict(lr=0.1, amsgrad=True), "maximum"),
-])
-def test_a_failing_second_group_leaves_the_first_group_and_all_state_unchanged(register_fake, cls, kwargs,
-                                                                               kernel, warmup):
+@pytest.mark.parametrize(
+    "cls,kwargs,kernel",
+    [
+        (optim.SGD, dict(lr=0.1, momentum=0.9), "sub"),
+        (optim.SGD, dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.1), "sub"),
+        (optim.Adam, dict(lr=0.1), "sqrt"),
+        (optim.AdamW, dict(lr=0.1, amsgrad=True), "maximum"),
+    ],
+)
+def test_a_failing_second_group_leaves_the_first_group_and_all_state_unchanged(
+    register_fake, cls, kwargs, kernel, warmup
+):
     fail_then_recover(register_fake, cls, kwargs, kernel, "a group each", warmup)
 
 

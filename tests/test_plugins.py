@@ -61,11 +61,16 @@ def test_entry_point_backend_is_listed_with_provenance_and_selectable(tmp_path, 
     out = last_json(run_python(REPORT, path=tmp_path))
     assert out["records"]["goodfake"] == ["goodfake", "ampcore-goodplug", "0.1", "goodplug"]
     assert "cpu" in out["records"] and out["broken"] == []
-    used = last_json(run_python(textwrap.dedent("""
+    used = last_json(
+        run_python(
+            textwrap.dedent("""
         import json, ampcore
         t = ampcore.ones(2, 3, device="goodfake")
         print(json.dumps({"device": str(t.device), "sum": (t * 2.0).sum().item()}))
-    """), path=tmp_path))
+    """),
+            path=tmp_path,
+        )
+    )
     assert used == {"device": "goodfake", "sum": 12.0}
 
 
@@ -92,7 +97,7 @@ def test_strict_plugins_makes_a_broken_plugin_fatal_naming_it(tmp_path, run_pyth
     # Asked twice: the second attempt must still blame badplug, not the plugins loaded before it.
     code = textwrap.dedent(f"""
         import sys
-        sys.path.{'insert(0, ' if plugin_first else 'append('}{str(tmp_path)!r})
+        sys.path.{"insert(0, " if plugin_first else "append("}{str(tmp_path)!r})
         import ampcore
         for attempt in range(2):
             try:
@@ -111,14 +116,19 @@ def test_strict_plugins_makes_a_broken_plugin_fatal_naming_it(tmp_path, run_pyth
 
 
 def test_backend_missing_primitives_is_reported_naming_them(tmp_path, run_python):
-    install_plugin(tmp_path, "partial", """
+    install_plugin(
+        tmp_path,
+        "partial",
+        """
         from ampcore.plugins import hookimpl
         from ampcore.testing import FakeBackend
 
         @hookimpl
         def ampcore_backends():
             return FakeBackend("partial", missing=("matmul", "exp"))
-    """, entry_point="partial")
+    """,
+        entry_point="partial",
+    )
     out = last_json(run_python(REPORT, path=tmp_path))
     assert "partial" not in out["records"]
     [(name, where, error)] = out["broken"]
@@ -311,8 +321,9 @@ def test_dtype_the_device_cannot_store_raises_naming_dtype_and_device(register_f
 
 
 def test_storage_only_dtype_can_be_held_but_not_computed(register_fake):
-    fake = register_fake(storable=["float32", "bfloat16", "int64", "bool"], native=["float32", "int64", "bool"],
-                         emulated=[])
+    fake = register_fake(
+        storable=["float32", "bfloat16", "int64", "bool"], native=["float32", "int64", "bool"], emulated=[]
+    )
     b = ampcore.ones(2, device=fake.name).to(ampcore.bfloat16)
     assert b.dtype == ampcore.bfloat16
     assert b.float().sum().item() == 2.0
@@ -358,7 +369,10 @@ def test_backend_example_in_the_docs_works(tmp_path, run_python):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == shown
 
-    out = last_json(run_python(REPORT + textwrap.dedent("""
+    out = last_json(
+        run_python(
+            REPORT
+            + textwrap.dedent("""
         x = ampcore.randn(8, 4, device="tiny", requires_grad=True)
         w = ampcore.randn(4, 3, device="tiny", requires_grad=True)
         h = (x @ w).tanh()
@@ -367,7 +381,10 @@ def test_backend_example_in_the_docs_works(tmp_path, run_python):
         ref = (x.detach().cpu() @ w.detach().cpu()).tanh()
         print(json.dumps({"grad": list(w.grad.shape), "close": bool(abs(ref - h.detach().cpu()).max().item() < 1e-6),
                           "argmax": h.argmax(1).dtype.name}))
-    """), path=tmp_path))
+    """),
+            path=tmp_path,
+        )
+    )
     assert out == {"grad": [4, 3], "close": True, "argmax": "int64"}
     report = last_json(run_python(REPORT, path=tmp_path))
     assert report["records"]["tiny"] == ["tiny", "ampcore-tiny", "0.1.0", "ampcore_tiny.plugin"]

@@ -41,23 +41,51 @@ def test_the_reference_page_ships_inside_the_project():
 
 
 def test_tables_are_the_reference_page_verbatim_and_in_order():
-    transcribed = [torch_lists.CUDA_LOWER, torch_lists.CUDA_FP32, torch_lists.CUDA_PROMOTE,
-                   torch_lists.XPU_LOWER, torch_lists.XPU_FP32, torch_lists.XPU_PROMOTE,
-                   torch_lists.CPU_LOWER, torch_lists.CPU_FP32, torch_lists.CPU_PROMOTE]
+    transcribed = [
+        torch_lists.CUDA_LOWER,
+        torch_lists.CUDA_FP32,
+        torch_lists.CUDA_PROMOTE,
+        torch_lists.XPU_LOWER,
+        torch_lists.XPU_FP32,
+        torch_lists.XPU_PROMOTE,
+        torch_lists.CPU_LOWER,
+        torch_lists.CPU_FP32,
+        torch_lists.CPU_PROMOTE,
+    ]
     assert [list(t) for t in transcribed] == _doc_lists()
 
 
-@pytest.mark.parametrize("table, op, category", [
-    ("cuda", "linear", P.LOWER), ("cuda", "matmul", P.LOWER), ("cuda", "conv2d", P.LOWER),
-    ("cuda", "softmax", P.FP32), ("cuda", "exp", P.FP32), ("cuda", "sum", P.FP32), ("cuda", "layer_norm", P.FP32),
-    ("cuda", "pow", P.FP32), ("cuda", "__rtruediv__", P.FP32), ("cuda", "__rpow__", P.FP32),
-    ("cuda", "addcmul", P.PROMOTE), ("cuda", "scatter_add", P.PROMOTE),
-    ("cpu", "linear", P.LOWER), ("cpu", "scaled_dot_product_attention", P.LOWER), ("cpu", "bmm", P.LOWER),
-    ("cpu", "mse_loss", P.FP32), ("cpu", "cross_entropy", P.FP32), ("cpu", "nll_loss", P.FP32),
-    ("cpu", "cat", P.PROMOTE), ("cpu", "stack", P.PROMOTE),
-    ("cpu", "softmax", P.UNLISTED), ("cpu", "layer_norm", P.UNLISTED), ("cpu", "exp", P.UNLISTED),
-    ("cuda", "gelu", P.UNLISTED), ("cuda", "add", P.UNLISTED), ("cuda", "relu", P.UNLISTED),
-])
+@pytest.mark.parametrize(
+    "table, op, category",
+    [
+        ("cuda", "linear", P.LOWER),
+        ("cuda", "matmul", P.LOWER),
+        ("cuda", "conv2d", P.LOWER),
+        ("cuda", "softmax", P.FP32),
+        ("cuda", "exp", P.FP32),
+        ("cuda", "sum", P.FP32),
+        ("cuda", "layer_norm", P.FP32),
+        ("cuda", "pow", P.FP32),
+        ("cuda", "__rtruediv__", P.FP32),
+        ("cuda", "__rpow__", P.FP32),
+        ("cuda", "addcmul", P.PROMOTE),
+        ("cuda", "scatter_add", P.PROMOTE),
+        ("cpu", "linear", P.LOWER),
+        ("cpu", "scaled_dot_product_attention", P.LOWER),
+        ("cpu", "bmm", P.LOWER),
+        ("cpu", "mse_loss", P.FP32),
+        ("cpu", "cross_entropy", P.FP32),
+        ("cpu", "nll_loss", P.FP32),
+        ("cpu", "cat", P.PROMOTE),
+        ("cpu", "stack", P.PROMOTE),
+        ("cpu", "softmax", P.UNLISTED),
+        ("cpu", "layer_norm", P.UNLISTED),
+        ("cpu", "exp", P.UNLISTED),
+        ("cuda", "gelu", P.UNLISTED),
+        ("cuda", "add", P.UNLISTED),
+        ("cuda", "relu", P.UNLISTED),
+    ],
+)
 def test_builtin_tables_give_torchs_categories(table, op, category):
     assert P.builtin(table).category(op) is category
 
@@ -69,8 +97,10 @@ def _autocast_doc_table() -> tuple[list[str], list[tuple[list[str], list[str]]]]
     start = next(i for i, line in enumerate(lines) if line.startswith("| op |"))
     header, _, *rows = itertools.takewhile(lambda line: line.startswith("|"), lines[start:])
     cells = [[cell.strip() for cell in row.strip("|").split("|")] for row in rows]
-    return (re.findall(r'builtin\("(\w+)"\)', header),
-            [(re.findall(r"`(\w+)`", ops), [c.strip("`") for c in categories]) for ops, *categories in cells])
+    return (
+        re.findall(r'builtin\("(\w+)"\)', header),
+        [(re.findall(r"`(\w+)`", ops), [c.strip("`") for c in categories]) for ops, *categories in cells],
+    )
 
 
 def test_docs_autocast_md_gives_each_device_types_categories_as_the_builtin_tables_do():
@@ -84,8 +114,10 @@ def test_docs_autocast_md_gives_each_device_types_categories_as_the_builtin_tabl
 
 def test_torch_aliases_map_onto_ampcore_op_names_with_the_source_recorded():
     cpu = P.builtin("cpu")
-    assert cpu.decision("cross_entropy").source == \
-        "torch docs cpu list (as cross_entropy_loss); torch 2.13 AutocastCPU registration (autocast_mode.cpp)"
+    assert (
+        cpu.decision("cross_entropy").source
+        == "torch docs cpu list (as cross_entropy_loss); torch 2.13 AutocastCPU registration (autocast_mode.cpp)"
+    )
     assert P.builtin("cuda").decision("matmul").category is P.LOWER  # listed as both __matmul__ and matmul
     for table in P.BUILTIN_TABLES:
         assert not set(torch_lists.TORCH_ALIASES) & set(P.builtin(table).entries), "aliases must be folded"
@@ -128,15 +160,20 @@ def _looks_like(op: str, name: str) -> bool:
         return True
     words, listed = op.strip("_").split("_"), name.strip("_").split("_")
     n = len(words)
-    numbered = name.startswith(op) and name[len(op):len(op) + 1].isdigit()
+    numbered = name.startswith(op) and name[len(op) : len(op) + 1].isdigit()
     return listed[:n] == words or listed[-n:] == words or numbered
 
 
 # (ampcore op, listed torch op) pairs that look alike but are different ops, so the ampcore op is
 # rightly unlisted where only the other is listed.
 DISTINCT = {
-    ("add", "scatter_add"), ("div", "kl_div"), ("dot", "multi_dot"), ("max", "max_pool3d"),
-    ("max", "max_unpool2d"), ("max", "max_unpool3d"), ("max_pool2d", "fractional_max_pool2d"),
+    ("add", "scatter_add"),
+    ("div", "kl_div"),
+    ("dot", "multi_dot"),
+    ("max", "max_pool3d"),
+    ("max", "max_unpool2d"),
+    ("max", "max_unpool3d"),
+    ("max_pool2d", "fractional_max_pool2d"),
 }
 
 
@@ -145,12 +182,15 @@ def test_no_ampcore_op_is_unlisted_because_torch_names_it_differently(table):
     """An unlisted op whose name looks like a listed one is either a real difference (DISTINCT) or a
     missing alias in TORCH_ALIASES, which would silently run the op in the wrong dtype."""
     policy = P.builtin(table)
-    listed = set(itertools.chain(*(getattr(torch_lists, f"{table.upper()}_{group}")
-                                   for group in ("LOWER", "FP32", "PROMOTE"))))
-    unlisted = [op for op, kind in registered_ops().items()
-                if kind != "in-place" and policy.category(op) is P.UNLISTED]  # in-place ops never autocast
-    suspicious = sorted((op, name) for op in unlisted for name in listed
-                        if _looks_like(op, name) and (op, name) not in DISTINCT)
+    listed = set(
+        itertools.chain(*(getattr(torch_lists, f"{table.upper()}_{group}") for group in ("LOWER", "FP32", "PROMOTE")))
+    )
+    unlisted = [
+        op for op, kind in registered_ops().items() if kind != "in-place" and policy.category(op) is P.UNLISTED
+    ]  # in-place ops never autocast
+    suspicious = sorted(
+        (op, name) for op in unlisted for name in listed if _looks_like(op, name) and (op, name) not in DISTINCT
+    )
     assert suspicious == []
 
 
@@ -264,23 +304,29 @@ def test_register_validates_its_arguments():
 
 
 # --------------------------------------------------------------------------- jmp-style dtype policies
-@pytest.mark.parametrize("spec, expected", [
-    ("params=float32,compute=bfloat16,output=float32", (dt.float32, dt.bfloat16, dt.float32)),
-    ("p=f32,c=f16,o=f32", (dt.float32, dt.float16, dt.float32)),
-    ("c=bf16", (dt.float32, dt.bfloat16, dt.float32)),
-    ("half", (dt.float16, dt.float16, dt.float16)),
-])
+@pytest.mark.parametrize(
+    "spec, expected",
+    [
+        ("params=float32,compute=bfloat16,output=float32", (dt.float32, dt.bfloat16, dt.float32)),
+        ("p=f32,c=f16,o=f32", (dt.float32, dt.float16, dt.float32)),
+        ("c=bf16", (dt.float32, dt.bfloat16, dt.float32)),
+        ("half", (dt.float16, dt.float16, dt.float16)),
+    ],
+)
 def test_dtype_policy_parses_jmp_strings_and_round_trips(spec, expected):
     p = P.DtypePolicy.parse(spec)
     assert (p.param_dtype, p.compute_dtype, p.output_dtype) == expected
     assert P.DtypePolicy.parse(str(p)) == p
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("compute=int32", "'int32' is not a floating dtype"),
-    ("c=bf16,c=f16", "sets compute_dtype twice"),
-    ("weights=f16", "cannot read 'weights=f16'"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("compute=int32", "'int32' is not a floating dtype"),
+        ("c=bf16,c=f16", "sets compute_dtype twice"),
+        ("weights=f16", "cannot read 'weights=f16'"),
+    ],
+)
 def test_dtype_policy_errors_name_the_bad_part(spec, message):
     with pytest.raises(ValueError, match=message):
         P.DtypePolicy.parse(spec)

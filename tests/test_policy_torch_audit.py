@@ -20,31 +20,40 @@ from ampcore.policy.torch_cpu_audit import AUTOCAST_CPU, REGISTRATION_SOURCE, TO
 
 def _ampcore_ops() -> list[str]:
     """The ops ampcore itself registers, from a fresh interpreter (other tests register ops of their own)."""
-    code = ("import json, ampcore; from ampcore.dispatch import registered_ops; "
-            "print(json.dumps(sorted(registered_ops())))")
+    code = (
+        "import json, ampcore; from ampcore.dispatch import registered_ops; print(json.dumps(sorted(registered_ops())))"
+    )
     return json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
 
 
 def test_the_audit_covers_exactly_the_ops_ampcore_implements():
-    assert sorted(AUTOCAST_CPU) == _ampcore_ops(), \
+    assert sorted(AUTOCAST_CPU) == _ampcore_ops(), (
         "a new op needs its row: run python tests/torch_autocast_audit.py with torch 2.13 installed"
+    )
 
 
 @pytest.mark.parametrize("op", sorted(AUTOCAST_CPU))
 def test_cpu_table_agrees_with_torchs_autocast_cpu_registrations(op):
     category, aten, registered = AUTOCAST_CPU[op]
     entry = P.builtin("cpu").decision(op)
-    assert entry.category.value == category, f"{op}: ampcore's cpu table says {entry.category.value}, torch " \
-                                             f"{TORCH_VERSION}'s AutocastCPU says {category} ({entry.source})"
+    assert entry.category.value == category, (
+        f"{op}: ampcore's cpu table says {entry.category.value}, torch "
+        f"{TORCH_VERSION}'s AutocastCPU says {category} ({entry.source})"
+    )
     if registered:
-        assert REGISTRATION_SOURCE in entry.source and f"aten::{aten}" in entry.source \
-            or "torch docs cpu list" in entry.source, entry.source
+        assert (
+            REGISTRATION_SOURCE in entry.source
+            and f"aten::{aten}" in entry.source
+            or "torch docs cpu list" in entry.source
+        ), entry.source
 
 
 def test_sources_cite_the_docs_page_the_registration_or_both():
     cpu = P.builtin("cpu")
-    documented = {torch_lists.TORCH_ALIASES.get(n, n) for n in
-                  torch_lists.CPU_LOWER + torch_lists.CPU_FP32 + torch_lists.CPU_PROMOTE}
+    documented = {
+        torch_lists.TORCH_ALIASES.get(n, n)
+        for n in torch_lists.CPU_LOWER + torch_lists.CPU_FP32 + torch_lists.CPU_PROMOTE
+    }
     for op, (category, _aten, registered) in AUTOCAST_CPU.items():
         if category == "unlisted":
             continue
@@ -62,18 +71,21 @@ def test_ampcore_policy_cites_the_source_of_every_cpu_row():
     assert rows["smooth_l1_loss"]["category"] == "fp32"
     assert REGISTRATION_SOURCE in rows["smooth_l1_loss"]["source"]
     assert rows["binary_cross_entropy"]["category"] == "fp32"
-    assert rows["gelu"]["source"] == \
-        "unlisted: torch 2.13 registers no AutocastCPU kernel for aten::gelu (autocast_mode.cpp)"
+    assert (
+        rows["gelu"]["source"]
+        == "unlisted: torch 2.13 registers no AutocastCPU kernel for aten::gelu (autocast_mode.cpp)"
+    )
     assert all(r["source"] != "unlisted" for op, r in rows.items() if op in AUTOCAST_CPU)
 
 
 def test_audit_re_derived_from_torch_matches_the_committed_data():
-    torch = pytest.importorskip("torch", reason="torch is not installed: the committed audit "
-                                                "(ampcore/policy/torch_cpu_audit.py) is checked without it")
+    torch = pytest.importorskip(
+        "torch",
+        reason="torch is not installed: the committed audit (ampcore/policy/torch_cpu_audit.py) is checked without it",
+    )
     if not torch.__version__.startswith(TORCH_VERSION.rsplit(".", 1)[0] + "."):
         pytest.skip(f"the committed audit is of torch {TORCH_VERSION}; torch {torch.__version__} is installed")
     from torch_autocast_audit import audit
 
-    derived = {op: (category, aten, site is not None) for op, (category, aten, site) in
-               audit(AUTOCAST_CPU).items()}
+    derived = {op: (category, aten, site is not None) for op, (category, aten, site) in audit(AUTOCAST_CPU).items()}
     assert derived == AUTOCAST_CPU

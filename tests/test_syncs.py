@@ -33,10 +33,18 @@ def failing(message="bad batch"):
 
 
 # --------------------------------------------------------------------------- counting
-@pytest.mark.parametrize("read", [
-    lambda t: t.numpy(), lambda t: t.sum().item(), lambda t: bool(t.sum() > 0), lambda t: t.tolist(),
-    lambda t: float(t.sum()), lambda t: np.asarray(t),
-], ids=["numpy", "item", "bool", "tolist", "float", "asarray"])
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda t: t.numpy(),
+        lambda t: t.sum().item(),
+        lambda t: bool(t.sum() > 0),
+        lambda t: t.tolist(),
+        lambda t: float(t.sum()),
+        lambda t: np.asarray(t),
+    ],
+    ids=["numpy", "item", "bool", "tolist", "float", "asarray"],
+)
 def test_each_host_read_counts_once(read):
     t = ampcore.ones(3)
     with count_host_syncs() as counted:

@@ -86,8 +86,15 @@ def test_matmul_handles_vectors_and_batches_like_numpy():
 def test_indexing_matches_numpy():
     a = np.arange(60.0).reshape(3, 4, 5)
     t = ampcore.tensor(a)
-    for idx in [1, (slice(None), 2), (Ellipsis, 1), (None, 0), (slice(1, None), slice(None, None, -2)),
-                (-1, slice(0, 4, 3), 2), (slice(10, 20),)]:
+    for idx in [
+        1,
+        (slice(None), 2),
+        (Ellipsis, 1),
+        (None, 0),
+        (slice(1, None), slice(None, None, -2)),
+        (-1, slice(0, 4, 3), 2),
+        (slice(10, 20),),
+    ]:
         np.testing.assert_array_equal(t[idx].numpy(), a[idx])
     np.testing.assert_array_equal(t[ampcore.tensor([2, 0, 2])].numpy(), a[[2, 0, 2]])
     np.testing.assert_array_equal(t[:, [3, 1]].numpy(), a[:, [3, 1]])

@@ -52,14 +52,16 @@ def test_same_seed_gives_the_same_run_and_another_seed_does_not():
 def test_training_runs_on_the_device_it_is_given(register_fake):
     fake = register_fake()
     reports = []
-    result = train(TrainConfig(device=fake.name, epochs=2, batch_size=256, dtype="float16", progress_every=4),
-                   on_progress=reports.append)
+    result = train(
+        TrainConfig(device=fake.name, epochs=2, batch_size=256, dtype="float16", progress_every=4),
+        on_progress=reports.append,
+    )
     assert result.device == fake.name and result.dtype == "float16" and result.amp
     assert fake.calls["matmul"] >= 3 * result.steps
     assert fake.calls["unscale_and_check"] == fake.calls["update_scale"] == result.steps
     # every 4th step and at each epoch's end (6 steps per epoch)
     assert [r.step for r in reports] == [4, 6, 8, 12] and reports[-1].total_steps == result.steps == 12
-    assert all(r.loss_scale == 2.0 ** 16 and r.skipped_steps == 0 for r in reports)
+    assert all(r.loss_scale == 2.0**16 and r.skipped_steps == 0 for r in reports)
 
 
 @pytest.fixture(scope="module")
@@ -75,15 +77,18 @@ def test_amp_training_on_cpu_reaches_the_float32_accuracy_within_one_point(fp32_
     assert amp.test_accuracy >= fp32_run.test_accuracy - 0.01, (amp, fp32_run)
     assert amp.epoch_losses[-1] < amp.epoch_losses[0] / 5, amp.epoch_losses
     if dtype == "float16":  # the scaler runs, and on clean digits no step overflows
-        assert amp.loss_scale == 2.0 ** 16 and amp.skipped_steps == 0
+        assert amp.loss_scale == 2.0**16 and amp.skipped_steps == 0
     else:  # bfloat16 needs no scaler
         assert amp.loss_scale is None
 
 
-@pytest.mark.parametrize("kwargs, reason", [
-    ({"dtype": "float16"}, "values and checks"),  # the scaler's skip decision carries the label checks
-    ({"amp": False}, "checks"),  # the optimizer reads the deferred label checks
-])
+@pytest.mark.parametrize(
+    "kwargs, reason",
+    [
+        ({"dtype": "float16"}, "values and checks"),  # the scaler's skip decision carries the label checks
+        ({"amp": False}, "checks"),  # the optimizer reads the deferred label checks
+    ],
+)
 def test_a_training_step_syncs_with_the_host_exactly_once(kwargs, reason):
     result = train(TrainConfig(device="cpu", epochs=1, **kwargs))
     assert result.host_syncs_per_step == 1.0 and result.host_syncs_by_reason == {reason: result.steps}
@@ -97,13 +102,16 @@ def test_progress_reports_read_the_host_only_at_report_points():
     assert abs(sum(r.loss * n for r, n in zip(reports, [5, 5, 5, 5, 3])) / 23 - result.epoch_losses[0]) < 1e-5
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"dtype": "float8"}, "dtype 'float8' is not supported; choose one of 'float16', 'bfloat16', 'float32'"),
-    ({"progress_every": 0}, "progress_every must be a positive integer"),
-    ({"epochs": 0}, "epochs must be a positive integer"),
-    ({"batch_size": 1.5}, "batch_size must be a positive integer"),
-    ({"lr": -1.0}, "lr must be a positive number"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"dtype": "float8"}, "dtype 'float8' is not supported; choose one of 'float16', 'bfloat16', 'float32'"),
+        ({"progress_every": 0}, "progress_every must be a positive integer"),
+        ({"epochs": 0}, "epochs must be a positive integer"),
+        ({"batch_size": 1.5}, "batch_size must be a positive integer"),
+        ({"lr": -1.0}, "lr must be a positive number"),
+    ],
+)
 def test_bad_config_is_refused_up_front(kwargs, message):
     with pytest.raises(ValueError, match=message):
         TrainConfig(**kwargs)

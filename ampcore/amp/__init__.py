@@ -6,22 +6,46 @@ this package applies it per thread while a region is open.  ``GradScaler``
 """
 
 from .. import dispatch as _dispatch
-from .autocast_mode import (autocast, clear_autocast_cache, explain, get_autocast_dtype, is_autocast_available,
-                            is_autocast_cache_enabled, is_autocast_enabled)
+from ..policy.dtype_policy import set_autocast as _set_policy_autocast
+from .autocast_mode import (
+    autocast,
+    clear_autocast_cache,
+    explain,
+    get_autocast_dtype,
+    is_autocast_available,
+    is_autocast_cache_enabled,
+    is_autocast_enabled,
+)
 from .custom import custom_bwd, custom_fwd, op
-from .grad_scaler import GradScaler, OptState
 from .decision import Decision, decide
-from .overflow import OverflowRecord, check as _overflow_check, detect_overflow
+from .grad_scaler import GradScaler, OptState
+from .overflow import OverflowRecord, detect_overflow
+from .overflow import check as _overflow_check
 from .routing import AutocastError, autocast_hook
 from .trace import Trace, TraceRecord
-from ..policy.dtype_policy import set_autocast as _set_policy_autocast
 
 _dispatch.set_autocast_hook(autocast_hook)
 _dispatch.set_overflow_hook(_overflow_check)
 _set_policy_autocast(autocast)
 
 __all__ = [
-    "autocast", "is_autocast_enabled", "get_autocast_dtype", "is_autocast_available", "is_autocast_cache_enabled",
-    "clear_autocast_cache", "explain", "custom_fwd", "custom_bwd", "op", "Decision", "decide", "AutocastError",
-    "Trace", "TraceRecord", "GradScaler", "OptState", "detect_overflow", "OverflowRecord",
+    "autocast",
+    "is_autocast_enabled",
+    "get_autocast_dtype",
+    "is_autocast_available",
+    "is_autocast_cache_enabled",
+    "clear_autocast_cache",
+    "explain",
+    "custom_fwd",
+    "custom_bwd",
+    "op",
+    "Decision",
+    "decide",
+    "AutocastError",
+    "Trace",
+    "TraceRecord",
+    "GradScaler",
+    "OptState",
+    "detect_overflow",
+    "OverflowRecord",
 ]

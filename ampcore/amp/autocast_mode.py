@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from .. import dispatch
 from .. import dtypes as dt
@@ -27,8 +28,15 @@ from .decision import Decision, decide
 from .state import Region, shared_decisions, thread_state
 from .trace import Trace
 
-__all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "is_autocast_available",
-           "is_autocast_cache_enabled", "clear_autocast_cache", "explain"]
+__all__ = [
+    "autocast",
+    "is_autocast_enabled",
+    "get_autocast_dtype",
+    "is_autocast_available",
+    "is_autocast_cache_enabled",
+    "clear_autocast_cache",
+    "explain",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _INHERIT = object()
@@ -58,16 +66,26 @@ class autocast:  # noqa: N801 - torch's name
     without ``trace=`` appends to its outer region's trace).
     """
 
-    def __init__(self, device_type: str, dtype: "DType | str | None" = None, enabled: bool = True,
-                 cache_enabled: bool = True, *, policy: Policy | None = None, trace: "bool | Trace | None" = None,
-                 strict: bool = False):
+    def __init__(
+        self,
+        device_type: str,
+        dtype: DType | str | None = None,
+        enabled: bool = True,
+        cache_enabled: bool = True,
+        *,
+        policy: Policy | None = None,
+        trace: bool | Trace | None = None,
+        strict: bool = False,
+    ):
         self.device_type = check_device_type(device_type)
         self._enabled = _check_bool(enabled, "enabled")
         self._cache_enabled = _check_bool(cache_enabled, "cache_enabled")
         self._strict = _check_bool(strict, "strict")
         if policy is not None and not isinstance(policy, Policy):
-            raise TypeError("autocast(): policy must be an ampcore.policy.Policy, e.g. "
-                            f"ampcore.policy.get({device_type!r}).override(fp32=[...]), got {policy!r}")
+            raise TypeError(
+                "autocast(): policy must be an ampcore.policy.Policy, e.g. "
+                f"ampcore.policy.get({device_type!r}).override(fp32=[...]), got {policy!r}"
+            )
         if trace is None:
             self._trace: Any = _INHERIT
         elif isinstance(trace, Trace):
@@ -89,8 +107,10 @@ class autocast:  # noqa: N801 - torch's name
         caps = capabilities_of(record.backend, 0)
         fast = requested or caps.autocast_dtype
         if fast is None:
-            self._disable(f"backend {device_type!r} declares no autocast dtype; pass dtype=ampcore.bfloat16 "
-                          "or dtype=ampcore.float16")
+            self._disable(
+                f"backend {device_type!r} declares no autocast dtype; pass dtype=ampcore.bfloat16 "
+                "or dtype=ampcore.float16"
+            )
             return
         self.fast_dtype = fast
         computable = caps.native | caps.emulated
@@ -98,8 +118,10 @@ class autocast:  # noqa: N801 - torch's name
             self._disable(f"autocast on {device_type!r} supports dtype float16 or bfloat16, got {fast.name}")
         elif fast not in caps.storable or fast not in computable:
             supported = sorted(d.name for d in set(dt.LOW_PRECISION_DTYPES) & caps.storable & computable) or ["none"]
-            self._disable(f"{caps.device_name} (backend {device_type!r}) cannot store and compute {fast.name}; "
-                          f"it supports {', '.join(supported)}")
+            self._disable(
+                f"{caps.device_name} (backend {device_type!r}) cannot store and compute {fast.name}; "
+                f"it supports {', '.join(supported)}"
+            )
         self._fallback_ops = frozenset(caps.fallback_ops.get(fast, ()))
         if self._policy is None:
             self._policy = get_policy(device_type)
@@ -128,15 +150,22 @@ class autocast:  # noqa: N801 - torch's name
         """The trace this region records into (None when not tracing)."""
         return None if self._trace is _INHERIT else self._trace
 
-    def __enter__(self) -> "autocast":
+    def __enter__(self) -> autocast:
         tls = thread_state
         previous = tls.regions.get(self.device_type)
         trace = self._trace
         if trace is _INHERIT:
             trace = previous.trace if previous is not None else None
         tls.regions[self.device_type] = Region(
-            self.device_type, self._enabled, self.fast_dtype, self._cache_enabled, self._policy, trace,
-            self._fallback_ops, shared_decisions(self._policy, self.fast_dtype, self._fallback_ops))
+            self.device_type,
+            self._enabled,
+            self.fast_dtype,
+            self._cache_enabled,
+            self._policy,
+            trace,
+            self._fallback_ops,
+            shared_decisions(self._policy, self.fast_dtype, self._fallback_ops),
+        )
         tls.saved.append((self.device_type, previous))
         if self._enabled:
             tls.last_dtype[self.device_type] = self.fast_dtype
@@ -205,13 +234,25 @@ def clear_autocast_cache() -> None:
     thread_state.cast_cache.clear()
 
 
-def explain(op: str, *input_dtypes: "DType | str", device_type: str, dtype: "DType | str | None" = None,
-            policy: Policy | None = None, ineligible: str | None = None) -> Decision:
+def explain(
+    op: str,
+    *input_dtypes: DType | str,
+    device_type: str,
+    dtype: DType | str | None = None,
+    policy: Policy | None = None,
+    ineligible: str | None = None,
+) -> Decision:
     """What autocast on ``device_type`` would do with ``op`` called on tensors of ``input_dtypes``.
 
     ``explain("linear", "float32", "float32", device_type="cpu")`` -> a
     Decision (category, target dtype, reason), without running anything.
     """
     region = autocast(device_type, dtype=dtype, policy=policy, strict=True)
-    return decide(region.policy, op, [dt.as_dtype(d) for d in input_dtypes], region.fast_dtype,
-                  ineligible=ineligible, fallback_ops=region._fallback_ops)
+    return decide(
+        region.policy,
+        op,
+        [dt.as_dtype(d) for d in input_dtypes],
+        region.fast_dtype,
+        ineligible=ineligible,
+        fallback_ops=region._fallback_ops,
+    )

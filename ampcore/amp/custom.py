@@ -12,7 +12,8 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from .. import dtypes as dt
 from ..dispatch import op_boundary, register_op, registered_ops
@@ -26,7 +27,7 @@ __all__ = ["op", "custom_fwd", "custom_bwd"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def op(name: str, category: "Category | str | None" = None) -> Callable[[F], F]:
+def op(name: str, category: Category | str | None = None) -> Callable[[F], F]:
     """Decorator: register a Tensor-level function as the op ``name`` (optionally with a policy category)."""
     kind = registered_ops().get(name)
     if kind is not None and kind != "custom":
@@ -39,8 +40,9 @@ def op(name: str, category: "Category | str | None" = None) -> Callable[[F], F]:
 
 def _check_device_type(device_type: Any, decorator: str) -> str:
     if not isinstance(device_type, str):
-        raise TypeError(f"{decorator}() needs device_type= as a backend name such as 'cpu' or 'cuda', "
-                        f"got {device_type!r}")
+        raise TypeError(
+            f"{decorator}() needs device_type= as a backend name such as 'cpu' or 'cuda', got {device_type!r}"
+        )
     return device_type
 
 
@@ -49,7 +51,7 @@ def _cast(value: Any, device_type: str, dtype: DType) -> Any:
     return cast_tree(value, dtype, lambda t: t.dtype != dt.float64 and t.device.type == device_type)
 
 
-def custom_fwd(fwd: F | None = None, *, device_type: str, cast_inputs: "DType | str | None" = None) -> Any:
+def custom_fwd(fwd: F | None = None, *, device_type: str, cast_inputs: DType | str | None = None) -> Any:
     """Decorate a custom Function's ``forward``.
 
     Without ``cast_inputs`` the forward runs under the caller's autocast
@@ -86,8 +88,10 @@ def custom_bwd(bwd: F | None = None, *, device_type: str) -> Any:
     def decorate_bwd(ctx: Any, *args: Any, **kwargs: Any) -> Any:
         used = getattr(ctx, "_fwd_used_autocast", None)
         if used is None:
-            raise RuntimeError("custom_bwd: the forward of this Function was not decorated with "
-                               "custom_fwd(device_type=...); decorate both")
+            raise RuntimeError(
+                "custom_bwd: the forward of this Function was not decorated with "
+                "custom_fwd(device_type=...); decorate both"
+            )
         with autocast(device_type, enabled=used, dtype=ctx._autocast_dtype):
             return bwd(ctx, *args, **kwargs)
 

@@ -10,8 +10,8 @@ cannot run in low precision.  Values, shapes and the thread never enter, so
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from .. import dtypes as dt
 from ..dtypes import DType
@@ -35,8 +35,15 @@ def _eligible(d: DType) -> bool:
     return d.is_floating_point and d != dt.float64
 
 
-def decide(policy: Policy, op: str, input_dtypes: Iterable[DType], autocast_dtype: DType, *,
-           ineligible: str | None = None, fallback_ops: frozenset[str] = frozenset()) -> Decision:
+def decide(
+    policy: Policy,
+    op: str,
+    input_dtypes: Iterable[DType],
+    autocast_dtype: DType,
+    *,
+    ineligible: str | None = None,
+    fallback_ops: frozenset[str] = frozenset(),
+) -> Decision:
     """The decision for ``op`` called on tensors of ``input_dtypes`` in a region computing in ``autocast_dtype``.
 
     ``ineligible`` names why this call is not autocast (``"in-place"``,
@@ -47,9 +54,16 @@ def decide(policy: Policy, op: str, input_dtypes: Iterable[DType], autocast_dtyp
     entry = policy.decision(op)
     category = entry.category
     if category is Category.BANNED:
-        return Decision(op, category, None, BANNED_REASONS.get(
-            op, f"{op} is banned inside autocast regions by policy {policy.name!r} ({entry.source}); "
-                "call it with autocast(device_type, enabled=False) and float32 inputs"))
+        return Decision(
+            op,
+            category,
+            None,
+            BANNED_REASONS.get(
+                op,
+                f"{op} is banned inside autocast regions by policy {policy.name!r} ({entry.source}); "
+                "call it with autocast(device_type, enabled=False) and float32 inputs",
+            ),
+        )
     if ineligible is not None:
         return Decision(op, category, None, f"not autocast: {ineligible} call ({category.value} op)")
     if category is Category.UNLISTED:
@@ -59,8 +73,12 @@ def decide(policy: Policy, op: str, input_dtypes: Iterable[DType], autocast_dtyp
         return Decision(op, category, None, "not autocast: no float16/bfloat16/float32 inputs")
     if category is Category.LOWER:
         if op in fallback_ops:
-            return Decision(op, category, dt.float32, f"capability fallback: the device has no "
-                                                      f"{autocast_dtype.name} {op}, runs in float32")
+            return Decision(
+                op,
+                category,
+                dt.float32,
+                f"capability fallback: the device has no {autocast_dtype.name} {op}, runs in float32",
+            )
         return Decision(op, category, autocast_dtype, f"policy {policy.name!r}: lower ({entry.source})")
     if category is Category.FP32:
         return Decision(op, category, dt.float32, f"policy {policy.name!r}: fp32 ({entry.source})")

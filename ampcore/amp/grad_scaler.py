@@ -29,8 +29,9 @@ import enum
 import math
 import warnings
 from collections import abc
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -103,8 +104,10 @@ def _scale_value(name: str, value: Any) -> float:
     """A positive number that stays positive and finite as the float32 the scale is stored in."""
     value = _positive_number(name, value)
     if not _F32_TINY <= value <= _F32_MAX:
-        raise ValueError(f"GradScaler: {name} {value!r} does not fit float32, where the scale lives; "
-                         f"use a value between {_F32_TINY:g} and {_F32_MAX:g}")
+        raise ValueError(
+            f"GradScaler: {name} {value!r} does not fit float32, where the scale lives; "
+            f"use a value between {_F32_TINY:g} and {_F32_MAX:g}"
+        )
     return value
 
 
@@ -141,10 +144,20 @@ class GradScaler:
     one tiny extra collective and still one host read per step.
     """
 
-    def __init__(self, device: str | Device | None = None, init_scale: float = 2.0 ** 16,
-                 growth_factor: float = 2.0, backoff_factor: float = 0.5, growth_interval: int = 2000,
-                 enabled: bool = True, *, min_scale: float | None = None, max_scale: float | None = None,
-                 stall_warning_after: int | None = 20, process_group: Any = None) -> None:
+    def __init__(
+        self,
+        device: str | Device | None = None,
+        init_scale: float = 2.0**16,
+        growth_factor: float = 2.0,
+        backoff_factor: float = 0.5,
+        growth_interval: int = 2000,
+        enabled: bool = True,
+        *,
+        min_scale: float | None = None,
+        max_scale: float | None = None,
+        stall_warning_after: int | None = 20,
+        process_group: Any = None,
+    ) -> None:
         if not isinstance(enabled, bool):
             raise TypeError(f"GradScaler: enabled must be True or False, got {enabled!r}")
         self._device_type = self._checked_device_type(device)
@@ -157,8 +170,9 @@ class GradScaler:
         if self._min_scale is not None and self._max_scale is not None and self._min_scale > self._max_scale:
             raise ValueError(f"GradScaler: min_scale {min_scale!r} is greater than max_scale {max_scale!r}")
         self._check_bounds("init_scale", self._init_scale)
-        self._stall_after = None if stall_warning_after is None else _positive_int("stall_warning_after",
-                                                                                   stall_warning_after)
+        self._stall_after = (
+            None if stall_warning_after is None else _positive_int("stall_warning_after", stall_warning_after)
+        )
         self._init_growth_tracker = 0
         self._enabled = enabled and self._backend_available()
         self._scale: Tensor | None = None
@@ -169,16 +183,19 @@ class GradScaler:
         self._skipped_steps = 0
         self._backoffs_in_a_row = 0
         if process_group is not None and not all(
-                hasattr(process_group, m) for m in ("all_reduce_host", "check_consistent")):
-            raise TypeError("GradScaler: process_group must be an ampcore.distributed communicator (what "
-                            f"ampcore.distributed.init() returns), got {type(process_group).__name__}")
+            hasattr(process_group, m) for m in ("all_reduce_host", "check_consistent")
+        ):
+            raise TypeError(
+                "GradScaler: process_group must be an ampcore.distributed communicator (what "
+                f"ampcore.distributed.init() returns), got {type(process_group).__name__}"
+            )
         self._process_group = process_group
         self._checked_groups: set[int] = set()
         if process_group is not None:
             self._group_for(None)  # every rank checks the others' settings now, at construction
 
     @classmethod
-    def for_dtype(cls, dtype: Any, device: str | Device | None = None, **kwargs: Any) -> "GradScaler":
+    def for_dtype(cls, dtype: Any, device: str | Device | None = None, **kwargs: Any) -> GradScaler:
         """A scaler for autocast to ``dtype`` on ``device``: enabled for float16 only.
 
         bfloat16 (and float32) keep float32's exponent range, so their
@@ -236,13 +253,16 @@ class GradScaler:
             if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple
                 return type(value)(*items)
             return type(value)(items)
-        raise TypeError(f"GradScaler.scale() takes a Tensor or (nested) lists/tuples of Tensors, got "
-                        f"{type(value).__name__}")
+        raise TypeError(
+            f"GradScaler.scale() takes a Tensor or (nested) lists/tuples of Tensors, got {type(value).__name__}"
+        )
 
     def _scale_tensor(self, t: Tensor) -> Tensor:
         if t.device.type != self._device_type:
-            raise ValueError(f"GradScaler for {self._device_type!r} got a tensor on {str(t.device)!r}; "
-                             f"create the scaler with GradScaler({t.device.type!r})")
+            raise ValueError(
+                f"GradScaler for {self._device_type!r} got a tensor on {str(t.device)!r}; "
+                f"create the scaler with GradScaler({t.device.type!r})"
+            )
         if not t.dtype.is_floating_point:
             raise TypeError(f"GradScaler.scale() needs floating tensors, got {t.dtype.name}")
         self._warn_if_bfloat16_autocast()
@@ -256,10 +276,14 @@ class GradScaler:
 
     def _warn_if_bfloat16_autocast(self) -> None:
         if thread_state.last_dtype.get(self._device_type) == dt.bfloat16:
-            self._warn_once("bfloat16", (
-                f"GradScaler: autocast on {self._device_type!r} runs in bfloat16, which has float32's exponent "
-                "range: its gradients do not underflow, so loss scaling only costs time. Use "
-                "GradScaler.for_dtype('bfloat16') or enabled=False (scaling is for float16)"))
+            self._warn_once(
+                "bfloat16",
+                (
+                    f"GradScaler: autocast on {self._device_type!r} runs in bfloat16, which has float32's exponent "
+                    "range: its gradients do not underflow, so loss scaling only costs time. Use "
+                    "GradScaler.for_dtype('bfloat16') or enabled=False (scaling is for float16)"
+                ),
+            )
 
     def _lazy_init(self, device: Device) -> Tensor:
         if self._scale is None:
@@ -269,8 +293,10 @@ class GradScaler:
 
     def _require_scale(self, method: str) -> Tensor:
         if self._scale is None:
-            raise RuntimeError(f"GradScaler.{method}() was called before scale(): compute the loss, then "
-                               "scaler.scale(loss).backward(), before unscale_/step/update")
+            raise RuntimeError(
+                f"GradScaler.{method}() was called before scale(): compute the loss, then "
+                "scaler.scale(loss).backward(), before unscale_/step/update"
+            )
         return self._scale
 
     # ------------------------------------------------------------------ unscale_ and step
@@ -291,11 +317,15 @@ class GradScaler:
             return
         state = self._state(optimizer)
         if state.stage is OptState.UNSCALED:
-            raise RuntimeError("unscale_() has already been called on this optimizer since the last update(); "
-                               "call it once per optimizer per iteration")
+            raise RuntimeError(
+                "unscale_() has already been called on this optimizer since the last update(); "
+                "call it once per optimizer per iteration"
+            )
         if state.stage is OptState.STEPPED:
-            raise RuntimeError("unscale_() is being called after step(); unscale_ must come before step "
-                               "(step unscales by itself if unscale_ was not called)")
+            raise RuntimeError(
+                "unscale_() is being called after step(); unscale_ must come before step "
+                "(step unscales by itself if unscale_ was not called)"
+            )
         self._refuse_after_failure(state, "unscale_")
         scale = self._require_scale("unscale_")
         try:
@@ -313,9 +343,11 @@ class GradScaler:
         if self._scaled_backward_seen:
             state.failed = False
             return
-        raise RuntimeError(f"GradScaler.{method}(): unscaling this optimizer's gradients failed earlier in this "
-                           "iteration, so they may be partly unscaled; redo the iteration (zero_grad, forward, "
-                           "scaler.scale(loss).backward()), with or without scaler.update() first")
+        raise RuntimeError(
+            f"GradScaler.{method}(): unscaling this optimizer's gradients failed earlier in this "
+            "iteration, so they may be partly unscaled; redo the iteration (zero_grad, forward, "
+            "scaler.scale(loss).backward()), with or without scaler.update() first"
+        )
 
     def _unscale_grads(self, optimizer: Any, scale: Tensor) -> dict[Device, Tensor]:
         groups: dict[tuple[Device, dt.DType], list[Tensor]] = {}
@@ -325,9 +357,11 @@ class GradScaler:
                 if g is None:
                     continue
                 if g.dtype == dt.float16:
-                    raise ValueError("GradScaler cannot unscale float16 gradients: their parameters are float16. "
-                                     "Keep the parameters (master weights) in float32 and let autocast run ops in "
-                                     "float16")
+                    raise ValueError(
+                        "GradScaler cannot unscale float16 gradients: their parameters are float16. "
+                        "Keep the parameters (master weights) in float32 and let autocast run ops in "
+                        "float16"
+                    )
                 groups.setdefault((g.device, g.dtype), []).append(g)
         found: dict[Device, Tensor] = {}
         inv: dict[Device, Any] = {}  # 1/scale, once per device
@@ -353,24 +387,34 @@ class GradScaler:
         if not self._enabled:
             return optimizer.step(*args, **kwargs)
         if args or "closure" in kwargs:
-            raise RuntimeError("GradScaler.step() does not support a closure: compute the loss, call "
-                               "scaler.scale(loss).backward(), then scaler.step(optimizer)")
+            raise RuntimeError(
+                "GradScaler.step() does not support a closure: compute the loss, call "
+                "scaler.scale(loss).backward(), then scaler.step(optimizer)"
+            )
         self._require_scale("step")
         state = self._state(optimizer)
         self._refuse_after_failure(state, "step")
         if state.stage is OptState.STEPPED:
-            raise RuntimeError("step() has already been called on this optimizer since the last update(); "
-                               "call scaler.update() once per iteration, after every optimizer's step")
+            raise RuntimeError(
+                "step() has already been called on this optimizer since the last update(); "
+                "call scaler.update() once per iteration, after every optimizer's step"
+            )
         if state.stage is OptState.READY:
             self.unscale_(optimizer)
         if not state.found_inf:
-            raise RuntimeError("GradScaler.step(): no parameter of this optimizer has a gradient; call "
-                               "scaler.scale(loss).backward() before step()")
+            raise RuntimeError(
+                "GradScaler.step(): no parameter of this optimizer has a gradient; call "
+                "scaler.scale(loss).backward() before step()"
+            )
         if not self._scaled_backward_seen:
-            self._warn_once("unscaled", (
-                "GradScaler.step(): these gradients did not come from backward() through a scaled loss in this "
-                "iteration, so unscaling divides real gradients by the loss scale. Use "
-                "scaler.scale(loss).backward() instead of loss.backward()"))
+            self._warn_once(
+                "unscaled",
+                (
+                    "GradScaler.step(): these gradients did not come from backward() through a scaled loss in this "
+                    "iteration, so unscaling divides real gradients by the loss scale. Use "
+                    "scaler.scale(loss).backward() instead of loss.backward()"
+                ),
+            )
         skipped = self._skip_decision(state, self._group_for(optimizer))
         state.skipped = skipped
         if skipped:
@@ -404,17 +448,28 @@ class GradScaler:
         return agreed != 0.0
 
     def _settings(self) -> dict[str, Any]:
-        return {"enabled": self._enabled, "device type": self._device_type, "init_scale": self._init_scale,
-                "growth_factor": self._growth_factor, "backoff_factor": self._backoff_factor,
-                "growth_interval": self._growth_interval, "min_scale": self._min_scale, "max_scale": self._max_scale}
+        return {
+            "enabled": self._enabled,
+            "device type": self._device_type,
+            "init_scale": self._init_scale,
+            "growth_factor": self._growth_factor,
+            "backoff_factor": self._backoff_factor,
+            "growth_interval": self._growth_interval,
+            "min_scale": self._min_scale,
+            "max_scale": self._max_scale,
+        }
 
     def _report_overflow(self) -> None:
         """Inside ``ampcore.amp.detect_overflow()``: say which op the skipped step's inf/NaN came from."""
         watch = active()
         if watch is None:
             return
-        where = str(watch.first) if watch.first else "no op output went non-finite from finite inputs (the " \
+        where = (
+            str(watch.first)
+            if watch.first
+            else "no op output went non-finite from finite inputs (the "
             "inputs, parameters or loss were already non-finite)"
+        )
         warnings.warn(f"GradScaler skipped step {self._skipped_steps}: {where}", RuntimeWarning, stacklevel=3)
         watch.reset()
 
@@ -442,15 +497,23 @@ class GradScaler:
         if not flags and any(st.failed for st in self._per_optimizer.values()):
             return  # the iteration failed before any inf/NaN check: keep the scale, start the next one afresh
         if not flags:
-            raise RuntimeError("GradScaler.update(): no inf/NaN checks were recorded in this iteration; call "
-                               "scaler.step(optimizer) (or unscale_) for each optimizer before update()")
+            raise RuntimeError(
+                "GradScaler.update(): no inf/NaN checks were recorded in this iteration; call "
+                "scaler.step(optimizer) (or unscale_) for each optimizer before update()"
+            )
         k = guarded_kernels(scale._backend, "GradScaler.update")
         total = flags[0]._data if flags[0].device == scale.device else flags[0].to(scale.device)._data
         for f in flags[1:]:
             total = k.add(total, (f if f.device == scale.device else f.to(scale.device))._data)
         assert self._growth_tracker is not None
-        new, tracker = k.update_scale(scale._data, self._growth_tracker._data, total, self._growth_factor,
-                                      self._backoff_factor, self._growth_interval)
+        new, tracker = k.update_scale(
+            scale._data,
+            self._growth_tracker._data,
+            total,
+            self._growth_factor,
+            self._backoff_factor,
+            self._growth_interval,
+        )
         if self._min_scale is not None:
             new = k.maximum(new, self._min_scale)
         if self._max_scale is not None:
@@ -469,18 +532,24 @@ class GradScaler:
             return
         self._backoffs_in_a_row += 1
         if self._stall_after is not None and self._backoffs_in_a_row >= self._stall_after:
-            self._warn_once("stall", (
-                f"GradScaler: the loss scale backed off {self._backoffs_in_a_row} iterations in a row (now "
-                f"{self.get_scale():g}) and every step was skipped: the gradients are inf/NaN at any scale. Look for "
-                "inf/NaN in the inputs or loss, a diverged learning rate, or an op that overflows in float16 "
-                "(autocast(..., trace=True) shows what ran in float16)"))
+            self._warn_once(
+                "stall",
+                (
+                    f"GradScaler: the loss scale backed off {self._backoffs_in_a_row} iterations in a row (now "
+                    f"{self.get_scale():g}) and every step was skipped: the gradients are inf/NaN at any scale. Look for "
+                    "inf/NaN in the inputs or loss, a diverged learning rate, or an op that overflows in float16 "
+                    "(autocast(..., trace=True) shows what ran in float16)"
+                ),
+            )
 
     def _check_bounds(self, name: str, value: float) -> None:
         low = self._min_scale if self._min_scale is not None else 0.0
         high = self._max_scale if self._max_scale is not None else math.inf
         if not low <= value <= high:
-            raise ValueError(f"GradScaler: {name} {value!r} is outside [min_scale, max_scale] = "
-                             f"[{self._min_scale!r}, {self._max_scale!r}]")
+            raise ValueError(
+                f"GradScaler: {name} {value!r} is outside [min_scale, max_scale] = "
+                f"[{self._min_scale!r}, {self._max_scale!r}]"
+            )
 
     def _checked_new_scale(self, new_scale: Any, device: Device) -> Tensor:
         if not isinstance(new_scale, Tensor):
@@ -488,9 +557,11 @@ class GradScaler:
             self._check_bounds("new_scale", value)
             return full((1,), value, dtype=dt.float32, device=device)
         if new_scale.numel() != 1 or new_scale.requires_grad or not new_scale.dtype.is_floating_point:
-            raise ValueError("GradScaler.update(new_scale): a tensor new_scale must be a 1-element floating "
-                             f"tensor that does not require grad, got shape {new_scale.shape}, dtype "
-                             f"{new_scale.dtype.name}, requires_grad={new_scale.requires_grad}")
+            raise ValueError(
+                "GradScaler.update(new_scale): a tensor new_scale must be a 1-element floating "
+                f"tensor that does not require grad, got shape {new_scale.shape}, dtype "
+                f"{new_scale.dtype.name}, requires_grad={new_scale.requires_grad}"
+            )
         # Copied on the device, unread (no host sync, as torch): its value is the caller's to get right.
         return new_scale.detach().to(device=device, dtype=dt.float32).reshape(1).clone()
 
@@ -545,9 +616,14 @@ class GradScaler:
         ``_growth_tracker``) plus ``skipped_steps``; empty when disabled."""
         if not self._enabled:
             return {}
-        return {"scale": self.get_scale(), "growth_factor": self._growth_factor,
-                "backoff_factor": self._backoff_factor, "growth_interval": self._growth_interval,
-                "_growth_tracker": self.get_growth_tracker(), "skipped_steps": self._skipped_steps}
+        return {
+            "scale": self.get_scale(),
+            "growth_factor": self._growth_factor,
+            "backoff_factor": self._backoff_factor,
+            "growth_interval": self._growth_interval,
+            "_growth_tracker": self.get_growth_tracker(),
+            "skipped_steps": self._skipped_steps,
+        }
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Load a :meth:`state_dict` (also one saved by torch); works before the first ``scale()``.
@@ -572,8 +648,9 @@ class GradScaler:
         interval = _positive_int("growth_interval", state_dict["growth_interval"])
         tracker = state_dict["_growth_tracker"]
         if isinstance(tracker, bool) or not isinstance(tracker, int) or not 0 <= tracker < interval:
-            raise ValueError(f"GradScaler: _growth_tracker must be an int in [0, growth_interval={interval}), "
-                             f"got {tracker!r}")
+            raise ValueError(
+                f"GradScaler: _growth_tracker must be an int in [0, growth_interval={interval}), got {tracker!r}"
+            )
         skipped = state_dict.get("skipped_steps", 0)
         if isinstance(skipped, bool) or not isinstance(skipped, int) or skipped < 0:
             raise ValueError(f"GradScaler: skipped_steps must be a non-negative int, got {skipped!r}")
@@ -588,5 +665,7 @@ class GradScaler:
     def __repr__(self) -> str:
         if not self._enabled:
             return f"GradScaler({self._device_type!r}, enabled=False)"
-        return (f"GradScaler({self._device_type!r}, scale={self.get_scale():g}, growth_factor={self._growth_factor}, "
-                f"backoff_factor={self._backoff_factor}, growth_interval={self._growth_interval})")
+        return (
+            f"GradScaler({self._device_type!r}, scale={self.get_scale():g}, growth_factor={self._growth_factor}, "
+            f"backoff_factor={self._backoff_factor}, growth_interval={self._growth_interval})"
+        )

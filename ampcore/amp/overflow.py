@@ -22,8 +22,9 @@ thread, like autocast.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from .. import dispatch
 from ..syncs import to_host
@@ -48,8 +49,10 @@ class OverflowRecord:
 
     def __str__(self) -> str:
         inside = f" inside {' > '.join(repr(w) for w in self.within)}" if self.within else ""
-        return (f"{self.op!r}{inside}, {self.phase}, on {self.device}: {', '.join(self.inputs) or 'no tensor inputs'}"
-                f" -> {', '.join(self.outputs)} went non-finite from finite inputs")
+        return (
+            f"{self.op!r}{inside}, {self.phase}, on {self.device}: {', '.join(self.inputs) or 'no tensor inputs'}"
+            f" -> {', '.join(self.outputs)} went non-finite from finite inputs"
+        )
 
 
 class detect_overflow:
@@ -74,7 +77,7 @@ class detect_overflow:
         """Forget what was recorded (say, after a skipped step was reported)."""
         self.records.clear()
 
-    def __enter__(self) -> "detect_overflow":
+    def __enter__(self) -> detect_overflow:
         _stack().append(self)
         dispatch.watching_changed(+1)
         return self
@@ -113,8 +116,9 @@ def _finite(t: Any) -> bool:
     return int(to_host(Tensor._wrap(bad, t.device, t._backend), _REASON)) == 0
 
 
-def check(op: str, phase: str, inputs: Sequence[Any], outputs: Sequence[Any],
-          within: tuple[str, ...] | None = None) -> None:
+def check(
+    op: str, phase: str, inputs: Sequence[Any], outputs: Sequence[Any], within: tuple[str, ...] | None = None
+) -> None:
     """Record ``op`` if one of ``outputs`` is non-finite while every tensor of ``inputs`` is finite.
 
     ``within``: the composite ops it ran inside (default: the boundaries open now, right for forward).
@@ -131,5 +135,13 @@ def check(op: str, phase: str, inputs: Sequence[Any], outputs: Sequence[Any],
     within = dispatch.boundary_stack() if within is None else within
     if within and within[-1] == op:  # a primitive's own boundary
         within = within[:-1]
-    watch._add(OverflowRecord(op, phase, tuple(map(_describe, tensors_in)), tuple(map(_describe, tensors_out)),
-                              within, str(tensors_out[0].device)))
+    watch._add(
+        OverflowRecord(
+            op,
+            phase,
+            tuple(map(_describe, tensors_in)),
+            tuple(map(_describe, tensors_out)),
+            within,
+            str(tensors_out[0].device),
+        )
+    )

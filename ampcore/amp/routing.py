@@ -10,7 +10,8 @@ call in the region's trace.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .. import dtypes as dt
 from ..autograd import is_grad_enabled
@@ -38,8 +39,9 @@ def _tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Tensor]:
     return found
 
 
-def autocast_hook(name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-                  ineligible: str | None) -> Any:
+def autocast_hook(
+    name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], ineligible: str | None
+) -> Any:
     tls = thread_state
     if tls.depth or not tls.regions:
         return fn(*args, **kwargs)
@@ -54,8 +56,9 @@ def autocast_hook(name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwar
         key = (name, input_dtypes, ineligible)
         decision = region.decisions.get(key)
         if decision is None:
-            decision = region.decisions[key] = decide(region.policy, name, input_dtypes, region.dtype,
-                                                      ineligible=ineligible, fallback_ops=region.fallback_ops)
+            decision = region.decisions[key] = decide(
+                region.policy, name, input_dtypes, region.dtype, ineligible=ineligible, fallback_ops=region.fallback_ops
+            )
         if decision.category is Category.BANNED:
             raise AutocastError(decision.reason)
         if decision.target is not None:
@@ -70,8 +73,9 @@ def autocast_hook(name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwar
     return out
 
 
-def _cast_arguments(args: tuple[Any, ...], kwargs: dict[str, Any], target: dt.DType,
-                    region: Region) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def _cast_arguments(
+    args: tuple[Any, ...], kwargs: dict[str, Any], target: dt.DType, region: Region
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
     def convert(v: Any) -> Any:
         if isinstance(v, Tensor):
             return _cast_input(v, target, region)
@@ -86,8 +90,13 @@ def _cast_input(t: Tensor, target: dt.DType, region: Region) -> Tensor:
     d = t.dtype
     if d == target or not d.is_floating_point or d == dt.float64:
         return t
-    cacheable = (region.cache_enabled and d == dt.float32 and target in dt.LOW_PRECISION_DTYPES
-                 and t.requires_grad and t.grad_fn is None)
+    cacheable = (
+        region.cache_enabled
+        and d == dt.float32
+        and target in dt.LOW_PRECISION_DTYPES
+        and t.requires_grad
+        and t.grad_fn is None
+    )
     if not cacheable:
         return cast(t, target)
     # A parameter used by several ops in the region is cast once (torch's weight-cast cache).  The
@@ -103,15 +112,28 @@ def _cast_input(t: Tensor, target: dt.DType, region: Region) -> Tensor:
     return out
 
 
-def _record(region: Region, name: str, tensors: list[Tensor], input_dtypes: tuple[dt.DType, ...],
-            decision: Any, out: Any) -> None:
-    outputs = [out] if isinstance(out, Tensor) else [o for o in out if isinstance(o, Tensor)] \
-        if isinstance(out, (list, tuple)) else []
+def _record(
+    region: Region, name: str, tensors: list[Tensor], input_dtypes: tuple[dt.DType, ...], decision: Any, out: Any
+) -> None:
+    outputs = (
+        [out]
+        if isinstance(out, Tensor)
+        else [o for o in out if isinstance(o, Tensor)]
+        if isinstance(out, (list, tuple))
+        else []
+    )
     if decision is None:
         category, target, reason = "-", None, "autocast disabled in this block"
     else:
         category, target, reason = decision.category.value, decision.target, decision.reason
-    region.trace.append(TraceRecord(
-        op=name, device=str(tensors[0].device), input_dtypes=tuple(d.name for d in input_dtypes),
-        cast_to=target.name if target is not None else None, output_dtypes=tuple(o.dtype.name for o in outputs),
-        category=category, reason=reason))
+    region.trace.append(
+        TraceRecord(
+            op=name,
+            device=str(tensors[0].device),
+            input_dtypes=tuple(d.name for d in input_dtypes),
+            cast_to=target.name if target is not None else None,
+            output_dtypes=tuple(o.dtype.name for o in outputs),
+            category=category,
+            reason=reason,
+        )
+    )

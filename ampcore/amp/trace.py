@@ -10,8 +10,9 @@ autocast disabled).
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 __all__ = ["Trace", "TraceRecord"]
 
@@ -27,9 +28,15 @@ class TraceRecord:
     reason: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {"op": self.op, "device": self.device, "input_dtypes": list(self.input_dtypes),
-                "cast_to": self.cast_to, "output_dtypes": list(self.output_dtypes), "category": self.category,
-                "reason": self.reason}
+        return {
+            "op": self.op,
+            "device": self.device,
+            "input_dtypes": list(self.input_dtypes),
+            "cast_to": self.cast_to,
+            "output_dtypes": list(self.output_dtypes),
+            "category": self.category,
+            "reason": self.reason,
+        }
 
 
 class Trace:
@@ -67,8 +74,17 @@ class Trace:
             self._records.clear()
 
     def rows(self) -> list[tuple[str, ...]]:
-        return [(r.op, ", ".join(r.input_dtypes) or "-", r.cast_to or "-", ", ".join(r.output_dtypes) or "-",
-                 r.category, r.reason) for r in self.records]
+        return [
+            (
+                r.op,
+                ", ".join(r.input_dtypes) or "-",
+                r.cast_to or "-",
+                ", ".join(r.output_dtypes) or "-",
+                r.category,
+                r.reason,
+            )
+            for r in self.records
+        ]
 
     def table(self) -> str:
         """The records as a plain-text table."""

@@ -8,5 +8,13 @@ table or a figure.  The JSON result is described in ``docs/bench.md``.
 from .benchmark import SCHEMA, BenchSettings, configurations, run_benchmark
 from .models import MODELS, ModelSpec, get_model, make_batches
 
-__all__ = ["SCHEMA", "BenchSettings", "configurations", "run_benchmark", "MODELS", "ModelSpec", "get_model",
-           "make_batches"]
+__all__ = [
+    "SCHEMA",
+    "BenchSettings",
+    "configurations",
+    "run_benchmark",
+    "MODELS",
+    "ModelSpec",
+    "get_model",
+    "make_batches",
+]

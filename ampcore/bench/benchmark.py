@@ -53,8 +53,16 @@ from .config import LR, Config, History
 from .models import ModelSpec, make_batches, parameter_count
 from .runs import footprint, make_run
 
-__all__ = ["SCHEMA", "BenchSettings", "NothingMeasured", "Refusals", "SimulatedDeviceError",
-           "check_not_simulated", "configurations", "run_benchmark"]
+__all__ = [
+    "SCHEMA",
+    "BenchSettings",
+    "NothingMeasured",
+    "Refusals",
+    "SimulatedDeviceError",
+    "check_not_simulated",
+    "configurations",
+    "run_benchmark",
+]
 
 SCHEMA = "ampcore-bench/1"
 AMP_DTYPES = ("float16", "bfloat16")
@@ -88,8 +96,9 @@ class BenchSettings:
             raise ValueError(f"batch must be a positive integer, got {self.batch!r}")
         for name in self.dtypes or ():
             if name not in AMP_DTYPES:
-                raise ValueError(f"AMP dtype {name!r} is not one of {', '.join(AMP_DTYPES)} (float32 always runs "
-                                 "as the baseline)")
+                raise ValueError(
+                    f"AMP dtype {name!r} is not one of {', '.join(AMP_DTYPES)} (float32 always runs as the baseline)"
+                )
 
     @property
     def batch_size(self) -> int:
@@ -157,8 +166,10 @@ def check_not_simulated(device: str) -> None:
     d = resolve_device(device)
     simulated = get_backend(d.type).capabilities(d.index).extra.get("simulated")
     if simulated:
-        raise SimulatedDeviceError(f"{d.type}:{d.index} is simulated ({simulated}): its timings would be the CPU "
-                                   "running a simulation, not GPU figures; benchmark it on a real device")
+        raise SimulatedDeviceError(
+            f"{d.type}:{d.index} is simulated ({simulated}): its timings would be the CPU "
+            "running a simulation, not GPU figures; benchmark it on a real device"
+        )
 
 
 def _amp_dtypes(device: str, wanted: tuple[str, ...] | None) -> list[str]:
@@ -198,8 +209,9 @@ def _build_weights(spec: ModelSpec, seed: int, device: str) -> tuple[dict[str, n
     return {k: v.numpy() for k, v in model.state_dict().items()}, parameter_count(model)
 
 
-def _initial_weights(spec: ModelSpec, seed: int, configs: list[Config],
-                     refusals: Refusals) -> tuple[dict[str, np.ndarray], int]:
+def _initial_weights(
+    spec: ModelSpec, seed: int, configs: list[Config], refusals: Refusals
+) -> tuple[dict[str, np.ndarray], int]:
     """The seeded initial parameters as host arrays, and their count: every configuration loads these.  Built
     on the first ampcore device that can; NothingMeasured if none can."""
     for config in configs:
@@ -210,8 +222,9 @@ def _initial_weights(spec: ModelSpec, seed: int, configs: list[Config],
     raise NothingMeasured(refusals.as_list())
 
 
-def _time_phase(group: dict[Config, Any], settings: BenchSettings, times: dict[Config, list[float]],
-                tick: Callable[[str], None]) -> None:
+def _time_phase(
+    group: dict[Config, Any], settings: BenchSettings, times: dict[Config, list[float]], tick: Callable[[str], None]
+) -> None:
     """Step ``group``'s runs round-robin, ``settings.warmup`` rounds untimed, then ``settings.steps`` timed."""
     for round_ in range(settings.warmup + settings.steps):
         for config, run in group.items():
@@ -242,15 +255,18 @@ def run_benchmark(settings: BenchSettings, on_step: Callable[[str], None] | None
     gc.collect()
 
     # None where the phase was refused; only live configurations' entries are read, and those are set.
-    runs: dict[Config, Any] = {config: refusals.attempt(config.phase, make_run, spec, config, weights, batches)
-            for config in refusals.live(configs)}
+    runs: dict[Config, Any] = {
+        config: refusals.attempt(config.phase, make_run, spec, config, weights, batches)
+        for config in refusals.live(configs)
+    }
     times: dict[Config, list[float]] = {config: [] for config in configs}
     for phase in dict.fromkeys(c.phase for c in refusals.live(configs)):
         time.sleep(PHASE_PAUSE)  # let the previous phase's idle worker threads stop spinning
         group = {config: runs[config] for config in refusals.live(configs) if config.phase == phase}
         refusals.attempt(phase, _time_phase, group, settings, times, tick)
-    histories: dict[Config, Any] = {config: refusals.attempt(config.phase, runs[config].history)
-                                    for config in refusals.live(configs)}
+    histories: dict[Config, Any] = {
+        config: refusals.attempt(config.phase, runs[config].history) for config in refusals.live(configs)
+    }
     del runs
     measured = refusals.live(configs)
     if not measured:
@@ -261,22 +277,39 @@ def run_benchmark(settings: BenchSettings, on_step: Callable[[str], None] | None
 # ----------------------------------------------------------------------------- the result
 def _step_stats(times: list[float]) -> dict[str, float]:
     q1, _, q3 = statistics.quantiles(times, n=4, method="inclusive") if len(times) > 1 else (times[0],) * 3
-    return {"median": statistics.median(times), "min": min(times), "max": max(times), "q1": q1, "q3": q3,
-            "iqr": q3 - q1}
+    return {
+        "median": statistics.median(times),
+        "min": min(times),
+        "max": max(times),
+        "q1": q1,
+        "q3": q3,
+        "iqr": q3 - q1,
+    }
 
 
-def _config_result(config: Config, settings: BenchSettings, times: list[float], peak: int | None, saved: int,
-                   history: History) -> dict[str, Any]:
+def _config_result(
+    config: Config, settings: BenchSettings, times: list[float], peak: int | None, saved: int, history: History
+) -> dict[str, Any]:
     stats = _step_stats(times)
     return {
-        "id": config.label, "framework": config.framework, "device": config.device,
-        "precision": config.precision, "amp": config.amp, "loss_scaling": config.loss_scaling,
-        "step_seconds": stats, "times_seconds": times, "samples_per_second": settings.batch_size / stats["median"],
-        "peak_memory_bytes": peak, "saved_for_backward_bytes": saved,
-        "losses": history.losses, "final_loss": history.losses[-1] if history.losses else None,
-        "loss_scales": history.scales, "skipped_steps": history.skipped_steps,
-        "host_syncs_per_step": (history.host_syncs / (settings.warmup + settings.steps)
-                                if config.framework == "ampcore" else None),
+        "id": config.label,
+        "framework": config.framework,
+        "device": config.device,
+        "precision": config.precision,
+        "amp": config.amp,
+        "loss_scaling": config.loss_scaling,
+        "step_seconds": stats,
+        "times_seconds": times,
+        "samples_per_second": settings.batch_size / stats["median"],
+        "peak_memory_bytes": peak,
+        "saved_for_backward_bytes": saved,
+        "losses": history.losses,
+        "final_loss": history.losses[-1] if history.losses else None,
+        "loss_scales": history.scales,
+        "skipped_steps": history.skipped_steps,
+        "host_syncs_per_step": (
+            history.host_syncs / (settings.warmup + settings.steps) if config.framework == "ampcore" else None
+        ),
     }
 
 
@@ -286,16 +319,25 @@ def _add_ratios(rows: dict[Config, dict[str, Any]]) -> None:
         base = rows.get(config.baseline)
         median = row["step_seconds"]["median"]
         row["speedup_vs_float32"] = base["step_seconds"]["median"] / median if base else None
-        row["peak_memory_vs_float32"] = (row["peak_memory_bytes"] / base["peak_memory_bytes"]
-                                         if base and row["peak_memory_bytes"] and base["peak_memory_bytes"] else None)
-        row["saved_bytes_vs_float32"] = (row["saved_for_backward_bytes"] / base["saved_for_backward_bytes"]
-                                         if base and base["saved_for_backward_bytes"] else None)
+        row["peak_memory_vs_float32"] = (
+            row["peak_memory_bytes"] / base["peak_memory_bytes"]
+            if base and row["peak_memory_bytes"] and base["peak_memory_bytes"]
+            else None
+        )
+        row["saved_bytes_vs_float32"] = (
+            row["saved_for_backward_bytes"] / base["saved_for_backward_bytes"]
+            if base and base["saved_for_backward_bytes"]
+            else None
+        )
         row["final_loss_diff_vs_float32"] = (
             row["final_loss"] - base["final_loss"]
-            if base and row["final_loss"] is not None and base["final_loss"] is not None else None)
+            if base and row["final_loss"] is not None and base["final_loss"] is not None
+            else None
+        )
         twin = Config("torch", config.device.split(":")[0], config.precision)
-        row["step_time_vs_torch"] = (median / rows[twin]["step_seconds"]["median"]
-                                     if config.framework == "ampcore" and twin in rows else None)
+        row["step_time_vs_torch"] = (
+            median / rows[twin]["step_seconds"]["median"] if config.framework == "ampcore" and twin in rows else None
+        )
 
 
 def _processor() -> str | None:
@@ -322,30 +364,59 @@ def _backends(configs: list[Config]) -> list[dict[str, Any]]:
     for name in dict.fromkeys(c.device for c in configs if c.framework == "ampcore"):
         d = resolve_device(name)
         distribution, version, _ = entry_points.get(d.type, (None, None, None))
-        out.append({"device": name, "backend": d.type, "distribution": distribution, "version": version,
-                    "capabilities": get_backend(d.type).capabilities(d.index).as_dict()})
+        out.append(
+            {
+                "device": name,
+                "backend": d.type,
+                "distribution": distribution,
+                "version": version,
+                "capabilities": get_backend(d.type).capabilities(d.index).as_dict(),
+            }
+        )
     return out
 
 
-def _result(settings: BenchSettings, configs: list[Config], n_params: int, times: dict[Config, list[float]],
-            memory: dict[Config, tuple[int | None, int]], histories: dict[Config, History],
-            refused: list[dict[str, str]]) -> dict[str, Any]:
+def _result(
+    settings: BenchSettings,
+    configs: list[Config],
+    n_params: int,
+    times: dict[Config, list[float]],
+    memory: dict[Config, tuple[int | None, int]],
+    histories: dict[Config, History],
+    refused: list[dict[str, str]],
+) -> dict[str, Any]:
     rows = {c: _config_result(c, settings, times[c], *memory[c], histories[c]) for c in configs}
     _add_ratios(rows)
     spec = settings.model
     return {
         "schema": SCHEMA,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"platform": platform.platform(), "machine": platform.machine(), "processor": _processor(),
-                    "cpu_count": os.cpu_count()},
+        "machine": {
+            "platform": platform.platform(),
+            "machine": platform.machine(),
+            "processor": _processor(),
+            "cpu_count": os.cpu_count(),
+        },
         "versions": _versions(),
-        "model": {"name": spec.name, "description": spec.description, "batch": settings.batch_size,
-                  "input_shape": list(spec.input_shape), "classes": spec.classes, "parameters": n_params},
-        "settings": {"steps": settings.steps, "warmup": settings.warmup, "seed": settings.seed,
-                     "optimizer": "AdamW", "lr": LR, "batches": BATCH_COUNT, "torch": settings.torch,
-                     "timing": "round-robin within each (framework, device) phase; phases in turn"},
+        "model": {
+            "name": spec.name,
+            "description": spec.description,
+            "batch": settings.batch_size,
+            "input_shape": list(spec.input_shape),
+            "classes": spec.classes,
+            "parameters": n_params,
+        },
+        "settings": {
+            "steps": settings.steps,
+            "warmup": settings.warmup,
+            "seed": settings.seed,
+            "optimizer": "AdamW",
+            "lr": LR,
+            "batches": BATCH_COUNT,
+            "torch": settings.torch,
+            "timing": "round-robin within each (framework, device) phase; phases in turn",
+        },
         "backends": _backends(configs),
         "configs": list(rows.values()),
         "refused": refused,
     }
-

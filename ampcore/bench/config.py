@@ -7,7 +7,7 @@ from dataclasses import dataclass
 __all__ = ["Config", "History", "LR", "INIT_SCALE"]
 
 LR = 1e-3
-INIT_SCALE = 2.0 ** 16  # both GradScalers' default initial scale
+INIT_SCALE = 2.0**16  # both GradScalers' default initial scale
 
 
 @dataclass(frozen=True)
@@ -53,5 +53,3 @@ class History:
     scales: list[float] | None
     skipped_steps: int
     host_syncs: int
-
-

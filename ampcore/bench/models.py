@@ -60,8 +60,15 @@ def _mlp(sizes: tuple[int, ...], device: Any) -> Any:
 
 
 def _mlp_spec(name: str, sizes: tuple[int, ...], batch: int, note: str = "") -> ModelSpec:
-    return ModelSpec(name, f"MLP {'-'.join(map(str, sizes))} (ReLU), batch {batch}{note}", batch, (sizes[0],),
-                     sizes[-1], lambda device: _mlp(sizes, device), lambda: torch_reference.mlp(sizes))
+    return ModelSpec(
+        name,
+        f"MLP {'-'.join(map(str, sizes))} (ReLU), batch {batch}{note}",
+        batch,
+        (sizes[0],),
+        sizes[-1],
+        lambda device: _mlp(sizes, device),
+        lambda: torch_reference.mlp(sizes),
+    )
 
 
 # ----------------------------------------------------------------------------- cnn
@@ -104,22 +111,37 @@ class TransformerBlock(nn.Module):
 def _transformer_spec(name: str, width: int, heads: int, tokens: int, batch: int, note: str = "") -> ModelSpec:
     hidden, classes = 4 * width, 10
     return ModelSpec(
-        name, f"transformer block: width {width}, {heads} heads, {tokens} tokens, feed-forward {hidden} (GELU), "
-              f"batch {batch}{note}", batch, (tokens, width), classes,
+        name,
+        f"transformer block: width {width}, {heads} heads, {tokens} tokens, feed-forward {hidden} (GELU), "
+        f"batch {batch}{note}",
+        batch,
+        (tokens, width),
+        classes,
         lambda device: TransformerBlock(width, heads, hidden, classes, device=device),
-        lambda: torch_reference.transformer_block(width, heads, hidden, classes))
+        lambda: torch_reference.transformer_block(width, heads, hidden, classes),
+    )
 
 
 MLP_SIZES = (784, 1024, 1024, 10)  # the reference MLP's layer widths
 
-MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
-    _mlp_spec("mlp", MLP_SIZES, 256),
-    ModelSpec("cnn", "CNN: conv3x3 32 + pool, conv3x3 64 + pool, linear, on 3x32x32, batch 32", 32, (3, 32, 32), 10,
-              lambda device: SmallCNN(device), torch_reference.small_cnn),
-    _transformer_spec("transformer", 256, 4, 64, 16),
-    _mlp_spec("mlp-large", (4096, 4096, 4096, 4096, 1000), 8192, " (GPU size)"),
-    _transformer_spec("transformer-large", 1024, 16, 512, 16, " (GPU size)"),
-)}
+MODELS: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in (
+        _mlp_spec("mlp", MLP_SIZES, 256),
+        ModelSpec(
+            "cnn",
+            "CNN: conv3x3 32 + pool, conv3x3 64 + pool, linear, on 3x32x32, batch 32",
+            32,
+            (3, 32, 32),
+            10,
+            lambda device: SmallCNN(device),
+            torch_reference.small_cnn,
+        ),
+        _transformer_spec("transformer", 256, 4, 64, 16),
+        _mlp_spec("mlp-large", (4096, 4096, 4096, 4096, 1000), 8192, " (GPU size)"),
+        _transformer_spec("transformer-large", 1024, 16, 512, 16, " (GPU size)"),
+    )
+}
 
 
 def get_model(name: str) -> ModelSpec:
@@ -130,8 +152,9 @@ def get_model(name: str) -> ModelSpec:
         raise ValueError(f"unknown benchmark model {name!r}; choose one of {', '.join(MODELS)}") from None
 
 
-def make_batches(spec: ModelSpec, seed: int, count: int = 4, batch: int | None = None
-                 ) -> list[tuple[np.ndarray, np.ndarray]]:
+def make_batches(
+    spec: ModelSpec, seed: int, count: int = 4, batch: int | None = None
+) -> list[tuple[np.ndarray, np.ndarray]]:
     """``count`` seeded batches of standard-normal inputs labelled by a fixed random linear teacher.
 
     The labels are a function of the inputs, so the loss falls as the model

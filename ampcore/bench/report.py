@@ -10,7 +10,7 @@ from typing import Any
 
 __all__ = ["table", "refused_lines", "summary_lines", "plot"]
 
-MIB = 2 ** 20
+MIB = 2**20
 
 
 def _ms(seconds: float) -> str:
@@ -41,26 +41,53 @@ def table(result: dict[str, Any]) -> Any:
     from rich.table import Table
 
     model, settings = result["model"], result["settings"]
-    title = (f"{model['description'].split(', batch')[0]}, batch {model['batch']}: median of {settings['steps']} "
-             f"steps after {settings['warmup']} warm-up; each device's configurations interleaved")
+    title = (
+        f"{model['description'].split(', batch')[0]}, batch {model['batch']}: median of {settings['steps']} "
+        f"steps after {settings['warmup']} warm-up; each device's configurations interleaved"
+    )
     t = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), caption_justify="left")
-    columns = ("", "device", "precision", "ms/step", "IQR", "samples/s", "vs fp32", "vs torch", "peak MiB",
-               "saved MiB", "final loss", "Δ vs fp32", "loss scale", "skipped")
+    columns = (
+        "",
+        "device",
+        "precision",
+        "ms/step",
+        "IQR",
+        "samples/s",
+        "vs fp32",
+        "vs torch",
+        "peak MiB",
+        "saved MiB",
+        "final loss",
+        "Δ vs fp32",
+        "loss scale",
+        "skipped",
+    )
     for i, name in enumerate(columns):
         t.add_column(name, justify="left" if i < 3 else "right", no_wrap=i < 3)
     for row in result["configs"]:
         diff = row["final_loss_diff_vs_float32"]
         t.add_row(
-            row["framework"], row["device"], SHORT.get(row["precision"], row["precision"]),
-            _ms(row["step_seconds"]["median"]), _ms(row["step_seconds"]["iqr"]), f"{row['samples_per_second']:.0f}",
-            _ratio(row["speedup_vs_float32"]) if row["amp"] else "", _ratio(row["step_time_vs_torch"]),
-            _mib(row["peak_memory_bytes"]), _mib(row["saved_for_backward_bytes"]),
+            row["framework"],
+            row["device"],
+            SHORT.get(row["precision"], row["precision"]),
+            _ms(row["step_seconds"]["median"]),
+            _ms(row["step_seconds"]["iqr"]),
+            f"{row['samples_per_second']:.0f}",
+            _ratio(row["speedup_vs_float32"]) if row["amp"] else "",
+            _ratio(row["step_time_vs_torch"]),
+            _mib(row["peak_memory_bytes"]),
+            _mib(row["saved_for_backward_bytes"]),
             "-" if row["final_loss"] is None else f"{row['final_loss']:.4f}",
-            "" if diff is None or not row["amp"] else f"{diff:+.1e}", _scales(row), str(row["skipped_steps"]))
-    t.caption = ("vs fp32: speedup over float32 on the same framework and device (>1: faster).  vs torch: ampcore "
-                 "step time / torch's in the same precision (<1: faster).\npeak: device memory of building the "
-                 "configuration and training two steps ('-': not measurable).  saved: bytes kept for backward, "
-                 "parameters excluded.")
+            "" if diff is None or not row["amp"] else f"{diff:+.1e}",
+            _scales(row),
+            str(row["skipped_steps"]),
+        )
+    t.caption = (
+        "vs fp32: speedup over float32 on the same framework and device (>1: faster).  vs torch: ampcore "
+        "step time / torch's in the same precision (<1: faster).\npeak: device memory of building the "
+        "configuration and training two steps ('-': not measurable).  saved: bytes kept for backward, "
+        "parameters excluded."
+    )
     return t
 
 
@@ -79,17 +106,21 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
         twin = rows.get(("torch", row["device"].split(":")[0], row["precision"]))
         if row["framework"] != "ampcore" or not row["amp"] or twin is None or row["speedup_vs_float32"] is None:
             continue
-        lines.append(f"{row['id']} vs torch: AMP speedup over float32 {row['speedup_vs_float32']:.2f}x (torch "
-                     f"{twin['speedup_vs_float32']:.2f}x); AMP step time {row['step_time_vs_torch']:.2f}x torch's")
+        lines.append(
+            f"{row['id']} vs torch: AMP speedup over float32 {row['speedup_vs_float32']:.2f}x (torch "
+            f"{twin['speedup_vs_float32']:.2f}x); AMP step time {row['step_time_vs_torch']:.2f}x torch's"
+        )
     for row in result["configs"]:
         if not row["amp"] or row["speedup_vs_float32"] is None:
             continue
         memory = row["peak_memory_vs_float32"]
         memory_text = f"peak memory {memory:.2f}x" if memory is not None else "peak memory not measurable"
         diff = row["final_loss_diff_vs_float32"]
-        lines.append(f"{row['id']}: {row['speedup_vs_float32']:.2f}x the float32 speed, {memory_text}, "
-                     f"saved-for-backward {_ratio(row['saved_bytes_vs_float32'])}, final loss "
-                     f"{'-' if diff is None else f'{diff:+.1e}'} vs float32, {row['skipped_steps']} skipped steps")
+        lines.append(
+            f"{row['id']}: {row['speedup_vs_float32']:.2f}x the float32 speed, {memory_text}, "
+            f"saved-for-backward {_ratio(row['saved_bytes_vs_float32'])}, final loss "
+            f"{'-' if diff is None else f'{diff:+.1e}'} vs float32, {row['skipped_steps']} skipped steps"
+        )
     return lines
 
 
@@ -106,13 +137,17 @@ def plot(result: dict[str, Any], path: str) -> None:
 
     rows = result["configs"]
     labels = [row["id"] for row in rows]
-    colors = ["tab:blue" if not row["amp"] else ("tab:orange" if row["precision"] == "float16" else "tab:green")
-              for row in rows]
+    colors = [
+        "tab:blue" if not row["amp"] else ("tab:orange" if row["precision"] == "float16" else "tab:green")
+        for row in rows
+    ]
     fig, (ax_time, ax_mem, ax_loss, ax_diff) = plt.subplots(1, 4, figsize=(24, 0.45 * len(rows) + 3.5))
     y = range(len(rows))
     medians = [row["step_seconds"]["median"] * 1e3 for row in rows]
-    errors = [[(row["step_seconds"]["median"] - row["step_seconds"]["q1"]) * 1e3 for row in rows],
-              [(row["step_seconds"]["q3"] - row["step_seconds"]["median"]) * 1e3 for row in rows]]
+    errors = [
+        [(row["step_seconds"]["median"] - row["step_seconds"]["q1"]) * 1e3 for row in rows],
+        [(row["step_seconds"]["q3"] - row["step_seconds"]["median"]) * 1e3 for row in rows],
+    ]
     ax_time.barh(y, medians, xerr=errors, color=colors)
     ax_time.set_yticks(list(y), labels)
     ax_time.invert_yaxis()

@@ -34,8 +34,13 @@ __all__ = ["AmpcoreRun", "make_run", "footprint"]
 class AmpcoreRun:
     """``config`` trained in ampcore on its device."""
 
-    def __init__(self, spec: ModelSpec, config: Config, weights: Mapping[str, np.ndarray],
-                 batches: list[tuple[np.ndarray, np.ndarray]]):
+    def __init__(
+        self,
+        spec: ModelSpec,
+        config: Config,
+        weights: Mapping[str, np.ndarray],
+        batches: list[tuple[np.ndarray, np.ndarray]],
+    ):
         self.config = config
         self.device = resolve_device(config.device)
         self.backend = get_backend(self.device.type)
@@ -89,8 +94,9 @@ class AmpcoreRun:
         return History(losses, scales, self.scaler.skipped_steps, self._host_syncs)
 
 
-def footprint(spec: ModelSpec, config: Config, weights: Mapping[str, np.ndarray],
-              batches: list[tuple[np.ndarray, np.ndarray]]) -> tuple[int | None, int]:
+def footprint(
+    spec: ModelSpec, config: Config, weights: Mapping[str, np.ndarray], batches: list[tuple[np.ndarray, np.ndarray]]
+) -> tuple[int | None, int]:
     """Peak device memory of building ``config`` and training two steps (None where it cannot be measured),
     and the bytes the second step's graph saved for backward, parameters not counted.
 
@@ -116,8 +122,9 @@ def footprint(spec: ModelSpec, config: Config, weights: Mapping[str, np.ndarray]
     return get_backend(device.type).peak_memory(two_steps, device.index), saved
 
 
-def make_run(spec: ModelSpec, config: Config, weights: Mapping[str, np.ndarray],
-             batches: list[tuple[np.ndarray, np.ndarray]]) -> Any:
+def make_run(
+    spec: ModelSpec, config: Config, weights: Mapping[str, np.ndarray], batches: list[tuple[np.ndarray, np.ndarray]]
+) -> Any:
     """A fresh run of ``config``: the model loaded with ``weights``, the batches on its device."""
     if config.framework == "torch":
         return torch_reference.TorchRun(spec, config, weights, batches)

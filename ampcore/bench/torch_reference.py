@@ -97,8 +97,13 @@ def twin(spec: ModelSpec, weights: Mapping[str, np.ndarray], device: str = "cpu"
 class TorchRun:
     """``config`` trained in torch (``torch.autocast`` and ``torch.amp.GradScaler``), for reference."""
 
-    def __init__(self, spec: ModelSpec, config: Config, weights: Mapping[str, np.ndarray],
-                 batches: list[tuple[np.ndarray, np.ndarray]]):
+    def __init__(
+        self,
+        spec: ModelSpec,
+        config: Config,
+        weights: Mapping[str, np.ndarray],
+        batches: list[tuple[np.ndarray, np.ndarray]],
+    ):
         import torch
 
         self.torch = torch
@@ -108,8 +113,9 @@ class TorchRun:
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=LR)
         self.scaler = torch.amp.GradScaler(self.device_type, enabled=config.loss_scaling)
         self.low = getattr(torch, config.precision)
-        self.batches = [(torch.from_numpy(x).to(config.device), torch.from_numpy(y).to(config.device))
-                        for x, y in batches]
+        self.batches = [
+            (torch.from_numpy(x).to(config.device), torch.from_numpy(y).to(config.device)) for x, y in batches
+        ]
         self.steps = 0
         self._losses: list[Any] = []
         self._scales: list[Any] = []
@@ -179,5 +185,3 @@ def peak_memory(device: str, fn: Any) -> int | None:
     base = torch.cuda.memory_allocated()
     fn()
     return torch.cuda.max_memory_allocated() - base
-
-

@@ -22,32 +22,51 @@ _DEFAULTS = benchmark.BenchSettings(models.get_model("mlp"))
 def add_parser(subparsers: Any) -> None:
     """Add ``bench`` to the ``ampcore`` subcommands."""
     parser = subparsers.add_parser(
-        "bench", help="time float32 vs AMP training steps on each backend (and torch), with memory and loss",
+        "bench",
+        help="time float32 vs AMP training steps on each backend (and torch), with memory and loss",
         description="Train a benchmark model in float32 and in AMP (each low-precision dtype the device computes "
-                    "in) on every available backend, interleaved after warm-up, and report step time, throughput, "
-                    "speedup over float32, peak memory, bytes saved for backward, final loss and the loss-scale "
-                    "history.  With torch installed, torch's float32 and autocast steps are measured in the same "
-                    "run for comparison.  A device that fails while measured is listed as refused, with the reason, "
-                    "after the table; the exit status is 1 only when no device could be measured.")
-    parser.add_argument("--device", action="append", default=None, metavar="DEVICE",
-                        help="device to measure, e.g. cpu or opencl:0; repeat or separate with commas "
-                             "(default: every device of every available backend)")
-    parser.add_argument("--model", default=_DEFAULTS.model.name, choices=list(models.MODELS),
-                        help="benchmark model (see ampcore.bench.models)")
-    parser.add_argument("--dtype", action="append", default=None, metavar="DTYPE",
-                        help="AMP dtype(s) to measure, float16 and/or bfloat16 (default: each one the device "
-                             "computes in); float32 always runs as the baseline")
+        "in) on every available backend, interleaved after warm-up, and report step time, throughput, "
+        "speedup over float32, peak memory, bytes saved for backward, final loss and the loss-scale "
+        "history.  With torch installed, torch's float32 and autocast steps are measured in the same "
+        "run for comparison.  A device that fails while measured is listed as refused, with the reason, "
+        "after the table; the exit status is 1 only when no device could be measured.",
+    )
+    parser.add_argument(
+        "--device",
+        action="append",
+        default=None,
+        metavar="DEVICE",
+        help="device to measure, e.g. cpu or opencl:0; repeat or separate with commas "
+        "(default: every device of every available backend)",
+    )
+    parser.add_argument(
+        "--model",
+        default=_DEFAULTS.model.name,
+        choices=list(models.MODELS),
+        help="benchmark model (see ampcore.bench.models)",
+    )
+    parser.add_argument(
+        "--dtype",
+        action="append",
+        default=None,
+        metavar="DTYPE",
+        help="AMP dtype(s) to measure, float16 and/or bfloat16 (default: each one the device "
+        "computes in); float32 always runs as the baseline",
+    )
     parser.add_argument("--steps", type=int, default=_DEFAULTS.steps, help="timed steps per configuration")
     parser.add_argument("--warmup", type=int, default=_DEFAULTS.warmup, help="untimed steps per configuration first")
     parser.add_argument("--batch", type=int, default=None, help="batch size (default: the model's)")
     parser.add_argument("--seed", type=int, default=_DEFAULTS.seed, help="seed for the weights and the batches")
-    parser.add_argument("--no-torch", dest="torch", action="store_false",
-                        help="do not measure torch even if it is installed")
+    parser.add_argument(
+        "--no-torch", dest="torch", action="store_false", help="do not measure torch even if it is installed"
+    )
     parser.add_argument("--json", metavar="PATH", help="write the full result as JSON to PATH ('-': stdout)")
-    parser.add_argument("--plot", metavar="PATH", help="save a figure (step time, memory, loss curves) to PATH; "
-                                                       "needs matplotlib")
-    parser.add_argument("--from", dest="source", metavar="JSON",
-                        help="show a saved result (table, --plot) instead of measuring")
+    parser.add_argument(
+        "--plot", metavar="PATH", help="save a figure (step time, memory, loss curves) to PATH; needs matplotlib"
+    )
+    parser.add_argument(
+        "--from", dest="source", metavar="JSON", help="show a saved result (table, --plot) instead of measuring"
+    )
     parser.set_defaults(run=run)
 
 
@@ -62,8 +81,16 @@ def _settings(args: argparse.Namespace) -> benchmark.BenchSettings:
     for name in devices or ():
         checked_device(name)  # a bad or unavailable device is a one-line error before anything runs
     try:
-        return benchmark.BenchSettings(models.get_model(args.model), devices, _split(args.dtype), args.steps,
-                                       args.warmup, args.seed, args.batch, args.torch)
+        return benchmark.BenchSettings(
+            models.get_model(args.model),
+            devices,
+            _split(args.dtype),
+            args.steps,
+            args.warmup,
+            args.seed,
+            args.batch,
+            args.torch,
+        )
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
 
@@ -81,10 +108,16 @@ def _load(path: str) -> dict[str, Any]:
 
 def _measuring_options(args: argparse.Namespace) -> list[str]:
     """The options given that choose what to measure, which a saved result (``--from``) cannot honour."""
-    given = {"--device": args.device is not None, "--model": args.model != _DEFAULTS.model.name,
-             "--dtype": args.dtype is not None, "--steps": args.steps != _DEFAULTS.steps,
-             "--warmup": args.warmup != _DEFAULTS.warmup, "--batch": args.batch is not None,
-             "--seed": args.seed != _DEFAULTS.seed, "--no-torch": not args.torch}
+    given = {
+        "--device": args.device is not None,
+        "--model": args.model != _DEFAULTS.model.name,
+        "--dtype": args.dtype is not None,
+        "--steps": args.steps != _DEFAULTS.steps,
+        "--warmup": args.warmup != _DEFAULTS.warmup,
+        "--batch": args.batch is not None,
+        "--seed": args.seed != _DEFAULTS.seed,
+        "--no-torch": not args.torch,
+    }
     return [option for option, on in given.items() if on]
 
 
@@ -98,8 +131,9 @@ def _result(args: argparse.Namespace, out: Any) -> dict[str, Any]:
             raise CommandError(str(exc), status=1) from exc
     given = _measuring_options(args)
     if given:
-        raise CommandError(f"{', '.join(given)} cannot apply to --from, which shows a saved result as measured; "
-                           "drop one or the other")
+        raise CommandError(
+            f"{', '.join(given)} cannot apply to --from, which shows a saved result as measured; drop one or the other"
+        )
     return _load(args.source)
 
 
@@ -132,8 +166,10 @@ def _measure(out: Any, settings: benchmark.BenchSettings) -> dict[str, Any]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     configs = benchmark.configurations(settings)
-    out.print(f"ampcore bench: {settings.model.description}; {len(configs)} configurations: "
-              + ", ".join(c.label for c in configs))
+    out.print(
+        f"ampcore bench: {settings.model.description}; {len(configs)} configurations: "
+        + ", ".join(c.label for c in configs)
+    )
     total = len(configs) * (1 + settings.warmup + settings.steps)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=out, transient=True) as progress:

@@ -55,8 +55,7 @@ class CommandParser(argparse.ArgumentParser):
 
     # namespace and the result are Any: argparse's stubs overload them (None gives a Namespace, an object gives that
     # same object back), and one override has to accept every overload.
-    def parse_known_args(self, args: Iterable[str] | None = None,
-                         namespace: Any = None) -> tuple[Any, list[str]]:
+    def parse_known_args(self, args: Iterable[str] | None = None, namespace: Any = None) -> tuple[Any, list[str]]:
         """As argparse's, but an argument this subcommand does not know exits with status 2 and its usage."""
         parsed, extras = super().parse_known_args(args, namespace)
         if extras:

@@ -24,18 +24,25 @@ BRIEF = ["--tb=no", "-rfE", "--disable-warnings"]
 def add_parser(subparsers: Any) -> None:
     """Add ``conformance`` to the ``ampcore`` subcommands."""
     parser = subparsers.add_parser(
-        "conformance", help="check a backend against the shared conformance suite",
+        "conformance",
+        help="check a backend against the shared conformance suite",
         description="Run the conformance suite on a backend: every kernel and op against a float64 reference, "
-                    "rounding and storage honesty, autocast routing, the AMP kernels and a short training run. "
-                    "Prints an op x dtype report; exit status 0 when the backend conforms. Arguments after "
-                    "'--' go to pytest (e.g. -- -x -k rounding).")
+        "rounding and storage honesty, autocast routing, the AMP kernels and a short training run. "
+        "Prints an op x dtype report; exit status 0 when the backend conforms. Arguments after "
+        "'--' go to pytest (e.g. -- -x -k rounding).",
+    )
     parser.add_argument("--backend", required=True, metavar="NAME[:N]", help="backend (device) to check, e.g. cpu")
     parser.add_argument("--json", metavar="PATH", help="also write the report as JSON to PATH")
-    parser.add_argument("--known-gaps", metavar="PATH",
-                        help="TOML file of known gaps (default: the file the backend ships, if any)")
-    parser.add_argument("--report", choices=("full", "summary", "none"), default="full",
-                        help="the op x dtype table and every failure's traceback (full), or a one-line verdict "
-                             "(summary) or no report (none) with one line per failing check")
+    parser.add_argument(
+        "--known-gaps", metavar="PATH", help="TOML file of known gaps (default: the file the backend ships, if any)"
+    )
+    parser.add_argument(
+        "--report",
+        choices=("full", "summary", "none"),
+        default="full",
+        help="the op x dtype table and every failure's traceback (full), or a one-line verdict "
+        "(summary) or no report (none) with one line per failing check",
+    )
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     parser.set_defaults(run=run)
 
@@ -43,8 +50,19 @@ def add_parser(subparsers: Any) -> None:
 def pytest_args(args: argparse.Namespace) -> list[str]:
     """The pytest command line that runs the suite as ``args`` ask."""
     here = Path(__file__).resolve().parent.parent / "conformance"
-    argv = ["-c", str(here / "pytest.ini"), "--rootdir", str(here), "-q", "--pyargs", "ampcore.conformance",
-            "--ampcore-backend", args.backend, "--ampcore-report", args.report]
+    argv = [
+        "-c",
+        str(here / "pytest.ini"),
+        "--rootdir",
+        str(here),
+        "-q",
+        "--pyargs",
+        "ampcore.conformance",
+        "--ampcore-backend",
+        args.backend,
+        "--ampcore-report",
+        args.report,
+    ]
     if args.json:
         argv += ["--ampcore-json", args.json]
     if args.known_gaps:

@@ -18,8 +18,11 @@ __all__ = ["add_parser", "collect", "run"]
 
 def add_parser(subparsers: Any) -> None:
     """Add ``info`` to the ``ampcore`` subcommands."""
-    parser = subparsers.add_parser("info", help="list backends, their capabilities and broken plugins",
-                                   description="List installed backends, their capabilities, and broken plugins.")
+    parser = subparsers.add_parser(
+        "info",
+        help="list backends, their capabilities and broken plugins",
+        description="List installed backends, their capabilities, and broken plugins.",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(run=run)
 
@@ -52,13 +55,23 @@ def _plugins(records: list[BackendRecord]) -> list[dict[str, Any]]:
     out = []
     for name in sorted(names):
         dist, version, value = eps.get(name, (None, None, None))
-        kernels = {r.backend.name: sorted(k for k in r.backend.kernels.names() if r.backend.kernels.provider(k) == name)
-                   for r in records if r.plugin != name}
-        out.append({
-            "name": name, "distribution": dist, "version": version, "entry_point": value,
-            "backends": sorted(r.backend.name for r in records if r.plugin == name),
-            "kernels": {b: ks for b, ks in kernels.items() if ks}, "policy": name in policy, "broken": name in broken,
-        })
+        kernels = {
+            r.backend.name: sorted(k for k in r.backend.kernels.names() if r.backend.kernels.provider(k) == name)
+            for r in records
+            if r.plugin != name
+        }
+        out.append(
+            {
+                "name": name,
+                "distribution": dist,
+                "version": version,
+                "entry_point": value,
+                "backends": sorted(r.backend.name for r in records if r.plugin == name),
+                "kernels": {b: ks for b, ks in kernels.items() if ks},
+                "policy": name in policy,
+                "broken": name in broken,
+            }
+        )
     return out
 
 
@@ -66,9 +79,17 @@ def _backend_info(record: BackendRecord) -> dict[str, Any]:
     backend = record.backend
     status = record.availability()
     info: dict[str, Any] = {
-        "name": backend.name, "device_type": backend.device_type, "available": status.ok, "reason": status.reason,
-        "priority": backend.priority, "plugin": record.plugin, "distribution": record.distribution,
-        "version": record.version, "entry_point": record.entry_point, "devices": [], "kernels": _kernels(backend),
+        "name": backend.name,
+        "device_type": backend.device_type,
+        "available": status.ok,
+        "reason": status.reason,
+        "priority": backend.priority,
+        "plugin": record.plugin,
+        "distribution": record.distribution,
+        "version": record.version,
+        "entry_point": record.entry_point,
+        "devices": [],
+        "kernels": _kernels(backend),
     }
     if status.ok:
         try:
@@ -133,8 +154,19 @@ def _e(value: Any) -> str:
     return escape(str(value))
 
 
-_STANDARD_FIELDS = {"index", "usable", "reason", "device_name", "memory_bytes", "storable", "native", "emulated",
-                    "autocast_dtype", "policy", "fallback_ops"}
+_STANDARD_FIELDS = {
+    "index",
+    "usable",
+    "reason",
+    "device_name",
+    "memory_bytes",
+    "storable",
+    "native",
+    "emulated",
+    "autocast_dtype",
+    "policy",
+    "fallback_ops",
+}
 
 
 def _backend_panel(b: dict[str, Any]) -> Any:
@@ -214,8 +246,9 @@ def render(data: dict[str, Any]) -> None:
     from rich.table import Table
 
     console = Console(highlight=False)
-    default = _e(data["default_device"]) if data["default_device"] else \
-        f"[red]none[/] ({_e(data['default_device_error'])})"
+    default = (
+        _e(data["default_device"]) if data["default_device"] else f"[red]none[/] ({_e(data['default_device_error'])})"
+    )
     console.print(f"ampcore {_e(data['ampcore'])}  python {_e(data['python'])}  default device {default}")
     if not data["backends"]:
         console.print("[red]no backends installed[/]: pip install ampcore-cpu")

@@ -15,20 +15,24 @@ __all__ = ["add_parser", "collect", "run"]
 def add_parser(subparsers: Any) -> None:
     """Add ``policy`` to the ``ampcore`` subcommands."""
     parser = subparsers.add_parser(
-        "policy", help="show the cast policy autocast uses on a device",
+        "policy",
+        help="show the cast policy autocast uses on a device",
         description="Show which dtype autocast runs each op in on a device type, and why. Lists the ops ampcore "
-                    "implements (unlisted ones run in their inputs' types); --all adds every op the table lists.")
+        "implements (unlisted ones run in their inputs' types); --all adds every op the table lists.",
+    )
     parser.add_argument("--device", metavar="NAME", help="backend name (default: the default device)")
     parser.add_argument("--op", action="append", metavar="OP", help="only these ops (repeatable)")
-    parser.add_argument("--category", choices=("lower", "fp32", "promote", "banned", "unlisted"),
-                        help="only ops of this category")
+    parser.add_argument(
+        "--category", choices=("lower", "fp32", "promote", "banned", "unlisted"), help="only ops of this category"
+    )
     parser.add_argument("--all", action="store_true", help="include listed ops ampcore does not implement")
     parser.add_argument("--json", action="store_true", help="print as JSON")
     parser.set_defaults(run=run)
 
 
-def collect(device: str | None, ops: list[str] | None = None, category: str | None = None,
-            include_all: bool = False) -> dict[str, Any]:
+def collect(
+    device: str | None, ops: list[str] | None = None, category: str | None = None, include_all: bool = False
+) -> dict[str, Any]:
     """The policy of ``device``'s type as plain data: op -> category, source, whether ampcore implements it."""
     from .. import policy as P
 
@@ -45,8 +49,7 @@ def collect(device: str | None, ops: list[str] | None = None, category: str | No
             raise CommandError(str(exc)) from exc
         source = _unlisted_source(op, table) if entry.source == "unlisted" else entry.source
         if category is None or entry.category.value == category:
-            rows.append({"op": op, "category": entry.category.value, "source": source,
-                         "implemented": op in known})
+            rows.append({"op": op, "category": entry.category.value, "source": source, "implemented": op in known})
     return {"device_type": device_type, "policy": policy.name, "ops": rows}
 
 

@@ -31,14 +31,20 @@ _DEFAULTS = training.TrainConfig()
 def add_parser(subparsers: Any) -> None:
     """Add ``train`` to the ``ampcore`` subcommands."""
     parser = subparsers.add_parser(
-        "train", help="train a small MLP on the digits data set with mixed precision",
+        "train",
+        help="train a small MLP on the digits data set with mixed precision",
         description="Train an MLP (64-128-128-10) on the UCI digits with AdamW under autocast (float16 with a "
-                    "GradScaler, or bfloat16), and report train/test accuracy.")
-    parser.add_argument("--device", default=None,
-                        help="device such as 'cpu' or 'opencl:0' (default: the best available backend)")
-    parser.add_argument("--dtype", default=None,
-                        help="autocast dtype, float16 or bfloat16 (default: the device's own, bfloat16 on cpu); "
-                             "float32 is the same as --no-amp")
+        "GradScaler, or bfloat16), and report train/test accuracy.",
+    )
+    parser.add_argument(
+        "--device", default=None, help="device such as 'cpu' or 'opencl:0' (default: the best available backend)"
+    )
+    parser.add_argument(
+        "--dtype",
+        default=None,
+        help="autocast dtype, float16 or bfloat16 (default: the device's own, bfloat16 on cpu); "
+        "float32 is the same as --no-amp",
+    )
     parser.add_argument("--no-amp", dest="amp", action="store_false", help="train the float32 baseline only")
     parser.add_argument("--compare", action="store_true", help="also train the float32 baseline and print both")
     parser.add_argument("--epochs", type=int, default=_DEFAULTS.epochs, help="passes over the training set")
@@ -46,9 +52,13 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--lr", type=float, default=_DEFAULTS.lr, help="AdamW learning rate")
     parser.add_argument("--seed", type=int, default=_DEFAULTS.seed, help="seed for the split, init and batch order")
     parser.add_argument("--json", action="store_true", help="print the result(s) as JSON instead of a progress bar")
-    parser.add_argument("--nproc", type=int, default=None,
-                        help="train data parallel on this many MPI ranks (starts mpiexec -n NPROC; needs "
-                             "pip install 'ampcore[mpi]'); --batch-size is then per rank")
+    parser.add_argument(
+        "--nproc",
+        type=int,
+        default=None,
+        help="train data parallel on this many MPI ranks (starts mpiexec -n NPROC; needs "
+        "pip install 'ampcore[mpi]'); --batch-size is then per rank",
+    )
     parser.set_defaults(run=run)
 
 
@@ -59,8 +69,15 @@ def run(args: argparse.Namespace) -> int:
     nproc = _checked_nproc(args.nproc, job_size)
     device = checked_device(args.device)
     try:
-        config = training.TrainConfig(device=str(device), dtype=args.dtype, amp=args.amp, epochs=args.epochs,
-                                      batch_size=args.batch_size, lr=args.lr, seed=args.seed)
+        config = training.TrainConfig(
+            device=str(device),
+            dtype=args.dtype,
+            amp=args.amp,
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            lr=args.lr,
+            seed=args.seed,
+        )
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
     if nproc > 1 and job_size == 1:
@@ -113,8 +130,9 @@ def _launch(nproc: int, argv: list[str]) -> int:
 
         command = mpiexec_command(nproc, [sys.executable, "-m", "ampcore", *argv])
     except (ImportError, FileNotFoundError) as exc:
-        raise CommandError(f"--nproc needs mpi4py and mpiexec ({exc}); install them with: "
-                           "pip install 'ampcore[mpi]'") from exc
+        raise CommandError(
+            f"--nproc needs mpi4py and mpiexec ({exc}); install them with: pip install 'ampcore[mpi]'"
+        ) from exc
     return subprocess.run(command, env=rank_environment(nproc)).returncode
 
 
@@ -132,8 +150,9 @@ def _check_conflicts(args: argparse.Namespace) -> None:
     if not args.amp and args.dtype not in (None, "float32"):
         raise CommandError(f"--no-amp trains in float32 but --dtype asks for {args.dtype!r}; drop one of them")
     if args.compare and (not args.amp or args.dtype == "float32"):
-        raise CommandError("--compare trains the float32 baseline beside the AMP run; drop --no-amp and "
-                           "--dtype float32")
+        raise CommandError(
+            "--compare trains the float32 baseline beside the AMP run; drop --no-amp and --dtype float32"
+        )
 
 
 def _train_with_progress(out: Any, config: training.TrainConfig, group: Any = None) -> training.TrainResult:
@@ -143,31 +162,52 @@ def _train_with_progress(out: Any, config: training.TrainConfig, group: Any = No
     scaling = "GradScaler on" if dtype == "float16" else "no loss scaling needed"
     mode = f"autocast to {dtype}, {scaling}" if dtype != "float32" else "float32 (no AMP)"
     ranks = "" if group is None else f" x {group.size} ranks (data parallel)"
-    out.print(f"training on {config.device} in {dtype}: {mode}; {config.epochs} epochs, batch size "
-              f"{config.batch_size}{ranks}, lr {config.lr:g}, seed {config.seed}")
-    columns = (TextColumn("epoch {task.fields[epoch]}"), BarColumn(), TextColumn("step"), MofNCompleteColumn(),
-               TextColumn("loss {task.fields[loss]:.4f}"), TextColumn("scale {task.fields[scale]}"),
-               TextColumn("skipped {task.fields[skipped]}"), TimeElapsedColumn())
+    out.print(
+        f"training on {config.device} in {dtype}: {mode}; {config.epochs} epochs, batch size "
+        f"{config.batch_size}{ranks}, lr {config.lr:g}, seed {config.seed}"
+    )
+    columns = (
+        TextColumn("epoch {task.fields[epoch]}"),
+        BarColumn(),
+        TextColumn("step"),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]:.4f}"),
+        TextColumn("scale {task.fields[scale]}"),
+        TextColumn("skipped {task.fields[skipped]}"),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=out) as progress:
-        task = progress.add_task("train", total=None, epoch=f"0/{config.epochs}", loss=float("nan"), scale="-",
-                                 skipped=0)
+        task = progress.add_task(
+            "train", total=None, epoch=f"0/{config.epochs}", loss=float("nan"), scale="-", skipped=0
+        )
 
         def on_progress(info: training.Progress) -> None:
             scale = "-" if info.loss_scale is None else f"{info.loss_scale:g}"
-            progress.update(task, completed=info.step, total=info.total_steps, epoch=f"{info.epoch}/{info.epochs}",
-                            loss=info.loss, scale=scale, skipped=info.skipped_steps)
+            progress.update(
+                task,
+                completed=info.step,
+                total=info.total_steps,
+                epoch=f"{info.epoch}/{info.epochs}",
+                loss=info.loss,
+                scale=scale,
+                skipped=info.skipped_steps,
+            )
 
         result = training.train(config, on_progress=on_progress, process_group=group)
     scale = "" if result.loss_scale is None else f"  loss scale {result.loss_scale:g}"
-    out.print(f"train accuracy {result.train_accuracy:.4f}  test accuracy {result.test_accuracy:.4f}  "
-              f"final loss {result.final_loss:.4f}  {result.steps} steps ({result.skipped_steps} skipped) in "
-              f"{result.seconds:.1f} s on {result.device} ({result.dtype}){scale}  "
-              f"{result.host_syncs_per_step:.2f} host syncs/step{_progress_reads(result)}")
+    out.print(
+        f"train accuracy {result.train_accuracy:.4f}  test accuracy {result.test_accuracy:.4f}  "
+        f"final loss {result.final_loss:.4f}  {result.steps} steps ({result.skipped_steps} skipped) in "
+        f"{result.seconds:.1f} s on {result.device} ({result.dtype}){scale}  "
+        f"{result.host_syncs_per_step:.2f} host syncs/step{_progress_reads(result)}"
+    )
     if result.world_size > 1:
         share = result.collective_seconds / result.seconds if result.seconds else 0.0
-        out.print(f"data parallel on {result.world_size} ranks: {result.allreduce_bytes_per_step:,.0f} bytes "
-                  f"all-reduced per step per rank, {result.collective_seconds:.2f} s in collectives on rank 0 "
-                  f"({share:.0%} of its training time)")
+        out.print(
+            f"data parallel on {result.world_size} ranks: {result.allreduce_bytes_per_step:,.0f} bytes "
+            f"all-reduced per step per rank, {result.collective_seconds:.2f} s in collectives on rank 0 "
+            f"({share:.0%} of its training time)"
+        )
     return result
 
 

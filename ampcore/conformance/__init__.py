@@ -16,5 +16,14 @@ from .gaps import KnownGap, KnownGapsError, load_known_gaps
 from .subject import NOT_SUPPORTED, BackendUnderTest
 from .tolerance import EPS, assert_close, assert_same_nonfinite, tolerance
 
-__all__ = ["BackendUnderTest", "NOT_SUPPORTED", "EPS", "tolerance", "assert_close", "assert_same_nonfinite",
-           "KnownGap", "KnownGapsError", "load_known_gaps"]
+__all__ = [
+    "BackendUnderTest",
+    "NOT_SUPPORTED",
+    "EPS",
+    "tolerance",
+    "assert_close",
+    "assert_same_nonfinite",
+    "KnownGap",
+    "KnownGapsError",
+    "load_known_gaps",
+]

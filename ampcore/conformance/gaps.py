@@ -44,8 +44,12 @@ class KnownGap:
     source: str = ""
 
     def matches(self, backend: str, check: str, op: str, dtype: str) -> bool:
-        return (self.check == check and self.op in (None, op) and self.dtype in (None, dtype)
-                and self.backend in (None, backend))
+        return (
+            self.check == check
+            and self.op in (None, op)
+            and self.dtype in (None, dtype)
+            and self.backend in (None, backend)
+        )
 
     def describe(self) -> str:
         parts = [self.check, self.op or "*", self.dtype or "*"]
@@ -61,8 +65,10 @@ def load_known_gaps(path: str | PathLike[str]) -> list[KnownGap]:
         raise KnownGapsError(f"cannot read known-gaps file {str(path)!r}: {exc}") from exc
     unknown_tables = set(data) - {"gap"}
     if unknown_tables:
-        raise KnownGapsError(f"known-gaps file {str(path)!r} has unknown tables {sorted(unknown_tables)}; "
-                             "write each gap as a [[gap]] table")
+        raise KnownGapsError(
+            f"known-gaps file {str(path)!r} has unknown tables {sorted(unknown_tables)}; "
+            "write each gap as a [[gap]] table"
+        )
     gaps = []
     for n, entry in enumerate(data.get("gap", []), start=1):
         where = f"gap {n} of {str(path)!r}"
@@ -75,6 +81,9 @@ def load_known_gaps(path: str | PathLike[str]) -> list[KnownGap]:
         for key in ("op", "dtype", "backend"):
             if key in entry and not isinstance(entry[key], str):
                 raise KnownGapsError(f"{where}: {key!r} must be a string, got {entry[key]!r}")
-        gaps.append(KnownGap(entry["check"], entry["reason"], entry.get("op"), entry.get("dtype"),
-                             entry.get("backend"), str(path)))
+        gaps.append(
+            KnownGap(
+                entry["check"], entry["reason"], entry.get("op"), entry.get("dtype"), entry.get("backend"), str(path)
+            )
+        )
     return gaps

@@ -14,10 +14,21 @@ from .. import dtypes as dt
 from .references import exactly, round_to, same_bits, to_f64
 from .tolerance import assert_close, assert_same_nonfinite, tolerance
 
-__all__ = ["Array", "quietly", "seeded_rng", "put_rounded", "result_on_host", "stored_values", "rounded_reference",
-           "assert_close_each", "assert_bits", "layouts"]
+__all__ = [
+    "Array",
+    "quietly",
+    "seeded_rng",
+    "put_rounded",
+    "result_on_host",
+    "stored_values",
+    "rounded_reference",
+    "assert_close_each",
+    "assert_bits",
+    "layouts",
+]
 
 Array = Any  # a backend (device) array
+
 
 def quietly(what: str, kernel: Callable[..., Any], *args: Any) -> Any:
     """``kernel(*args)``, failing if it emits a RuntimeWarning: kernels must give IEEE results (log(0) = -inf,
@@ -26,9 +37,11 @@ def quietly(what: str, kernel: Callable[..., Any], *args: Any) -> Any:
         warnings.simplefilter("always")
         out = kernel(*args)
     noisy = [w for w in caught if issubclass(w.category, RuntimeWarning)]
-    assert not noisy, (f"{what}: the kernel emitted {len(noisy)} RuntimeWarning(s), first {str(noisy[0].message)!r}; "
-                       "kernels must not warn on inf/NaN/zero inputs (wrap NumPy calls in "
-                       "np.errstate(all='ignore'))")
+    assert not noisy, (
+        f"{what}: the kernel emitted {len(noisy)} RuntimeWarning(s), first {str(noisy[0].message)!r}; "
+        "kernels must not warn on inf/NaN/zero inputs (wrap NumPy calls in "
+        "np.errstate(all='ignore'))"
+    )
     return out
 
 
@@ -68,8 +81,9 @@ def rounded_reference(fn: Callable[..., np.ndarray], *inputs: Any, dtype: str) -
         return to_f64(round_to(fn(*inputs), dtype))
 
 
-def assert_close_each(actual: np.ndarray, expected: np.ndarray, dtype: str, what: str,
-                       inputs: tuple[np.ndarray, ...] = ()) -> None:
+def assert_close_each(
+    actual: np.ndarray, expected: np.ndarray, dtype: str, what: str, inputs: tuple[np.ndarray, ...] = ()
+) -> None:
     """Elementwise results, each within ``tolerance(dtype)`` of its own magnitude (at least 1).
 
     A vectorised pre-filter (half the allowed error) picks the suspects; :func:`assert_close`
@@ -86,20 +100,27 @@ def assert_close_each(actual: np.ndarray, expected: np.ndarray, dtype: str, what
         suspects = err > 0.5 * tolerance(dtype) * (magnitude + np.maximum(1.0, magnitude))
     for index in map(tuple, np.argwhere(suspects)):
         args = ", ".join(repr(float(np.broadcast_to(x, e.shape)[index])) for x in inputs)
-        assert_close(np.reshape(a[index], 1), np.reshape(e[index], 1), dtype,
-                     what=f"{what}, element {index}" + (f" = f({args})" if args else ""))
+        assert_close(
+            np.reshape(a[index], 1),
+            np.reshape(e[index], 1),
+            dtype,
+            what=f"{what}, element {index}" + (f" = f({args})" if args else ""),
+        )
 
 
 def assert_bits(actual: np.ndarray, expected: np.ndarray, what: str) -> None:
     """Bit-for-bit equality (any NaN matches any NaN), shape and dtype included."""
     if actual.shape != expected.shape or actual.dtype != expected.dtype:
-        raise AssertionError(f"{what}: got a {actual.dtype} array of shape {actual.shape}, expected "
-                             f"{expected.dtype} {expected.shape}")
+        raise AssertionError(
+            f"{what}: got a {actual.dtype} array of shape {actual.shape}, expected {expected.dtype} {expected.shape}"
+        )
     same = same_bits(actual, expected)
     if not same.all():
         i = tuple(int(v) for v in np.argwhere(~same)[0])
-        raise AssertionError(f"{what}: {int((~same).sum())} of {same.size} elements differ; first at {i}: got "
-                             f"{actual[i]!r}, expected {expected[i]!r} (bit-for-bit)")
+        raise AssertionError(
+            f"{what}: {int((~same).sum())} of {same.size} elements differ; first at {i}: got "
+            f"{actual[i]!r}, expected {expected[i]!r} (bit-for-bit)"
+        )
 
 
 def layouts(backend: Any, base: np.ndarray, dtype: str) -> list[tuple[str, Array, np.ndarray]]:

@@ -101,8 +101,7 @@ CASES: dict[str, Case] = {
     "smooth_l1_loss": lambda t: F.smooth_l1_loss(t(3, 4), t(3, 4)),
     "huber_loss": lambda t: F.huber_loss(t(3, 4), t(3, 4)),
     "kl_div": lambda t: F.kl_div(t(3, 4), t(3, 4), reduction="batchmean"),
-    "binary_cross_entropy_with_logits": lambda t: F.binary_cross_entropy_with_logits(t(3, 4), t.const(
-        np.eye(3, 4))),
+    "binary_cross_entropy_with_logits": lambda t: F.binary_cross_entropy_with_logits(t(3, 4), t.const(np.eye(3, 4))),
     "margin_ranking_loss": lambda t: F.margin_ranking_loss(t(5), t(5), t.const([1, -1, 1, 1, -1])),
     "soft_margin_loss": lambda t: F.soft_margin_loss(t(5), t.const([1, -1, 1, 1, -1])),
     "hinge_embedding_loss": lambda t: F.hinge_embedding_loss(t(5), t.const([1, -1, 1, 1, -1])),

@@ -35,11 +35,35 @@ import numpy as np
 from .. import dtypes as dt
 
 __all__ = [
-    "STEP", "vjp", "derivative",
-    "abs_", "sign", "maximum", "minimum", "amax", "argmax", "erf", "sigmoid", "rsqrt",
-    "UNARY", "BINARY",
-    "softmax", "log_softmax", "logsumexp", "gelu", "linear", "layer_norm", "cross_entropy", "mse_loss", "conv2d",
-    "attention", "softmax_vjp", "log_softmax_vjp", "adam_steps", "sgd_steps", "overflowing_rows",
+    "STEP",
+    "vjp",
+    "derivative",
+    "abs_",
+    "sign",
+    "maximum",
+    "minimum",
+    "amax",
+    "argmax",
+    "erf",
+    "sigmoid",
+    "rsqrt",
+    "UNARY",
+    "BINARY",
+    "softmax",
+    "log_softmax",
+    "logsumexp",
+    "gelu",
+    "linear",
+    "layer_norm",
+    "cross_entropy",
+    "mse_loss",
+    "conv2d",
+    "attention",
+    "softmax_vjp",
+    "log_softmax_vjp",
+    "adam_steps",
+    "sgd_steps",
+    "overflowing_rows",
 ]
 
 Array = np.ndarray
@@ -113,7 +137,7 @@ def amax(z: Array, axis: int | tuple[int, ...], keepdims: bool = False) -> Array
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     rest = [i for i in range(z.ndim) if i not in axes]
     moved = np.transpose(z, rest + list(axes))
-    flat = moved.reshape(moved.shape[:len(rest)] + (-1,))
+    flat = moved.reshape(moved.shape[: len(rest)] + (-1,))
     picked = np.take_along_axis(flat, np.argmax(np.real(flat), axis=-1)[..., None], axis=-1)[..., 0]
     if keepdims:
         picked = np.expand_dims(picked, axes)
@@ -145,12 +169,27 @@ def rsqrt(z: Array) -> Array:
 
 # The unary and binary ops, by ampcore's op name.
 UNARY: dict[str, Callable[[Array], Array]] = {
-    "neg": np.negative, "abs": abs_, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": rsqrt,
-    "tanh": np.tanh, "sigmoid": sigmoid, "erf": erf, "sign": sign, "sin": np.sin, "cos": np.cos,
+    "neg": np.negative,
+    "abs": abs_,
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
+    "rsqrt": rsqrt,
+    "tanh": np.tanh,
+    "sigmoid": sigmoid,
+    "erf": erf,
+    "sign": sign,
+    "sin": np.sin,
+    "cos": np.cos,
 }
 BINARY: dict[str, Callable[[Array, Array], Array]] = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
-    "maximum": maximum, "minimum": minimum,
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "pow": np.power,
+    "maximum": maximum,
+    "minimum": minimum,
 }
 
 
@@ -216,8 +255,7 @@ def mse_loss(x: Array, t: Array) -> Array:
     return np.mean(d * d)
 
 
-def conv2d(x: Array, w: Array, b: Array, stride: tuple[int, int] = (1, 1),
-           padding: tuple[int, int] = (0, 0)) -> Array:
+def conv2d(x: Array, w: Array, b: Array, stride: tuple[int, int] = (1, 1), padding: tuple[int, int] = (0, 0)) -> Array:
     """Cross-correlation of (N, C, H, W) with (O, C, kh, kw) (groups=1, dilation 1), plus bias."""
     (sh, sw), (ph, pw) = stride, padding
     xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
@@ -257,9 +295,19 @@ def _identity(a: Array) -> Array:
     return a
 
 
-def adam_steps(p: Array, grads: Sequence[Array], *, lr: float, beta1: float, beta2: float, eps: float,
-               weight_decay: float, decoupled: bool, round_param: Rounder = _identity, amsgrad: bool = False
-               ) -> Iterator[tuple[Array, Array, Array]]:
+def adam_steps(
+    p: Array,
+    grads: Sequence[Array],
+    *,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float,
+    decoupled: bool,
+    round_param: Rounder = _identity,
+    amsgrad: bool = False,
+) -> Iterator[tuple[Array, Array, Array]]:
     """torch's Adam (``decoupled=False``: L2 added to the gradient) or AdamW, in float64.
 
     Yields (param, exp_avg, exp_avg_sq) after each step.  ``round_param`` maps
@@ -278,14 +326,22 @@ def adam_steps(p: Array, grads: Sequence[Array], *, lr: float, beta1: float, bet
         m = beta1 * m + (1.0 - beta1) * g
         v = beta2 * v + (1.0 - beta2) * g * g
         v_max = np.maximum(v_max, v)  # amsgrad: the running maximum of v drives the step
-        m_hat, v_hat = m / (1.0 - beta1 ** t), (v_max if amsgrad else v) / (1.0 - beta2 ** t)
+        m_hat, v_hat = m / (1.0 - beta1**t), (v_max if amsgrad else v) / (1.0 - beta2**t)
         p = round_param(p - lr * m_hat / (np.sqrt(v_hat) + eps))
         yield p, m, v
 
 
-def sgd_steps(p: Array, grads: Sequence[Array], *, lr: float, momentum: float = 0.0, dampening: float = 0.0,
-              weight_decay: float = 0.0, nesterov: bool = False, round_param: Rounder = _identity
-              ) -> Iterator[tuple[Array, Array | None]]:
+def sgd_steps(
+    p: Array,
+    grads: Sequence[Array],
+    *,
+    lr: float,
+    momentum: float = 0.0,
+    dampening: float = 0.0,
+    weight_decay: float = 0.0,
+    nesterov: bool = False,
+    round_param: Rounder = _identity,
+) -> Iterator[tuple[Array, Array | None]]:
     """torch's SGD in float64; yields (param, momentum_buffer or None) after each step."""
     p = np.asarray(p, np.float64)
     buf: Array | None = None

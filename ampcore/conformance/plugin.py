@@ -35,19 +35,34 @@ _OUTCOMES = pytest.StashKey[list[tuple[str, str]]]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("ampcore", "ampcore conformance suite")
-    group.addoption("--ampcore-backend", action="append", default=[], metavar="NAME[:N]",
-                    help="backend (device) the conformance suite checks; repeatable; default: every installed one")
+    group.addoption(
+        "--ampcore-backend",
+        action="append",
+        default=[],
+        metavar="NAME[:N]",
+        help="backend (device) the conformance suite checks; repeatable; default: every installed one",
+    )
     group.addoption("--ampcore-json", metavar="PATH", help="write the conformance report as JSON to PATH")
-    group.addoption("--ampcore-known-gaps", metavar="PATH",
-                    help="TOML file of known gaps (default: the one the backend ships, if any)")
-    group.addoption("--ampcore-report", choices=("auto", "full", "summary", "none"), default="auto",
-                    help="the report printed at the end: the op x dtype table (full), one line per backend "
-                         "(summary), or none; auto: full when --ampcore-backend is given")
+    group.addoption(
+        "--ampcore-known-gaps",
+        metavar="PATH",
+        help="TOML file of known gaps (default: the one the backend ships, if any)",
+    )
+    group.addoption(
+        "--ampcore-report",
+        choices=("auto", "full", "summary", "none"),
+        default="auto",
+        help="the report printed at the end: the op x dtype table (full), one line per backend "
+        "(summary), or none; auto: full when --ampcore-backend is given",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "conformance(check=None, op=None): where a check lands in the conformance "
-                                       "report (default: its module, and its 'op' parameter or its name)")
+    config.addinivalue_line(
+        "markers",
+        "conformance(check=None, op=None): where a check lands in the conformance "
+        "report (default: its module, and its 'op' parameter or its name)",
+    )
     config.stash[_RUN] = _Run(config)
 
 
@@ -117,8 +132,11 @@ def _load_gaps(option: str | None, name: str) -> list[KnownGap]:
 def _is_conformance_test(metafunc: pytest.Metafunc) -> bool:
     """Ours, or one the user runs against a backend: another project's own ``backend`` fixture is left alone."""
     module = getattr(metafunc.module, "__name__", "")
-    return (module.startswith(f"{__package__}.") or bool(metafunc.config.getoption("ampcore_backend"))
-            or metafunc.definition.get_closest_marker("conformance") is not None)
+    return (
+        module.startswith(f"{__package__}.")
+        or bool(metafunc.config.getoption("ampcore_backend"))
+        or metafunc.definition.get_closest_marker("conformance") is not None
+    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -202,8 +220,9 @@ def _case_of(item: pytest.Item) -> tuple[str, Case] | None:
     module = getattr(item, "module", None)
     stem = module.__name__.rsplit(".", 1)[-1] if module else "checks"
     check = kwargs.get("check") or stem.removeprefix("test_")
-    op = kwargs.get("op") or (_label(params["op"]) if "op" in params else
-                              getattr(item, "originalname", item.name).removeprefix("test_"))
+    op = kwargs.get("op") or (
+        _label(params["op"]) if "op" in params else getattr(item, "originalname", item.name).removeprefix("test_")
+    )
     dtype = _label(params["dtype"]) if "dtype" in params else "-"
     return params["backend"], Case(check, op, dtype)
 
@@ -224,8 +243,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
                 run.used_gaps.add(gap)
                 break
     for target, report in run.reports.items():
-        report.unused_gaps = [f"{g.describe()} ({g.source})" for g in run.gaps.get(target, [])
-                              if g not in run.used_gaps]
+        report.unused_gaps = [
+            f"{g.describe()} ({g.source})" for g in run.gaps.get(target, []) if g not in run.used_gaps
+        ]
 
 
 def _run_in_section_order(items: list[pytest.Item]) -> None:
@@ -239,8 +259,9 @@ def _run_in_section_order(items: list[pytest.Item]) -> None:
 
 # --------------------------------------------------------------------------- collecting outcomes
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item,
-                               call: pytest.CallInfo[None]) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
     outcome = yield
     where = item.stash.get(_CASE, None)
     if where is None:

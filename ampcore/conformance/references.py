@@ -23,12 +23,30 @@ import numpy as np
 from .. import dtypes as dt
 
 __all__ = [
-    "FLOAT_NAMES", "INT_NAMES", "NUMERIC_NAMES", "ALL_NAMES", "FORMATS",
-    "UNARY_REFERENCE", "BINARY_REFERENCE", "COMPARE_REFERENCE",
-    "UNARY_DOMAIN", "BINARY_DOMAIN",
-    "round_bits", "round_to", "exactly", "representable", "to_f64",
-    "uniform_in", "unary_input", "binary_inputs", "edge_values", "subnormals", "all_values",
-    "sample_values", "bits_of", "same_bits",
+    "FLOAT_NAMES",
+    "INT_NAMES",
+    "NUMERIC_NAMES",
+    "ALL_NAMES",
+    "FORMATS",
+    "UNARY_REFERENCE",
+    "BINARY_REFERENCE",
+    "COMPARE_REFERENCE",
+    "UNARY_DOMAIN",
+    "BINARY_DOMAIN",
+    "round_bits",
+    "round_to",
+    "exactly",
+    "representable",
+    "to_f64",
+    "uniform_in",
+    "unary_input",
+    "binary_inputs",
+    "edge_values",
+    "subnormals",
+    "all_values",
+    "sample_values",
+    "bits_of",
+    "same_bits",
 ]
 
 FLOAT_NAMES: tuple[str, ...] = tuple(d.name for d in dt.FLOAT_DTYPES)
@@ -129,7 +147,7 @@ def exactly(values: np.ndarray, dtype: dt.DType | str) -> np.ndarray:
     if v.dtype.kind in "iub":  # integers and bools convert exactly when in range
         if d.is_floating_point or d is dt.bool_:
             as_f = v.astype(np.float64)
-            if not representable(as_f, d).all() or (v.dtype.kind in "iu" and np.abs(v).max(initial=0) > 2 ** 53):
+            if not representable(as_f, d).all() or (v.dtype.kind in "iu" and np.abs(v).max(initial=0) > 2**53):
                 raise ValueError(f"values {v!r} are not all exactly representable in {d.name}")
             return as_f.astype(d.numpy) if d.is_floating_point else v.astype(d.numpy)
         info = np.iinfo(d.numpy)
@@ -167,25 +185,46 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 UNARY_REFERENCE: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
+    "neg": np.negative,
+    "abs": np.abs,
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
     "rsqrt": lambda x: 1.0 / np.sqrt(x),  # IEEE rSqrt: rsqrt(+-0) = +-inf
-    "tanh": np.tanh, "sigmoid": _sigmoid, "erf": lambda x: _erf(np.asarray(x, np.float64)),
-    "sign": np.sign, "sin": np.sin, "cos": np.cos,
+    "tanh": np.tanh,
+    "sigmoid": _sigmoid,
+    "erf": lambda x: _erf(np.asarray(x, np.float64)),
+    "sign": np.sign,
+    "sin": np.sin,
+    "cos": np.cos,
 }
 BINARY_REFERENCE: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
-    "maximum": np.maximum, "minimum": np.minimum,  # both propagate NaN
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "pow": np.power,
+    "maximum": np.maximum,
+    "minimum": np.minimum,  # both propagate NaN
 }
 COMPARE_REFERENCE: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
     "ge": np.greater_equal,
 }
 
 # --------------------------------------------------------------------------- input makers
 # Ranges for the accuracy checks: inside each op's domain, results well inside float16's range.
 UNARY_DOMAIN: dict[str, tuple[float, float]] = {
-    "exp": (-8.0, 8.0), "log": (2.0 ** -6, 64.0), "sqrt": (0.0, 64.0), "rsqrt": (2.0 ** -6, 64.0),
-    "sin": (-8.0, 8.0), "cos": (-8.0, 8.0),
+    "exp": (-8.0, 8.0),
+    "log": (2.0**-6, 64.0),
+    "sqrt": (0.0, 64.0),
+    "rsqrt": (2.0**-6, 64.0),
+    "sin": (-8.0, 8.0),
+    "cos": (-8.0, 8.0),
 }
 _DEFAULT_DOMAIN = (-4.0, 4.0)
 # op -> ((low, high) of a, (low, high) of b, b kept away from zero with a random sign)
@@ -196,8 +235,9 @@ BINARY_DOMAIN: dict[str, tuple[tuple[float, float], tuple[float, float], bool]] 
 _DEFAULT_BINARY = ((-4.0, 4.0), (-4.0, 4.0), False)
 
 
-def uniform_in(rng: np.random.Generator, shape: tuple[int, ...], low: float, high: float,
-               random_sign: bool = False) -> np.ndarray:
+def uniform_in(
+    rng: np.random.Generator, shape: tuple[int, ...], low: float, high: float, random_sign: bool = False
+) -> np.ndarray:
     """float64 values uniform in [low, high), optionally with a random sign."""
     x = rng.uniform(low, high, size=shape)
     return x * rng.choice([-1.0, 1.0], size=shape) if random_sign else x
@@ -208,8 +248,9 @@ def unary_input(op: str, shape: tuple[int, ...], rng: np.random.Generator) -> np
     return uniform_in(rng, shape, *UNARY_DOMAIN.get(op, _DEFAULT_DOMAIN))
 
 
-def binary_inputs(op: str, shape_a: tuple[int, ...], shape_b: tuple[int, ...],
-                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def binary_inputs(
+    op: str, shape_a: tuple[int, ...], shape_b: tuple[int, ...], rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """Random float64 operands inside ``op``'s domain (divisors away from zero, positive bases for pow)."""
     a_range, b_range, b_signed = BINARY_DOMAIN.get(op, _DEFAULT_BINARY)
     return uniform_in(rng, shape_a, *a_range), uniform_in(rng, shape_b, *b_range, random_sign=b_signed)
@@ -220,8 +261,28 @@ def edge_values(dtype: dt.DType | str) -> np.ndarray:
     largest subnormals, the smallest normal, small integers, +-max, +-inf and NaN."""
     f = dt.finfo(dtype)
     largest_subnormal = f.tiny - f.smallest_subnormal
-    return np.array([0.0, -0.0, f.smallest_subnormal, -f.smallest_subnormal, largest_subnormal, -largest_subnormal,
-                     f.tiny, -f.tiny, 0.5, 1.0, -1.0, 2.0, 3.0, f.max, -f.max, np.inf, -np.inf, np.nan])
+    return np.array(
+        [
+            0.0,
+            -0.0,
+            f.smallest_subnormal,
+            -f.smallest_subnormal,
+            largest_subnormal,
+            -largest_subnormal,
+            f.tiny,
+            -f.tiny,
+            0.5,
+            1.0,
+            -1.0,
+            2.0,
+            3.0,
+            f.max,
+            -f.max,
+            np.inf,
+            -np.inf,
+            np.nan,
+        ]
+    )
 
 
 def subnormals(dtype: dt.DType | str, count: int = 512, seed: int = 0) -> np.ndarray:
@@ -261,6 +322,6 @@ def sample_values(dtype: dt.DType | str, shape: tuple[int, ...], rng: np.random.
         return rng.integers(info.min, info.max, size=n, dtype=d.numpy, endpoint=True).reshape(shape)
     x = rng.standard_normal(n) * 8.0
     specials = np.concatenate([[0.0, -0.0, np.inf, -np.inf, np.nan], subnormals(d, 8)[-3:]])
-    where = rng.permutation(n)[:min(n, specials.size)]
-    x[where] = specials[:where.size]
+    where = rng.permutation(n)[: min(n, specials.size)]
+    x[where] = specials[: where.size]
     return round_to(x, d).reshape(shape)

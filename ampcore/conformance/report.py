@@ -13,8 +13,18 @@ __all__ = ["Case", "TestResult", "BackendReport", "OUTCOMES", "SECTIONS", "LEGEN
 
 # Report sections (check modules) in dependency order: what a backend declares and stores, then its kernels,
 # then what is built on them.  A broken kernel's own failure is listed before the ops it breaks.
-SECTIONS = ("contract", "storage", "capabilities", "kernels", "rounding", "amp_kernels", "fused", "ops",
-            "autocast", "training")
+SECTIONS = (
+    "contract",
+    "storage",
+    "capabilities",
+    "kernels",
+    "rounding",
+    "amp_kernels",
+    "fused",
+    "ops",
+    "autocast",
+    "training",
+)
 
 
 def section_order(check: str) -> tuple[int, str]:
@@ -25,18 +35,26 @@ def section_order(check: str) -> tuple[int, str]:
 def _case_order(case: Case) -> tuple[Any, ...]:
     return (section_order(case.check), case.op, case.dtype)
 
+
 # Cell outcomes, worst first: a cell shows the worst outcome among its tests.
 OUTCOMES = ("fail", "stale", "xfail", "pass", "not supported", "skipped")
-_STYLE = {"fail": "bold red", "stale": "bold yellow", "xfail": "yellow", "pass": "green",
-          "not supported": "dim", "skipped": "dim"}
+_STYLE = {
+    "fail": "bold red",
+    "stale": "bold yellow",
+    "xfail": "yellow",
+    "pass": "green",
+    "not supported": "dim",
+    "skipped": "dim",
+}
 # What every cell state means, printed under the table (and in docs/writing-a-backend.md).
-LEGEND = ("pass: every check behind the cell passed; FAIL: one failed (listed below); n/s: not supported, the "
-          "backend's capabilities exclude the dtype; skip: skipped for another reason (unavailable device); xfail: "
-          "a known gap that fails as declared; STALE: a known gap that now passes; blank: the suite has no check of "
-          "that op in that dtype, because the core never calls the kernel with it (cumsum on bool, erf on int32 "
-          "after its float32 check) or the row's checks take no dtype (they land in 'any')")
-_SHORT = {"fail": "FAIL", "stale": "STALE", "xfail": "xfail", "pass": "pass", "not supported": "n/s",
-          "skipped": "skip"}
+LEGEND = (
+    "pass: every check behind the cell passed; FAIL: one failed (listed below); n/s: not supported, the "
+    "backend's capabilities exclude the dtype; skip: skipped for another reason (unavailable device); xfail: "
+    "a known gap that fails as declared; STALE: a known gap that now passes; blank: the suite has no check of "
+    "that op in that dtype, because the core never calls the kernel with it (cumsum on bool, erf on int32 "
+    "after its float32 check) or the row's checks take no dtype (they land in 'any')"
+)
+_SHORT = {"fail": "FAIL", "stale": "STALE", "xfail": "xfail", "pass": "pass", "not supported": "n/s", "skipped": "skip"}
 
 
 @dataclass(frozen=True, order=True)
@@ -93,8 +111,9 @@ class BackendReport:
         from rich.table import Table
 
         dtypes = sorted({c.dtype for c in self.results}, key=_dtype_order)
-        table = Table(title=f"ampcore conformance: {self.target}", title_justify="left", box=box.SIMPLE_HEAD,
-                      pad_edge=False)
+        table = Table(
+            title=f"ampcore conformance: {self.target}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
+        )
         table.add_column("check", no_wrap=True, max_width=14)
         table.add_column("op", no_wrap=True, max_width=30)
         for d in dtypes:
@@ -109,12 +128,16 @@ class BackendReport:
                     cells.append(f"[{_STYLE[outcome]}]{_SHORT[outcome]}[/]")
                 else:
                     cells.append("")
-            table.add_row(check if check != previous else "", op, *cells,
-                          end_section=False)
+            table.add_row(check if check != previous else "", op, *cells, end_section=False)
             previous = check
         out = io.StringIO()
-        Console(file=out, force_terminal=color, width=max(width, 60), color_system="standard" if color else None,
-                highlight=False).print(table)
+        Console(
+            file=out,
+            force_terminal=color,
+            width=max(width, 60),
+            color_system="standard" if color else None,
+            highlight=False,
+        ).print(table)
         out.write(textwrap.fill(f"legend: {LEGEND}", width=max(width, 60), subsequent_indent="  ") + "\n")
         return out.getvalue()
 
@@ -135,13 +158,28 @@ class BackendReport:
             "summary": {o: counts[o] for o in OUTCOMES},
             **self.info,
             "unused_known_gaps": self.unused_gaps,
-            "cells": [{"check": c.check, "op": c.op, "dtype": c.dtype, "outcome": self.cell(c),
-                       "tests": [vars(r) for r in self.results[c]]} for c in sorted(self.results, key=_case_order)],
+            "cells": [
+                {
+                    "check": c.check,
+                    "op": c.op,
+                    "dtype": c.dtype,
+                    "outcome": self.cell(c),
+                    "tests": [vars(r) for r in self.results[c]],
+                }
+                for c in sorted(self.results, key=_case_order)
+            ],
         }
 
 
-_SHORT_DTYPE = {"float64": "f64", "float32": "f32", "float16": "f16", "bfloat16": "bf16", "int64": "i64",
-                "int32": "i32", "-": "any"}
+_SHORT_DTYPE = {
+    "float64": "f64",
+    "float32": "f32",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "int64": "i64",
+    "int32": "i32",
+    "-": "any",
+}
 
 
 def _dtype_order(name: str) -> tuple[int, str]:
@@ -155,5 +193,9 @@ def environment() -> dict[str, Any]:
 
     from .. import __version__
 
-    return {"ampcore": __version__, "python": platform.python_version(), "platform": platform.platform(),
-            "numpy": numpy.__version__}
+    return {
+        "ampcore": __version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "numpy": numpy.__version__,
+    }

@@ -22,8 +22,7 @@ from .. import dtypes as dt
 __all__ = ["EPS", "tolerance", "assert_close", "assert_same_nonfinite"]
 
 # Machine epsilon (spacing at 1.0) of each float dtype.
-EPS: dict[dt.DType, float] = {dt.float64: 2.0 ** -52, dt.float32: 2.0 ** -23, dt.float16: 2.0 ** -10,
-                              dt.bfloat16: 2.0 ** -7}
+EPS: dict[dt.DType, float] = {dt.float64: 2.0**-52, dt.float32: 2.0**-23, dt.float16: 2.0**-10, dt.bfloat16: 2.0**-7}
 
 
 def tolerance(dtype: dt.DType | str, n: int = 1) -> float:
@@ -37,12 +36,21 @@ def assert_same_nonfinite(actual: np.ndarray, expected: np.ndarray, what: str = 
     bad = (np.isnan(e) != np.isnan(a)) | (np.isposinf(e) != np.isposinf(a)) | (np.isneginf(e) != np.isneginf(a))
     if bad.any():
         i = tuple(int(v) for v in np.argwhere(bad)[0])
-        raise AssertionError(f"{what}: at index {i} got {a[i]!r} where the float64 reference gives {e[i]!r} "
-                             f"({int(bad.sum())} of {bad.size} elements differ in inf/NaN)")
+        raise AssertionError(
+            f"{what}: at index {i} got {a[i]!r} where the float64 reference gives {e[i]!r} "
+            f"({int(bad.sum())} of {bad.size} elements differ in inf/NaN)"
+        )
 
 
-def assert_close(actual: np.ndarray, expected: np.ndarray, dtype: dt.DType | str, n: int = 1, *,
-                 scale: float = 1.0, what: str = "result") -> None:
+def assert_close(
+    actual: np.ndarray,
+    expected: np.ndarray,
+    dtype: dt.DType | str,
+    n: int = 1,
+    *,
+    scale: float = 1.0,
+    what: str = "result",
+) -> None:
     """``actual`` matches the float64 ``expected`` within ``tolerance(dtype, n)``.
 
     The error is relative to each value plus the largest finite magnitude of
@@ -66,4 +74,5 @@ def assert_close(actual: np.ndarray, expected: np.ndarray, dtype: dt.DType | str
         raise AssertionError(
             f"{what}: {int(over.sum())} of {a.size} elements outside tolerance({dt.as_dtype(dtype).name}, n={n}) "
             f"= {tol:.3g}; worst at {i}: got {a[i]!r}, reference {e[i]!r} (error {err[i]:.3g}, allowed "
-            f"{allowed[i]:.3g})")
+            f"{allowed[i]:.3g})"
+        )

@@ -37,8 +37,7 @@ def broadcast(tensor: Tensor, src: int = 0, group: Communicator | None = None) -
     return t
 
 
-def all_gather(tensor_list: Sequence[Tensor] | None, tensor: Tensor,
-               group: Communicator | None = None) -> list[Tensor]:
+def all_gather(tensor_list: Sequence[Tensor] | None, tensor: Tensor, group: Communicator | None = None) -> list[Tensor]:
     """Every rank's ``tensor``, in rank order: written into ``tensor_list`` (torch's form) and returned.
 
     ``tensor_list`` may be None, then new tensors are returned.  ValueError
@@ -48,9 +47,12 @@ def all_gather(tensor_list: Sequence[Tensor] | None, tensor: Tensor,
     comm = get_communicator(group)
     if tensor_list is not None:
         if len(tensor_list) != comm.size or any(
-                not isinstance(o, Tensor) or o.shape != t.shape or o.dtype != t.dtype for o in tensor_list):
-            raise ValueError(f"all_gather: tensor_list must hold {comm.size} tensor(s) of shape {t.shape} and dtype "
-                             f"{t.dtype.name} (one per rank), got {len(tensor_list)}; or pass None")
+            not isinstance(o, Tensor) or o.shape != t.shape or o.dtype != t.dtype for o in tensor_list
+        ):
+            raise ValueError(
+                f"all_gather: tensor_list must hold {comm.size} tensor(s) of shape {t.shape} and dtype "
+                f"{t.dtype.name} (one per rank), got {len(tensor_list)}; or pass None"
+            )
     gathered = comm.all_gather(t.detach())
     if tensor_list is None:
         return gathered

@@ -126,9 +126,11 @@ class Communicator(abc.ABC):
                 continue
             keys = list(everyone[0]) + [k for k in theirs if k not in everyone[0]]
             key = next(k for k in keys if theirs.get(k, _MISSING) != everyone[0].get(k, _MISSING))
-            raise ValueError(f"{what}: ranks disagree on {key!r}: rank 0 has {everyone[0].get(key, _MISSING)!r}, "
-                             f"rank {rank} has {theirs.get(key, _MISSING)!r}; every rank must use the same "
-                             "configuration")
+            raise ValueError(
+                f"{what}: ranks disagree on {key!r}: rank 0 has {everyone[0].get(key, _MISSING)!r}, "
+                f"rank {rank} has {theirs.get(key, _MISSING)!r}; every rank must use the same "
+                "configuration"
+            )
 
 
 def _check_op(op: str) -> str:
@@ -243,8 +245,9 @@ class MPICommunicator(Communicator):
     def broadcast_object(self, obj: Any, src: int = 0) -> Any:
         """Rank ``src``'s picklable ``obj`` on every rank (a checkpoint saved by rank 0)."""
         self._check_rank(src)
-        return self._timed("broadcast_object", len(pickle.dumps(obj)) if self.rank == src else 0,
-                           self._comm.bcast, obj, src)
+        return self._timed(
+            "broadcast_object", len(pickle.dumps(obj)) if self.rank == src else 0, self._comm.bcast, obj, src
+        )
 
     def barrier(self) -> None:
         self._timed("barrier", 0, self._comm.Barrier)
@@ -263,8 +266,9 @@ class MPICommunicator(Communicator):
 
     def _check_rank(self, rank: Any) -> None:
         if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < self.size:
-            raise ValueError(f"rank {rank!r} is not in this communicator of {self.size} rank(s); "
-                             f"use 0..{self.size - 1}")
+            raise ValueError(
+                f"rank {rank!r} is not in this communicator of {self.size} rank(s); use 0..{self.size - 1}"
+            )
 
 
 def _staged(t: Tensor) -> np.ndarray:

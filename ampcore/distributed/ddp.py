@@ -68,12 +68,21 @@ class DistributedDataParallel(Module):
     different models or options.
     """
 
-    def __init__(self, module: Module, *, process_group: Communicator | None = None, bucket_cap_mb: float = 25.0,
-                 broadcast_buffers: bool = True) -> None:
+    def __init__(
+        self,
+        module: Module,
+        *,
+        process_group: Communicator | None = None,
+        bucket_cap_mb: float = 25.0,
+        broadcast_buffers: bool = True,
+    ) -> None:
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel wraps an ampcore.nn.Module, got {type(module).__name__}")
-        if isinstance(bucket_cap_mb, bool) or not isinstance(bucket_cap_mb, (int, float)) \
-                or not (bucket_cap_mb > 0 and math.isfinite(bucket_cap_mb)):
+        if (
+            isinstance(bucket_cap_mb, bool)
+            or not isinstance(bucket_cap_mb, (int, float))
+            or not (bucket_cap_mb > 0 and math.isfinite(bucket_cap_mb))
+        ):
             raise ValueError(f"bucket_cap_mb must be a positive number of megabytes, got {bucket_cap_mb!r}")
         super().__init__()
         self.module = module
@@ -82,15 +91,16 @@ class DistributedDataParallel(Module):
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         self._check_same_everywhere(named, broadcast_buffers)
         self._sync_from_rank0(broadcast_buffers)
-        self.buckets = _plan_buckets(named, int(self.bucket_cap_mb * 2 ** 20))
+        self.buckets = _plan_buckets(named, int(self.bucket_cap_mb * 2**20))
         self._require_sync = True
         self._reduce_queued = False
 
     # ------------------------------------------------------------------ wrap time
     def _check_same_everywhere(self, named: Sequence[tuple[str, Tensor]], broadcast_buffers: bool) -> None:
         settings: dict[str, Any] = {"model": type(self.module).__name__, "number of parameters": len(named)}
-        settings.update({f"parameter {n!r}": f"shape {tuple(p.shape)}, {p.dtype.name} on {p.device.type}"
-                         for n, p in named})
+        settings.update(
+            {f"parameter {n!r}": f"shape {tuple(p.shape)}, {p.dtype.name} on {p.device.type}" for n, p in named}
+        )
         settings.update(bucket_cap_mb=self.bucket_cap_mb, broadcast_buffers=broadcast_buffers)
         self.process_group.check_consistent("DistributedDataParallel", settings)
 
@@ -126,14 +136,16 @@ class DistributedDataParallel(Module):
         comm = self.process_group
         with no_grad():
             for bucket in self.buckets:
-                grads = [p.grad if p.grad is not None else zeros(*p.shape, dtype=p.dtype, device=p.device)
-                         for p in bucket.params]
+                grads = [
+                    p.grad if p.grad is not None else zeros(*p.shape, dtype=p.dtype, device=p.device)
+                    for p in bucket.params
+                ]
                 flat = cat([g.reshape(-1) for g in grads]) if len(grads) > 1 else grads[0].reshape(-1)
                 flat = comm.all_reduce(flat, "avg")
                 offset = 0
                 for p in bucket.params:
                     n = p.numel()
-                    p.grad = flat[offset:offset + n].reshape(*p.shape).clone()
+                    p.grad = flat[offset : offset + n].reshape(*p.shape).clone()
                     offset += n
 
     @contextlib.contextmanager
@@ -148,8 +160,9 @@ class DistributedDataParallel(Module):
             self._require_sync = previous
 
     def extra_repr(self) -> str:
-        return (f"world_size={self.process_group.size}, bucket_cap_mb={self.bucket_cap_mb:g}, "
-                f"buckets={len(self.buckets)}")
+        return (
+            f"world_size={self.process_group.size}, bucket_cap_mb={self.bucket_cap_mb:g}, buckets={len(self.buckets)}"
+        )
 
 
 def _map_tensors(value: Any, fn: Any) -> Any:

@@ -33,8 +33,9 @@ def mpiexec_path() -> str:
         return str(beside)
     found = shutil.which("mpiexec")
     if found is None:
-        raise FileNotFoundError("no mpiexec found beside this Python or on PATH; install it with: "
-                                "pip install 'ampcore[mpi]'")
+        raise FileNotFoundError(
+            "no mpiexec found beside this Python or on PATH; install it with: pip install 'ampcore[mpi]'"
+        )
     return found
 
 

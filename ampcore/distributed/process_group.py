@@ -12,8 +12,17 @@ from typing import Any
 from .communicator import Communicator, MPICommunicator
 from .watchdog import install_excepthook
 
-__all__ = ["init", "is_initialized", "rank", "world_size", "barrier", "get_communicator", "destroy",
-           "DEFAULT_TIMEOUT", "MPINotInstalledError"]
+__all__ = [
+    "init",
+    "is_initialized",
+    "rank",
+    "world_size",
+    "barrier",
+    "get_communicator",
+    "destroy",
+    "DEFAULT_TIMEOUT",
+    "MPINotInstalledError",
+]
 
 DEFAULT_TIMEOUT = 300.0
 """Seconds a rank waits in one collective before it aborts the job (``AMPCORE_DIST_TIMEOUT`` overrides)."""
@@ -29,8 +38,10 @@ def _import_mpi() -> Any:
     try:
         from mpi4py import MPI
     except ImportError as err:
-        raise MPINotInstalledError(f"ampcore.distributed needs mpi4py and an MPI library ({err}); install them "
-                                   "with: pip install 'ampcore[mpi]'") from err
+        raise MPINotInstalledError(
+            f"ampcore.distributed needs mpi4py and an MPI library ({err}); install them "
+            "with: pip install 'ampcore[mpi]'"
+        ) from err
     return MPI
 
 
@@ -70,8 +81,10 @@ def get_communicator(group: Communicator | None = None) -> Communicator:
             raise TypeError(f"process_group must be an ampcore.distributed.Communicator, got {type(group).__name__}")
         return group
     if _group is None:
-        raise RuntimeError("ampcore.distributed is not initialized; call ampcore.distributed.init() first "
-                           "(and launch with mpiexec -n N)")
+        raise RuntimeError(
+            "ampcore.distributed is not initialized; call ampcore.distributed.init() first "
+            "(and launch with mpiexec -n N)"
+        )
     return _group
 
 

@@ -72,7 +72,9 @@ class Watchdog:
                 report_and_abort(
                     f"ampcore.distributed: rank {self.rank} of {self.size} waited {time.monotonic() - since:.1f} s "
                     f"(timeout {self.timeout:g} s) in {name}: another rank failed, exited or never called it; "
-                    "aborting every rank\n", self._abort)
+                    "aborting every rank\n",
+                    self._abort,
+                )
                 return
 
 
@@ -93,7 +95,7 @@ def report_and_abort(message: str, abort: Callable[[int], Any]) -> None:
     data = message.encode(errors="replace")
     with contextlib.suppress(OSError):
         while data:
-            data = data[os.write(2, data):]
+            data = data[os.write(2, data) :]
     time.sleep(ABORT_GRACE_SECONDS)
     abort(ABORT_EXIT_CODE)
 
@@ -107,7 +109,9 @@ def install_excepthook(rank: int, size: int, abort: Callable[[int], Any]) -> Non
             previous(kind, value, tb)
             return
         text = "".join(traceback.format_exception(kind, value, tb))
-        report_and_abort(f"ampcore.distributed: rank {rank} of {size} raised {kind.__name__}: {value}; "
-                         f"aborting every rank\n{text}", abort)
+        report_and_abort(
+            f"ampcore.distributed: rank {rank} of {size} raised {kind.__name__}: {value}; aborting every rank\n{text}",
+            abort,
+        )
 
     sys.excepthook = hook

@@ -42,8 +42,9 @@ __all__ = ["ZeroRedundancyOptimizer", "optimizer_state_bytes"]
 
 def optimizer_state_bytes(optimizer: Any) -> int:
     """Bytes of the tensors in ``optimizer.state`` (moments, momentum buffers) on this rank."""
-    return sum(v.numel() * v.dtype.itemsize for st in optimizer.state.values() for v in st.values()
-               if isinstance(v, Tensor))
+    return sum(
+        v.numel() * v.dtype.itemsize for st in optimizer.state.values() for v in st.values() if isinstance(v, Tensor)
+    )
 
 
 def shard_range(total: int, size: int, rank: int) -> tuple[int, int]:
@@ -68,7 +69,8 @@ class _Flat:
         """Whether the shard's gradient was cut from the parameters' current ``.grad`` objects."""
         return len(self.grads_of) == len(self.params) and all(
             (ref is None and p.grad is None) or (ref is not None and ref() is p.grad)
-            for ref, p in zip(self.grads_of, self.params))
+            for ref, p in zip(self.grads_of, self.params)
+        )
 
     def flat(self, tensors: list[Tensor]) -> Tensor:
         pieces = [t.detach().reshape(-1) for t in tensors]
@@ -96,25 +98,40 @@ class ZeroRedundancyOptimizer:
     size can :meth:`load_state_dict` the result.
     """
 
-    def __init__(self, params: Any, optimizer_class: Callable[..., Optimizer], *,
-                 process_group: Communicator | None = None, **defaults: Any) -> None:
+    def __init__(
+        self,
+        params: Any,
+        optimizer_class: Callable[..., Optimizer],
+        *,
+        process_group: Communicator | None = None,
+        **defaults: Any,
+    ) -> None:
         if not (isinstance(optimizer_class, type) and issubclass(optimizer_class, Optimizer)):
-            raise TypeError(f"optimizer_class must be an ampcore.optim.Optimizer subclass such as optim.AdamW, "
-                            f"got {optimizer_class!r}")
+            raise TypeError(
+                f"optimizer_class must be an ampcore.optim.Optimizer subclass such as optim.AdamW, "
+                f"got {optimizer_class!r}"
+            )
         self.process_group = get_communicator(process_group)
         self._groups = _as_groups(params)
         self._params = [p for g in self._groups for p in g["params"]]
         self._check_same_everywhere(optimizer_class, defaults)
         self._flats = self._make_flats()
-        local = [{**{k: v for k, v in g.items() if k != "params"},
-                  "params": [f.shard for f in self._flats if f.group == i and f.shard is not None]}
-                 for i, g in enumerate(self._groups)]
+        local = [
+            {
+                **{k: v for k, v in g.items() if k != "params"},
+                "params": [f.shard for f in self._flats if f.group == i and f.shard is not None],
+            }
+            for i, g in enumerate(self._groups)
+        ]
         self.optim = optimizer_class(local, **defaults)
         self._consolidated: dict[str, Any] | None = None
 
     def _check_same_everywhere(self, optimizer_class: type, defaults: dict[str, Any]) -> None:
-        settings: dict[str, Any] = {"optimizer": optimizer_class.__name__,
-                                    "options": repr(sorted(defaults.items())), "groups": len(self._groups)}
+        settings: dict[str, Any] = {
+            "optimizer": optimizer_class.__name__,
+            "options": repr(sorted(defaults.items())),
+            "groups": len(self._groups),
+        }
         for i, g in enumerate(self._groups):
             settings[f"group {i} options"] = repr(sorted((k, v) for k, v in g.items() if k != "params"))
             settings[f"group {i} parameters"] = [(tuple(p.shape), p.dtype.name) for p in g["params"]]
@@ -162,10 +179,11 @@ class ZeroRedundancyOptimizer:
             if all(p.grad is None for p in f.params):
                 f.shard.grad = None
                 continue
-            grads = [p.grad if p.grad is not None else zeros(*p.shape, dtype=p.dtype, device=p.device)
-                     for p in f.params]
+            grads = [
+                p.grad if p.grad is not None else zeros(*p.shape, dtype=p.dtype, device=p.device) for p in f.params
+            ]
             with no_grad():
-                f.shard.grad = f.flat(grads)[f.start:f.end].clone()
+                f.shard.grad = f.flat(grads)[f.start : f.end].clone()
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of every parameter (and of this rank's shards)."""
@@ -182,7 +200,7 @@ class ZeroRedundancyOptimizer:
         with no_grad():
             for f in self._flats:
                 if f.shard is not None:
-                    f.shard._data = f.flat(f.params)[f.start:f.end].clone()._data
+                    f.shard._data = f.flat(f.params)[f.start : f.end].clone()._data
         loss = self.optim.step(closure)
         self._all_gather_parameters()
         return loss
@@ -201,14 +219,17 @@ class ZeroRedundancyOptimizer:
                 offset = 0
                 for p in f.params:
                     n = p.numel()
-                    p._data = flat[offset:offset + n].reshape(*p.shape).clone()._data
+                    p._data = flat[offset : offset + n].reshape(*p.shape).clone()._data
                     offset += n
 
     # ------------------------------------------------------------------ checkpoints
     def consolidate_state_dict(self, to: int = 0) -> None:
         """Gather every rank's slice of the state on rank ``to`` (a collective: call it on every rank)."""
-        mine = {k: {key: (v.numpy() if isinstance(v, Tensor) else v) for key, v in self.optim.state[f.shard].items()}
-                for k, f in enumerate(self._flats) if f.shard is not None and f.shard in self.optim.state}
+        mine = {
+            k: {key: (v.numpy() if isinstance(v, Tensor) else v) for key, v in self.optim.state[f.shard].items()}
+            for k, f in enumerate(self._flats)
+            if f.shard is not None and f.shard in self.optim.state
+        }
         everyone = self.process_group.all_gather_object(mine)
         if self.process_group.rank != to:
             self._consolidated = None
@@ -218,11 +239,16 @@ class ZeroRedundancyOptimizer:
             pieces = [shard[k] for shard in everyone if k in shard]
             if not pieces:
                 continue
-            state[k] = {key: (self._joined(f, [p[key] for p in pieces]) if hasattr(value, "shape") else value)
-                        for key, value in pieces[0].items()}
+            state[k] = {
+                key: (self._joined(f, [p[key] for p in pieces]) if hasattr(value, "shape") else value)
+                for key, value in pieces[0].items()
+            }
         groups = [{k: v for k, v in g.items() if k != "params"} for g in self.optim.param_groups]
-        self._consolidated = {"state": state, "param_groups": groups,
-                              "flat_sizes": [(f.group, f.total) for f in self._flats]}
+        self._consolidated = {
+            "state": state,
+            "param_groups": groups,
+            "flat_sizes": [(f.group, f.total) for f in self._flats],
+        }
 
     @staticmethod
     def _joined(f: _Flat, pieces: list[Any]) -> Tensor:
@@ -230,8 +256,10 @@ class ZeroRedundancyOptimizer:
 
         joined = np.concatenate(pieces)
         if joined.shape != (f.total,):
-            raise RuntimeError(f"ZeroRedundancyOptimizer: the gathered state has {joined.shape[0]} element(s) for "
-                               f"a flat group of {f.total}; a rank's state is missing")
+            raise RuntimeError(
+                f"ZeroRedundancyOptimizer: the gathered state has {joined.shape[0]} element(s) for "
+                f"a flat group of {f.total}; a rank's state is missing"
+            )
         return make_tensor(joined, device=f.params[0].device)
 
     def state_dict(self) -> dict[str, Any]:
@@ -241,8 +269,10 @@ class ZeroRedundancyOptimizer:
         call; RuntimeError elsewhere, naming the fix.
         """
         if self._consolidated is None:
-            raise RuntimeError(f"ZeroRedundancyOptimizer.state_dict() on rank {self.process_group.rank}: call "
-                               "consolidate_state_dict(to=rank) on every rank first, then state_dict() on that rank")
+            raise RuntimeError(
+                f"ZeroRedundancyOptimizer.state_dict() on rank {self.process_group.rank}: call "
+                "consolidate_state_dict(to=rank) on every rank first, then state_dict() on that rank"
+            )
         return self._consolidated
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
@@ -251,12 +281,16 @@ class ZeroRedundancyOptimizer:
         StateDictError (nothing changed) when it does not fit these parameters.
         """
         if not isinstance(state_dict, Mapping) or not {"state", "param_groups", "flat_sizes"} <= set(state_dict):
-            raise StateDictError("a ZeroRedundancyOptimizer state dict needs 'state', 'param_groups' and "
-                                 "'flat_sizes' entries; save it with consolidate_state_dict() then state_dict()")
+            raise StateDictError(
+                "a ZeroRedundancyOptimizer state dict needs 'state', 'param_groups' and "
+                "'flat_sizes' entries; save it with consolidate_state_dict() then state_dict()"
+            )
         sizes = [(f.group, f.total) for f in self._flats]
         if [tuple(s) for s in state_dict["flat_sizes"]] != sizes:
-            raise StateDictError(f"the state dict was saved for flat parameter groups {state_dict['flat_sizes']} "
-                                 f"(group, elements), this optimizer has {sizes}")
+            raise StateDictError(
+                f"the state dict was saved for flat parameter groups {state_dict['flat_sizes']} "
+                f"(group, elements), this optimizer has {sizes}"
+            )
         local_ids: dict[int, list[int]] = {}
         for k, f in enumerate(self._flats):
             if f.shard is not None:
@@ -266,10 +300,12 @@ class ZeroRedundancyOptimizer:
         for k, saved in state_dict["state"].items():
             f = self._flats[k]
             if f.shard is not None:
-                state[k] = {key: (v[f.start:f.end] if isinstance(v, Tensor) else v) for key, v in saved.items()}
+                state[k] = {key: (v[f.start : f.end] if isinstance(v, Tensor) else v) for key, v in saved.items()}
         self.optim.load_state_dict({"state": state, "param_groups": groups})
 
     def __repr__(self) -> str:
         mine = sum(f.end - f.start for f in self._flats)
-        return (f"ZeroRedundancyOptimizer(rank {self.process_group.rank} of {self.process_group.size}, "
-                f"{mine} of {sum(f.total for f in self._flats)} elements, {type(self.optim).__name__})")
+        return (
+            f"ZeroRedundancyOptimizer(rank {self.process_group.rank} of {self.process_group.size}, "
+            f"{mine} of {sum(f.total for f in self._flats)} elements, {type(self.optim).__name__})"
+        )

@@ -16,12 +16,28 @@ from ..creation import Generator, full, rand, randn
 from ..tensor import Tensor
 
 __all__ = [
-    "calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_", "xavier_uniform_", "xavier_normal_",
-    "kaiming_uniform_", "kaiming_normal_",
+    "calculate_gain",
+    "uniform_",
+    "normal_",
+    "constant_",
+    "zeros_",
+    "ones_",
+    "xavier_uniform_",
+    "xavier_normal_",
+    "kaiming_uniform_",
+    "kaiming_normal_",
 ]
 
-_LINEAR_GAIN = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-                "conv_transpose3d", "sigmoid")
+_LINEAR_GAIN = (
+    "linear",
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    "conv_transpose1d",
+    "conv_transpose2d",
+    "conv_transpose3d",
+    "sigmoid",
+)
 
 
 def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
@@ -36,11 +52,13 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
         slope = 0.01 if param is None else param
         if isinstance(slope, bool) or not isinstance(slope, (int, float)):
             raise ValueError(f"negative_slope {slope!r} is not a valid number")
-        return math.sqrt(2.0 / (1 + slope ** 2))
+        return math.sqrt(2.0 / (1 + slope**2))
     if nonlinearity == "selu":
         return 3.0 / 4
-    raise ValueError(f"unsupported nonlinearity {nonlinearity!r}; use one of "
-                     f"{', '.join(_LINEAR_GAIN + ('tanh', 'relu', 'leaky_relu', 'selu'))}")
+    raise ValueError(
+        f"unsupported nonlinearity {nonlinearity!r}; use one of "
+        f"{', '.join(_LINEAR_GAIN + ('tanh', 'relu', 'leaky_relu', 'selu'))}"
+    )
 
 
 def _fan_in_and_fan_out(t: Tensor) -> tuple[int, int]:
@@ -114,8 +132,13 @@ def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator: Generator | Non
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)), generator)
 
 
-def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
-                     generator: Generator | None = None) -> Tensor:
+def kaiming_uniform_(
+    tensor: Tensor,
+    a: float = 0.0,
+    mode: str = "fan_in",
+    nonlinearity: str = "leaky_relu",
+    generator: Generator | None = None,
+) -> Tensor:
     """He uniform: U(-bound, bound) with bound = gain * sqrt(3 / fan); ``a`` is the leaky-ReLU slope."""
     fan = _fan(tensor, mode)
     if fan == 0:
@@ -124,8 +147,13 @@ def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonli
     return uniform_(tensor, -bound, bound, generator)
 
 
-def kaiming_normal_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
-                    generator: Generator | None = None) -> Tensor:
+def kaiming_normal_(
+    tensor: Tensor,
+    a: float = 0.0,
+    mode: str = "fan_in",
+    nonlinearity: str = "leaky_relu",
+    generator: Generator | None = None,
+) -> Tensor:
     """He normal: N(0, std**2) with std = gain / sqrt(fan)."""
     fan = _fan(tensor, mode)
     if fan == 0:
@@ -141,4 +169,3 @@ def default_init_(weight: Tensor, bias: Tensor | None, fan_in: int | None = None
         fan = _fan_in_and_fan_out(weight)[0] if fan_in is None else fan_in
         bound = 1.0 / math.sqrt(fan) if fan > 0 else 0.0
         uniform_(bias, -bound, bound)
-

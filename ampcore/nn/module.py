@@ -42,8 +42,9 @@ class StateDictError(RuntimeError):
         if unexpected:
             lines.append("unexpected key(s): " + ", ".join(repr(k) for k in unexpected))
         lines.extend(mismatches)
-        super().__init__(f"error(s) loading state_dict for {module_name} (nothing was loaded):\n\t"
-                         + "\n\t".join(lines))
+        super().__init__(
+            f"error(s) loading state_dict for {module_name} (nothing was loaded):\n\t" + "\n\t".join(lines)
+        )
 
 
 def _parse_to_args(args: tuple[Any, ...], device: Any, dtype: Any) -> tuple[Any, DType | None]:
@@ -92,8 +93,10 @@ class Module:
     def _store(self, name: str) -> dict[str, Any]:
         store = self.__dict__.get(name)
         if store is None:
-            raise AttributeError(f"cannot assign to {type(self).__name__} before Module.__init__() is called; "
-                                 "call super().__init__() first in your __init__")
+            raise AttributeError(
+                f"cannot assign to {type(self).__name__} before Module.__init__() is called; "
+                "call super().__init__() first in your __init__"
+            )
         return store
 
     def _check_name(self, name: Any, kind: str) -> None:
@@ -109,11 +112,14 @@ class Module:
         if name in d[store]:
             return
         if hasattr(type(self), name):
-            raise KeyError(f"attribute {name!r} already exists on {type(self).__name__} (a class attribute); "
-                           "choose another name")
+            raise KeyError(
+                f"attribute {name!r} already exists on {type(self).__name__} (a class attribute); choose another name"
+            )
         if name in d or any(name in d[other] for other in ("_parameters", "_buffers", "_modules")):
-            raise KeyError(f"attribute {name!r} already exists on {type(self).__name__}; choose another name "
-                           f"or remove it first with delattr(module, {name!r})")
+            raise KeyError(
+                f"attribute {name!r} already exists on {type(self).__name__}; choose another name "
+                f"or remove it first with delattr(module, {name!r})"
+            )
 
     def _forget(self, name: str) -> None:
         """Drop ``name`` from every registry and the instance dict."""
@@ -128,11 +134,15 @@ class Module:
         store = self._store("_parameters")
         self._check_name(name, "parameter")
         if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"cannot register {type(param).__name__} as parameter {name!r}; "
-                            "wrap it in ampcore.nn.Parameter (or pass None)")
+            raise TypeError(
+                f"cannot register {type(param).__name__} as parameter {name!r}; "
+                "wrap it in ampcore.nn.Parameter (or pass None)"
+            )
         if param is not None and param.grad_fn is not None:
-            raise ValueError(f"parameter {name!r} must be a leaf tensor, got one computed by {param.grad_fn!r}; "
-                             "create it from .detach()")
+            raise ValueError(
+                f"parameter {name!r} must be a leaf tensor, got one computed by {param.grad_fn!r}; "
+                "create it from .detach()"
+            )
         self._check_free(name, "_parameters")
         self._forget(name)
         store[name] = param
@@ -175,8 +185,10 @@ class Module:
             self.register_parameter(name, value)
         elif params is not None and name in params:
             if value is not None:
-                raise TypeError(f"cannot assign {type(value).__name__} as parameter {name!r}; "
-                                "expected an ampcore.nn.Parameter or None")
+                raise TypeError(
+                    f"cannot assign {type(value).__name__} as parameter {name!r}; "
+                    "expected an ampcore.nn.Parameter or None"
+                )
             params[name] = None
         elif isinstance(value, Module):
             self._store("_modules")
@@ -184,8 +196,9 @@ class Module:
             self._modules[name] = value
         elif modules is not None and name in modules:
             if value is not None:
-                raise TypeError(f"cannot assign {type(value).__name__} as child module {name!r}; "
-                                "expected a Module or None")
+                raise TypeError(
+                    f"cannot assign {type(value).__name__} as child module {name!r}; expected a Module or None"
+                )
             modules[name] = None
         elif buffers is not None and name in buffers:
             if value is not None and not isinstance(value, Tensor):
@@ -213,8 +226,9 @@ class Module:
         object.__delattr__(self, name)
 
     # ------------------------------------------------------------------ traversal
-    def named_modules(self, memo: set[int] | None = None, prefix: str = "",
-                      remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
+    def named_modules(
+        self, memo: set[int] | None = None, prefix: str = "", remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Module]]:
         """(dotted name, module) for this module and every descendant, each once."""
         if memo is None:
             memo = set()
@@ -244,8 +258,9 @@ class Module:
         for _, child in self.named_children():
             yield child
 
-    def _named_members(self, store: str, prefix: str, recurse: bool,
-                       remove_duplicate: bool) -> Iterator[tuple[str, Any]]:
+    def _named_members(
+        self, store: str, prefix: str, recurse: bool, remove_duplicate: bool
+    ) -> Iterator[tuple[str, Any]]:
         seen: set[int] = set()
         mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
         for mod_prefix, mod in mods:
@@ -255,8 +270,9 @@ class Module:
                 seen.add(id(value))
                 yield (f"{mod_prefix}.{name}" if mod_prefix else name), value
 
-    def named_parameters(self, prefix: str = "", recurse: bool = True,
-                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
+    def named_parameters(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Parameter]]:
         """(dotted name, parameter) pairs; a parameter shared by two modules is listed once."""
         return self._named_members("_parameters", prefix, recurse, remove_duplicate)
 
@@ -265,8 +281,9 @@ class Module:
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, prefix: str = "", recurse: bool = True,
-                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+    def named_buffers(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Tensor]]:
         """(dotted name, buffer) pairs, each buffer once."""
         return self._named_members("_buffers", prefix, recurse, remove_duplicate)
 
@@ -399,11 +416,13 @@ class Module:
         entries = self._state_entries()
         missing = [k for k in entries if k not in state_dict]
         unexpected = [k for k in state_dict if k not in entries]
-        mismatches = [msg for k, t in entries.items() if k in state_dict
-                      for msg in [_mismatch(k, t, state_dict[k])] if msg]
+        mismatches = [
+            msg for k, t in entries.items() if k in state_dict for msg in [_mismatch(k, t, state_dict[k])] if msg
+        ]
         if mismatches or (strict and (missing or unexpected)):
-            raise StateDictError(type(self).__name__, missing if strict else [], unexpected if strict else [],
-                                 mismatches)
+            raise StateDictError(
+                type(self).__name__, missing if strict else [], unexpected if strict else [], mismatches
+            )
         fresh = {}
         with no_grad():
             for k, t in entries.items():
@@ -444,8 +463,10 @@ def _mismatch(key: str, current: Tensor, value: Any) -> str:
     if shape != current.shape:
         return f"{key!r}: shape {shape} in the state dict, but {current.shape} in the module"
     if dtype_name != current.dtype.name:
-        return (f"{key!r}: dtype {dtype_name} in the state dict, but {current.dtype.name} in the module; "
-                "cast one of them with .to(dtype) first")
+        return (
+            f"{key!r}: dtype {dtype_name} in the state dict, but {current.dtype.name} in the module; "
+            "cast one of them with .to(dtype) first"
+        )
     return ""
 
 

@@ -24,11 +24,15 @@ class Parameter(Tensor):
         if data is None:
             data = empty(0)
         if not isinstance(data, Tensor):
-            raise TypeError(f"Parameter needs an ampcore.Tensor, got {type(data).__name__}; "
-                            "wrap data with ampcore.tensor(...) first")
+            raise TypeError(
+                f"Parameter needs an ampcore.Tensor, got {type(data).__name__}; "
+                "wrap data with ampcore.tensor(...) first"
+            )
         if requires_grad and not data.dtype.is_floating_point:
-            raise TypeError(f"only floating tensors can require gradients, got {data.dtype.name}; "
-                            "pass requires_grad=False for an integer parameter")
+            raise TypeError(
+                f"only floating tensors can require gradients, got {data.dtype.name}; "
+                "pass requires_grad=False for an integer parameter"
+            )
         # Tensor._wrap builds an instance of ``cls``; its annotation says only Tensor.
         return cast(Parameter, cls._wrap(data._data, data.device, data._backend, requires_grad=requires_grad))
 

@@ -35,8 +35,9 @@ def _norm_power(g: Tensor, norm_type: float) -> Tensor:
     return (a ** float(norm_type)).sum()
 
 
-def clip_grad_norm_(parameters: TensorOrTensors, max_norm: float, norm_type: float = 2.0,
-                    error_if_nonfinite: bool = False) -> Tensor:
+def clip_grad_norm_(
+    parameters: TensorOrTensors, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False
+) -> Tensor:
     """Scale the gradients of ``parameters`` in place so that their joint ``norm_type``-norm
     is at most ``max_norm``; returns the norm before clipping as a 0-d tensor.
 
@@ -71,8 +72,10 @@ def clip_grad_norm_(parameters: TensorOrTensors, max_norm: float, norm_type: flo
                 total = total + part
             total = total.sqrt() if norm_type == 2.0 else total if norm_type == 1.0 else total ** (1.0 / norm_type)
         if error_if_nonfinite and not math.isfinite(float(total)):
-            raise RuntimeError(f"the total norm of order {norm_type} of the gradients is non-finite ({float(total)}), "
-                               "so they cannot be clipped; pass error_if_nonfinite=False to clip anyway")
+            raise RuntimeError(
+                f"the total norm of order {norm_type} of the gradients is non-finite ({float(total)}), "
+                "so they cannot be clipped; pass error_if_nonfinite=False to clip anyway"
+            )
         coef = (max_norm / (total + 1e-6)).clamp(max=1.0)
         for g in grads:
             c = coef.to(device=g.device, dtype=_acc_dtype(g))
@@ -112,7 +115,7 @@ def vector_to_parameters(vec: Tensor, parameters: TensorOrTensors) -> None:
     with no_grad():
         chunks, start = [], 0
         for p in params:
-            chunks.append(vec[start:start + p.numel()].reshape(p.shape).to(device=p.device, dtype=p.dtype).clone())
+            chunks.append(vec[start : start + p.numel()].reshape(p.shape).to(device=p.device, dtype=p.dtype).clone())
             start += p.numel()
     for p, c in zip(params, chunks):
         p._data = c._data

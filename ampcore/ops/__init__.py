@@ -3,11 +3,48 @@
 from .elementwise import binary, broadcast_shapes, cast, compare, relu, unary, where
 from .linalg import matmul
 from .reduction import amax, argmax, cumsum, max, mean, sum
-from .shape import (cat, expand, flatten, getitem, index_add, pad, permute, reshape, squeeze, stack, take,
-                    transpose, unsqueeze)
+from .shape import (
+    cat,
+    expand,
+    flatten,
+    getitem,
+    index_add,
+    pad,
+    permute,
+    reshape,
+    squeeze,
+    stack,
+    take,
+    transpose,
+    unsqueeze,
+)
 
 __all__ = [
-    "binary", "broadcast_shapes", "cast", "compare", "relu", "unary", "where", "matmul", "amax", "argmax", "cumsum",
-    "max", "mean", "sum", "cat", "expand", "flatten", "getitem", "index_add", "pad", "permute", "reshape",
-    "squeeze", "stack", "take", "transpose", "unsqueeze",
+    "binary",
+    "broadcast_shapes",
+    "cast",
+    "compare",
+    "relu",
+    "unary",
+    "where",
+    "matmul",
+    "amax",
+    "argmax",
+    "cumsum",
+    "max",
+    "mean",
+    "sum",
+    "cat",
+    "expand",
+    "flatten",
+    "getitem",
+    "index_add",
+    "pad",
+    "permute",
+    "reshape",
+    "squeeze",
+    "stack",
+    "take",
+    "transpose",
+    "unsqueeze",
 ]

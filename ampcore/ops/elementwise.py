@@ -8,7 +8,8 @@ with an integer tensor gives float32).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -71,20 +72,23 @@ class Unary(Op):
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
-UNARY_OPS: dict[str, Unary] = {op.name: op for op in [
-    Unary("neg", lambda k, x, y, g: k.neg(g)),
-    Unary("abs", lambda k, x, y, g: k.mul(g, k.sign(x)), "x"),
-    Unary("exp", lambda k, x, y, g: k.mul(g, y), "y"),
-    Unary("log", lambda k, x, y, g: k.div(g, x), "x"),
-    Unary("sqrt", lambda k, x, y, g: k.div(g, k.mul(y, 2.0)), "y"),
-    Unary("rsqrt", lambda k, x, y, g: k.mul(g, k.mul(k.mul(y, k.mul(y, y)), -0.5)), "y"),
-    Unary("tanh", lambda k, x, y, g: k.mul(g, k.sub(1.0, k.mul(y, y))), "y"),
-    Unary("sigmoid", lambda k, x, y, g: k.mul(g, k.mul(y, k.sub(1.0, y))), "y"),
-    Unary("erf", lambda k, x, y, g: k.mul(g, k.mul(k.exp(k.neg(k.mul(x, x))), _TWO_OVER_SQRT_PI)), "x"),
-    Unary("sin", lambda k, x, y, g: k.mul(g, k.cos(x)), "x"),
-    Unary("cos", lambda k, x, y, g: k.neg(k.mul(g, k.sin(x))), "x"),
-    Unary("sign", None),
-]}
+UNARY_OPS: dict[str, Unary] = {
+    op.name: op
+    for op in [
+        Unary("neg", lambda k, x, y, g: k.neg(g)),
+        Unary("abs", lambda k, x, y, g: k.mul(g, k.sign(x)), "x"),
+        Unary("exp", lambda k, x, y, g: k.mul(g, y), "y"),
+        Unary("log", lambda k, x, y, g: k.div(g, x), "x"),
+        Unary("sqrt", lambda k, x, y, g: k.div(g, k.mul(y, 2.0)), "y"),
+        Unary("rsqrt", lambda k, x, y, g: k.mul(g, k.mul(k.mul(y, k.mul(y, y)), -0.5)), "y"),
+        Unary("tanh", lambda k, x, y, g: k.mul(g, k.sub(1.0, k.mul(y, y))), "y"),
+        Unary("sigmoid", lambda k, x, y, g: k.mul(g, k.mul(y, k.sub(1.0, y))), "y"),
+        Unary("erf", lambda k, x, y, g: k.mul(g, k.mul(k.exp(k.neg(k.mul(x, x))), _TWO_OVER_SQRT_PI)), "x"),
+        Unary("sin", lambda k, x, y, g: k.mul(g, k.cos(x)), "x"),
+        Unary("cos", lambda k, x, y, g: k.neg(k.mul(g, k.sin(x))), "x"),
+        Unary("sign", None),
+    ]
+}
 
 
 class Relu(Op):
@@ -150,10 +154,18 @@ _BINARY_GRADS: dict[str, tuple[Callable[..., Any], Callable[..., Any], str, str]
     "mul": (lambda k, a, b, y, g: k.mul(g, b), lambda k, a, b, y, g: k.mul(g, a), "b", "a"),
     "div": (lambda k, a, b, y, g: k.div(g, b), lambda k, a, b, y, g: k.neg(k.div(k.mul(g, y), b)), "b", "by"),
     "pow": (_grad_pow_base, _grad_pow_exp, "ab", "aby"),
-    "maximum": (lambda k, a, b, y, g: _tie_split(k, a, b, g, k.gt), lambda k, a, b, y, g: _tie_split(k, b, a, g, k.gt),
-                "ab", "ab"),
-    "minimum": (lambda k, a, b, y, g: _tie_split(k, a, b, g, k.lt), lambda k, a, b, y, g: _tie_split(k, b, a, g, k.lt),
-                "ab", "ab"),
+    "maximum": (
+        lambda k, a, b, y, g: _tie_split(k, a, b, g, k.gt),
+        lambda k, a, b, y, g: _tie_split(k, b, a, g, k.gt),
+        "ab",
+        "ab",
+    ),
+    "minimum": (
+        lambda k, a, b, y, g: _tie_split(k, a, b, g, k.lt),
+        lambda k, a, b, y, g: _tie_split(k, b, a, g, k.lt),
+        "ab",
+        "ab",
+    ),
 }
 
 
@@ -182,8 +194,11 @@ class Binary(Op):
         if not (needs[0] or needs[1]):
             return y  # nothing will run backward: nothing to save
         reads = "".join(r for r, needed in zip(self._reads, needs) if needed)
-        ctx.a, ctx.b, ctx.y = (a if "a" in reads else None), (b if "b" in reads else None), \
-            (y if "y" in reads else None)
+        ctx.a, ctx.b, ctx.y = (
+            (a if "a" in reads else None),
+            (b if "b" in reads else None),
+            (y if "y" in reads else None),
+        )
         ctx.shapes = (_shape(k, a), _shape(k, b))
         return y
 
@@ -289,8 +304,11 @@ class Where(Op):
     name = "where"
 
     def forward(self, ctx, k, cond, a, b):
-        ctx.cond, ctx.sa, ctx.sb = cond, k.shape_of(a) if not isinstance(a, Scalar) else (), \
-            k.shape_of(b) if not isinstance(b, Scalar) else ()
+        ctx.cond, ctx.sa, ctx.sb = (
+            cond,
+            k.shape_of(a) if not isinstance(a, Scalar) else (),
+            k.shape_of(b) if not isinstance(b, Scalar) else (),
+        )
         return k.where(cond, a, b)
 
     def backward(self, ctx, k, g):

@@ -75,8 +75,13 @@ MATMUL_NT = MatMulNT()
 def matmul(a: Any, b: Any) -> Any:
     """torch.matmul semantics: 1-D operands are promoted to matrices and the extra dimension removed."""
     a_shape, b_shape = a.shape, b.shape
-    if (len(a_shape) == 2 and len(b_shape) == 2 and a_shape[1] == b_shape[0] and a.dtype is b.dtype
-            and a.dtype.is_floating_point):
+    if (
+        len(a_shape) == 2
+        and len(b_shape) == 2
+        and a_shape[1] == b_shape[0]
+        and a.dtype is b.dtype
+        and a.dtype.is_floating_point
+    ):
         # The common case, exactly as below: two matrices of one floating dtype (no promotion, no
         # batch, no reshape of the result).
         grad_fn = b.grad_fn
@@ -86,8 +91,10 @@ def matmul(a: Any, b: Any) -> Any:
     a2 = a.reshape(1, a.shape[0]) if a.ndim == 1 else a
     b2 = b.reshape(b.shape[0], 1) if b.ndim == 1 else b
     if a2.shape[-1] != b2.shape[-2]:
-        raise ValueError(f"matmul shapes {a.shape} and {b.shape} do not match: "
-                         f"{a2.shape[-1]} (last of the first) != {b2.shape[-2]} (second-to-last of the second)")
+        raise ValueError(
+            f"matmul shapes {a.shape} and {b.shape} do not match: "
+            f"{a2.shape[-1]} (last of the first) != {b2.shape[-2]} (second-to-last of the second)"
+        )
     try:
         batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
     except ValueError:

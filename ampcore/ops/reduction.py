@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import builtins
 from collections import namedtuple
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .. import dtypes as dt
 from ..dispatch import call, primitive

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .. import dtypes as dt
 from ..dispatch import call, primitive
@@ -106,7 +107,15 @@ class ScatterAdd(Op):
 
 
 RESHAPE, TRANSPOSE, BROADCAST, SLICE, PAD, CONCAT, TAKE, SCATTER_ADD = (
-    Reshape(), Transpose(), BroadcastTo(), Slice(), Pad(), Concat(), Take(), ScatterAdd())
+    Reshape(),
+    Transpose(),
+    BroadcastTo(),
+    Slice(),
+    Pad(),
+    Concat(),
+    Take(),
+    ScatterAdd(),
+)
 
 
 def _numel(shape: Sequence[int]) -> int:
@@ -190,7 +199,7 @@ def squeeze(x: Any, dim: int | None = None) -> Any:
     if dim is None:
         return reshape(x, tuple(s for s in x.shape if s != 1))
     (axis,) = normalize_axes(dim, x.ndim)
-    return reshape(x, x.shape[:axis] + x.shape[axis + 1:]) if x.shape[axis] == 1 else x
+    return reshape(x, x.shape[:axis] + x.shape[axis + 1 :]) if x.shape[axis] == 1 else x
 
 
 @primitive("flatten")
@@ -198,7 +207,7 @@ def flatten(x: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
     if x.ndim == 0:
         return reshape(x, (1,))
     (s,), (e,) = normalize_axes(start_dim, x.ndim), normalize_axes(end_dim, x.ndim)
-    return reshape(x, x.shape[:s] + (_numel(x.shape[s:e + 1]),) + x.shape[e + 1:])
+    return reshape(x, x.shape[:s] + (_numel(x.shape[s : e + 1]),) + x.shape[e + 1 :])
 
 
 @primitive("pad")
@@ -262,7 +271,7 @@ def take(x: Any, indices: Any, dim: int) -> Any:
     _check_index_tensor(indices, x.shape[axis])
     flat = cast(indices, dt.int64).reshape(-1)
     out = call(TAKE, x, flat, axis=axis)
-    return out.reshape(x.shape[:axis] + indices.shape + x.shape[axis + 1:])
+    return out.reshape(x.shape[:axis] + indices.shape + x.shape[axis + 1 :])
 
 
 @primitive("index_add")
@@ -329,7 +338,7 @@ def getitem(x: Any, index: Any) -> Any:
             idx = x._new_tensor(idx, dt.int64)
         if idx.dtype == dt.bool_:
             raise IndexError("boolean-mask indexing is not supported; use ampcore.where(mask, x, 0) instead")
-        rest = getitem(x, index[:j] + (slice(None),) + index[j + 1:])
+        rest = getitem(x, index[:j] + (slice(None),) + index[j + 1 :])
         axis = sum(1 for i in index[:j] if not isinstance(i, int))
         return take(rest, idx, axis)
     for i in index:

@@ -31,10 +31,22 @@ def _widen(k: Any, x: Any, dtype: Any) -> Any:
     return x if k.dtype_of(x) == dtype else k.cast(x, dtype)
 
 
-def adamw_step_reference(k: Any, params: Sequence[Any], grads: Sequence[Any], exp_avgs: Sequence[Any],
-                         exp_avg_sqs: Sequence[Any], *, step: int, lr: float, beta1: float, beta2: float,
-                         eps: float, weight_decay: float, decoupled: bool,
-                         max_exp_avg_sqs: Sequence[Any] | None = None) -> tuple[list[Any], ...]:
+def adamw_step_reference(
+    k: Any,
+    params: Sequence[Any],
+    grads: Sequence[Any],
+    exp_avgs: Sequence[Any],
+    exp_avg_sqs: Sequence[Any],
+    *,
+    step: int,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float,
+    decoupled: bool,
+    max_exp_avg_sqs: Sequence[Any] | None = None,
+) -> tuple[list[Any], ...]:
     """The fused ``adamw_step`` kernel's contract composed from primitive kernels ``k``.
 
     Per tensor, in the moments' dtype ``c`` (:func:`ampcore.kernels.adamw_moment_dtype`
@@ -55,8 +67,8 @@ def adamw_step_reference(k: Any, params: Sequence[Any], grads: Sequence[Any], ex
     Arguments are not checked here: the optimizers validate them, and a fused
     kernel calls :func:`ampcore.kernels.check_adamw_step`.
     """
-    bias_correction1 = 1.0 - beta1 ** step
-    bc2_sqrt = math.sqrt(1.0 - beta2 ** step)
+    bias_correction1 = 1.0 - beta1**step
+    bc2_sqrt = math.sqrt(1.0 - beta2**step)
     step_size = lr / bias_correction1
     new_p, new_m, new_v, new_max = [], [], [], []
     for i, (p, g, m, v) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
@@ -101,8 +113,15 @@ class Adam(Optimizer):
 
     decoupled = False
 
-    def __init__(self, params: Any, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, amsgrad: bool = False) -> None:
+    def __init__(
+        self,
+        params: Any,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        amsgrad: bool = False,
+    ) -> None:
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad))
 
     def _validate_group(self, group: dict[str, Any]) -> None:
@@ -139,8 +158,9 @@ class Adam(Optimizer):
         # The fused kernel may write p, m and v in place, so it runs in the finish phase, after every
         # out-of-place computation of every group has succeeded (see the optimizer module's docstring).
         fused = [key for key, ps in buckets.items() if not amsgrad and ps[0]._backend.kernels.has("adamw_step")]
-        results = {key: self._run(group, ps, states, key[1], fused=False)
-                   for key, ps in buckets.items() if key not in fused}
+        results = {
+            key: self._run(group, ps, states, key[1], fused=False) for key, ps in buckets.items() if key not in fused
+        }
 
         def finish() -> Callable[[], None]:
             for key in fused:
@@ -161,14 +181,22 @@ class Adam(Optimizer):
 
         return finish
 
-    def _run(self, group: dict[str, Any], ps: list[Tensor], states: dict[Tensor, dict[str, Any]], step: int,
-             fused: bool) -> tuple[list[Any], ...]:
+    def _run(
+        self, group: dict[str, Any], ps: list[Tensor], states: dict[Tensor, dict[str, Any]], step: int, fused: bool
+    ) -> tuple[list[Any], ...]:
         """New ``(params, exp_avgs, exp_avg_sqs[, max_exp_avg_sqs])`` arrays for one bucket: the backend's
         fused kernel (in place on arrays this optimizer owns) or the out-of-place reference composition."""
         k = guarded_kernels(ps[0]._backend, f"{type(self).__name__}.step")
         beta1, beta2 = group["betas"]
-        hyper = dict(step=step, lr=float(group["lr"]), beta1=beta1, beta2=beta2, eps=float(group["eps"]),
-                     weight_decay=float(group["weight_decay"]), decoupled=self.decoupled)
+        hyper = dict(
+            step=step,
+            lr=float(group["lr"]),
+            beta1=beta1,
+            beta2=beta2,
+            eps=float(group["eps"]),
+            weight_decay=float(group["weight_decay"]),
+            decoupled=self.decoupled,
+        )
         grads = [grad_data(p) for p in ps]
         m = [states[p]["exp_avg"]._data for p in ps]
         v = [states[p]["exp_avg_sq"]._data for p in ps]
@@ -184,6 +212,13 @@ class AdamW(Adam):
 
     decoupled = True
 
-    def __init__(self, params: Any, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 1e-2, amsgrad: bool = False) -> None:
+    def __init__(
+        self,
+        params: Any,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+        amsgrad: bool = False,
+    ) -> None:
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad)

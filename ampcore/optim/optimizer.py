@@ -55,8 +55,7 @@ def state_dtype(param: Tensor) -> dt.DType:
     return dt.float64 if param.dtype == dt.float64 else dt.float32
 
 
-def check_hyper(name: str, value: Any, low: float = 0.0, high: float | None = None,
-                high_open: bool = False) -> None:
+def check_hyper(name: str, value: Any, low: float = 0.0, high: float | None = None, high_open: bool = False) -> None:
     """ValueError naming ``name`` and ``value`` unless ``low <= value`` (``< high`` or ``<= high``)."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value) and value >= low
     if ok and high is not None:
@@ -119,8 +118,10 @@ class Optimizer:
         if isinstance(params, Tensor):
             params = [params]
         elif isinstance(params, set):
-            raise TypeError("parameter groups need an ordered collection of tensors; a set's order changes "
-                            "between runs, so use a list")
+            raise TypeError(
+                "parameter groups need an ordered collection of tensors; a set's order changes "
+                "between runs, so use a list"
+            )
         elif params is None:
             raise ValueError("a parameter group needs a 'params' entry")
         params = list(params)
@@ -128,8 +129,7 @@ class Optimizer:
             if not isinstance(p, Tensor):
                 raise TypeError(f"optimizers can only optimize Tensors, got {type(p).__name__}")
             if not p.is_leaf:
-                raise ValueError("optimizers can only optimize leaf tensors; this one was computed "
-                                 f"by {p.grad_fn!r}")
+                raise ValueError(f"optimizers can only optimize leaf tensors; this one was computed by {p.grad_fn!r}")
             if not p.dtype.is_floating_point:
                 raise TypeError(f"optimizers can only optimize floating tensors, got {p.dtype.name}")
         if len({id(p) for p in params}) != len(params):
@@ -215,8 +215,11 @@ class Optimizer:
         for group in self.param_groups:
             ids = [index.setdefault(id(p), len(index)) for p in group["params"]]
             groups.append({**{k: v for k, v in group.items() if k != "params"}, "params": ids})
-        state = {index[id(p)]: {k: _copy_value(v) for k, v in st.items()}
-                 for p, st in self.state.items() if id(p) in index and st}
+        state = {
+            index[id(p)]: {k: _copy_value(v) for k, v in st.items()}
+            for p, st in self.state.items()
+            if id(p) in index and st
+        }
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
@@ -232,15 +235,19 @@ class Optimizer:
             raise StateDictError("an optimizer state dict needs 'state' and 'param_groups' entries")
         saved_groups = list(state_dict["param_groups"])
         if len(saved_groups) != len(self.param_groups):
-            raise StateDictError(f"the state dict has {len(saved_groups)} parameter group(s), "
-                                 f"this optimizer has {len(self.param_groups)}")
+            raise StateDictError(
+                f"the state dict has {len(saved_groups)} parameter group(s), "
+                f"this optimizer has {len(self.param_groups)}"
+            )
         id_map: dict[Any, tuple[Tensor, dict[str, Any]]] = {}
         new_groups = []
         for i, (saved, group) in enumerate(zip(saved_groups, self.param_groups)):
             ids = list(saved.get("params", []))
             if len(ids) != len(group["params"]):
-                raise StateDictError(f"parameter group {i} has {len(ids)} parameter(s) in the state dict "
-                                     f"but {len(group['params'])} in this optimizer")
+                raise StateDictError(
+                    f"parameter group {i} has {len(ids)} parameter(s) in the state dict "
+                    f"but {len(group['params'])} in this optimizer"
+                )
             merged = {**group, **{k: v for k, v in saved.items() if k != "params"}, "params": group["params"]}
             try:
                 self._validate_group(merged)
@@ -255,8 +262,9 @@ class Optimizer:
         with no_grad():
             for pid, st in state_dict["state"].items():
                 if pid not in id_map:
-                    raise StateDictError(f"the state dict has state for parameter id {pid!r}, "
-                                         "which is in none of its parameter groups")
+                    raise StateDictError(
+                        f"the state dict has state for parameter id {pid!r}, which is in none of its parameter groups"
+                    )
                 p, group = id_map[pid]
                 if st:  # an empty entry is a parameter that has not been stepped yet
                     new_state[p] = self._load_param_state(pid, p, st, self._state_spec(group))
@@ -267,8 +275,10 @@ class Optimizer:
         missing = [k for k, kind in spec.items() if k not in saved and kind != "optional_tensor"]
         unexpected = [k for k in saved if k not in spec]
         if missing or unexpected:
-            raise StateDictError(f"state of parameter id {pid!r}: missing key(s) {missing}, unexpected key(s) "
-                                 f"{unexpected}; was it saved by another optimizer type or with other options?")
+            raise StateDictError(
+                f"state of parameter id {pid!r}: missing key(s) {missing}, unexpected key(s) "
+                f"{unexpected}; was it saved by another optimizer type or with other options?"
+            )
         out: dict[str, Any] = {}
         for key, value in saved.items():
             if spec[key] == "step":
@@ -276,15 +286,20 @@ class Optimizer:
             elif value is None and spec[key] == "optional_tensor":
                 continue
             elif not isinstance(value, Tensor):
-                raise StateDictError(f"state {key!r} of parameter id {pid!r} must be a Tensor, "
-                                     f"got {type(value).__name__}")
+                raise StateDictError(
+                    f"state {key!r} of parameter id {pid!r} must be a Tensor, got {type(value).__name__}"
+                )
             elif value.shape != p.shape:
-                raise StateDictError(f"state {key!r} of parameter id {pid!r} has shape {value.shape}, "
-                                     f"but the parameter has shape {p.shape}")
+                raise StateDictError(
+                    f"state {key!r} of parameter id {pid!r} has shape {value.shape}, "
+                    f"but the parameter has shape {p.shape}"
+                )
             elif not value.dtype.is_floating_point:
-                raise StateDictError(f"state {key!r} of parameter id {pid!r} has dtype {value.dtype.name}; optimizer "
-                                     f"state is floating point (any float dtype is converted to "
-                                     f"{state_dtype(p).name})")
+                raise StateDictError(
+                    f"state {key!r} of parameter id {pid!r} has dtype {value.dtype.name}; optimizer "
+                    f"state is floating point (any float dtype is converted to "
+                    f"{state_dtype(p).name})"
+                )
             else:
                 moved = value.detach().to(device=p.device, dtype=state_dtype(p))
                 out[key] = moved.clone() if moved._data is value._data else moved
@@ -312,8 +327,9 @@ def _check_grad(p: Tensor) -> None:
     if g.shape != p.shape:
         raise ValueError(f"gradient of shape {g.shape} does not match its parameter of shape {p.shape}")
     if g.device != p.device:
-        raise ValueError(f"gradient on {str(g.device)!r} but its parameter on {str(p.device)!r}; "
-                         "move them to one device")
+        raise ValueError(
+            f"gradient on {str(g.device)!r} but its parameter on {str(p.device)!r}; move them to one device"
+        )
     if not g.dtype.is_floating_point:
         raise TypeError(f"gradients must be floating, got {g.dtype.name}")
 
@@ -327,7 +343,12 @@ def _copy_value(value: Any) -> Any:
 
 def _as_step(pid: Any, key: str, value: Any) -> int:
     raw = value.item() if isinstance(value, Tensor) else value
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw) or raw < 0 \
-            or raw != int(raw):
+    if (
+        isinstance(raw, bool)
+        or not isinstance(raw, (int, float))
+        or not math.isfinite(raw)
+        or raw < 0
+        or raw != int(raw)
+    ):
         raise StateDictError(f"state {key!r} of parameter id {pid!r} must be a non-negative integer, got {value!r}")
     return int(raw)

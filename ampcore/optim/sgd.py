@@ -29,10 +29,18 @@ class SGD(Optimizer):
     weight_decay < 0, or nesterov without momentum or with dampening.
     """
 
-    def __init__(self, params: Any, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
-                 weight_decay: float = 0.0, nesterov: bool = False) -> None:
-        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                                      nesterov=nesterov))
+    def __init__(
+        self,
+        params: Any,
+        lr: float = 1e-3,
+        momentum: float = 0.0,
+        dampening: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+    ) -> None:
+        super().__init__(
+            params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov)
+        )
 
     def _validate_group(self, group: dict[str, Any]) -> None:
         check_hyper("learning rate", group["lr"])
@@ -40,8 +48,10 @@ class SGD(Optimizer):
         check_hyper("dampening value", group["dampening"])
         check_hyper("weight_decay value", group["weight_decay"])
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
-            raise ValueError(f"Nesterov momentum needs a momentum > 0 and zero dampening, got "
-                             f"momentum={group['momentum']!r}, dampening={group['dampening']!r}")
+            raise ValueError(
+                f"Nesterov momentum needs a momentum > 0 and zero dampening, got "
+                f"momentum={group['momentum']!r}, dampening={group['dampening']!r}"
+            )
 
     def _state_spec(self, group: dict[str, Any]) -> dict[str, str]:
         return {"momentum_buffer": "optional_tensor"}
@@ -60,8 +70,9 @@ class SGD(Optimizer):
                 g = k.add(g, k.mul(pc, weight_decay))
             buf = None
             if momentum:
-                buf = k.cast(g, cdt) if buf_t is None else k.add(k.mul(buf_t._data, momentum),
-                                                                 k.mul(g, 1.0 - dampening))
+                buf = (
+                    k.cast(g, cdt) if buf_t is None else k.add(k.mul(buf_t._data, momentum), k.mul(g, 1.0 - dampening))
+                )
                 g = k.add(g, k.mul(buf, momentum)) if nesterov else buf
             new.append((_widen(k, k.sub(pc, k.mul(g, lr)), p.dtype), buf))
 

@@ -8,7 +8,8 @@ fails is recorded and shown by ``ampcore info`` while the others keep working.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -20,7 +21,7 @@ hookimpl = pluggy.HookimplMarker("ampcore")
 
 
 @hookspec
-def ampcore_backends() -> "Sequence[Backend] | Backend | None":
+def ampcore_backends() -> Sequence[Backend] | Backend | None:
     """Contribute backends.
 
     Called once, when the registry first loads plugins.  Return a Backend, a
@@ -33,7 +34,7 @@ def ampcore_backends() -> "Sequence[Backend] | Backend | None":
 
 
 @hookspec
-def ampcore_kernels(backend: "Backend") -> "Mapping[str, Callable[..., Any]] | None":
+def ampcore_kernels(backend: Backend) -> Mapping[str, Callable[..., Any]] | None:
     """Add or override kernels of an already-loaded backend.
 
     Called once per backend after all backends are loaded.  Return a mapping
@@ -45,7 +46,7 @@ def ampcore_kernels(backend: "Backend") -> "Mapping[str, Callable[..., Any]] | N
 
 
 @hookspec
-def ampcore_policy(device_type: str) -> "Mapping[str, str] | None":
+def ampcore_policy(device_type: str) -> Mapping[str, str] | None:
     """Adjust the cast policy autocast uses for ``device_type`` (a backend name).
 
     Called when ``ampcore.policy.get(device_type)`` builds the policy (it is

@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 import threading
 import traceback
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any, Iterable
+from typing import Any
 
 import pluggy
 
@@ -136,7 +137,9 @@ class Registry:
             message = f"for backend {backend!r}: {message}"
         self.broken.append(BrokenPlugin(name, message, where, exc))
         if _strict():
-            raise PluginLoadError(f"plugin {name!r} failed in {where}: {message} (AMPCORE_STRICT_PLUGINS is set)") from exc
+            raise PluginLoadError(
+                f"plugin {name!r} failed in {where}: {message} (AMPCORE_STRICT_PLUGINS is set)"
+            ) from exc
 
     def _load_entry_point(self, ep: metadata.EntryPoint) -> None:
         dist = getattr(ep, "dist", None)
@@ -256,8 +259,9 @@ class Registry:
         if record is None:
             for broken in self.broken:
                 if broken.name == name:
-                    raise PluginLoadError(f"backend {name!r} is installed but broken ({broken.where}): {broken.error}") \
-                        from broken.exception
+                    raise PluginLoadError(
+                        f"backend {name!r} is installed but broken ({broken.where}): {broken.error}"
+                    ) from broken.exception
             raise UnknownBackendError(name, self.records)
         if require_available:
             status = record.availability()
@@ -275,8 +279,10 @@ class Registry:
             return Device(dev.type, self.first_usable_index(backend))
         count = backend.device_count()
         if not 0 <= dev.index < count:
-            raise ValueError(f"device {str(dev)!r} does not exist; backend {dev.type!r} has {count} device(s) "
-                             f"({', '.join(f'{dev.type}:{i}' for i in range(count))})")
+            raise ValueError(
+                f"device {str(dev)!r} does not exist; backend {dev.type!r} has {count} device(s) "
+                f"({', '.join(f'{dev.type}:{i}' for i in range(count))})"
+            )
         status = device_status(backend, dev.index)
         if not status.ok:
             raise BackendUnavailableError(dev.type, status.reason, device=str(dev))
@@ -309,8 +315,10 @@ class Registry:
         """The highest-priority available backend's first device."""
         candidates = self.available()
         if not candidates:
-            raise RuntimeError("no available ampcore backend; install one, e.g. pip install ampcore-cpu "
-                               "(run 'ampcore info' to see why installed ones are unavailable)")
+            raise RuntimeError(
+                "no available ampcore backend; install one, e.g. pip install ampcore-cpu "
+                "(run 'ampcore info' to see why installed ones are unavailable)"
+            )
         return Device(candidates[0].name, self.first_usable_index(candidates[0]))
 
     def set_default(self, device: DeviceLike | None) -> None:

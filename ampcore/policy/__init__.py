@@ -16,10 +16,29 @@ from .dtype_policy import DtypePolicy
 from .policy import BANNED_REASONS, Category, Entry, Policy, UnknownOpError
 from .resolve import get, register, unregister
 
-LOWER, FP32, PROMOTE, BANNED, UNLISTED = (Category.LOWER, Category.FP32, Category.PROMOTE, Category.BANNED,
-                                          Category.UNLISTED)
+LOWER, FP32, PROMOTE, BANNED, UNLISTED = (
+    Category.LOWER,
+    Category.FP32,
+    Category.PROMOTE,
+    Category.BANNED,
+    Category.UNLISTED,
+)
 
 __all__ = [
-    "Category", "Entry", "Policy", "UnknownOpError", "DtypePolicy", "BANNED_REASONS", "BUILTIN_TABLES",
-    "builtin", "get", "register", "unregister", "LOWER", "FP32", "PROMOTE", "BANNED", "UNLISTED",
+    "Category",
+    "Entry",
+    "Policy",
+    "UnknownOpError",
+    "DtypePolicy",
+    "BANNED_REASONS",
+    "BUILTIN_TABLES",
+    "builtin",
+    "get",
+    "register",
+    "unregister",
+    "LOWER",
+    "FP32",
+    "PROMOTE",
+    "BANNED",
+    "UNLISTED",
 ]

@@ -36,7 +36,7 @@ BUILTIN_TABLES: tuple[str, ...] = tuple(_GROUPS)
 _BANNING_TABLES = frozenset({"cuda", "xpu"})
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def builtin(table: str) -> Policy:
     """The built-in policy ``table`` (``"cuda"``, ``"cpu"`` or ``"xpu"``); ValueError naming the valid ones."""
     if table not in _GROUPS:
@@ -52,8 +52,9 @@ def builtin(table: str) -> Policy:
                 source += f" (as {torch_name})"
             previous = entries.get(op)
             if previous is not None and previous.category is not category:
-                raise AssertionError(f"torch {table} lists put {op!r} in both {previous.category.value} "
-                                     f"and {category.value}")
+                raise AssertionError(
+                    f"torch {table} lists put {op!r} in both {previous.category.value} and {category.value}"
+                )
             entries[op] = Entry(category, source)
     if table == "cpu":
         _follow_registrations(entries)
@@ -70,12 +71,16 @@ def _follow_registrations(entries: dict[str, Entry]) -> None:
         if registered and documented is not None and documented.category is category:
             entries[op] = Entry(category, f"{documented.source}; {REGISTRATION_SOURCE}")
         elif registered:
-            said = (f"{documented.source} says {documented.category.value}" if documented
-                    else "not on the torch docs page")
+            said = (
+                f"{documented.source} says {documented.category.value}" if documented else "not on the torch docs page"
+            )
             entries[op] = Entry(category, f"{REGISTRATION_SOURCE} of aten::{aten}; {said}")
         elif category is not Category.UNLISTED:
-            entries[op] = Entry(category, f"torch 2.13 CPU autocast at run time: aten::{aten} has no AutocastCPU "
-                                          "kernel but runs registered ops inside (autocast_mode.cpp); "
-                                          "not on the torch docs page")
+            entries[op] = Entry(
+                category,
+                f"torch 2.13 CPU autocast at run time: aten::{aten} has no AutocastCPU "
+                "kernel but runs registered ops inside (autocast_mode.cpp); "
+                "not on the torch docs page",
+            )
         elif documented is not None:
             raise AssertionError(f"torch cpu list has {op!r} but torch 2.13 registers no AutocastCPU kernel for it")

@@ -10,8 +10,9 @@ mixed-precision recipe in one string, e.g. from a config file.  Its
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .. import dtypes as dt
 from ..dtypes import DType
@@ -27,11 +28,24 @@ def set_autocast(autocast: Callable[..., Any]) -> None:
     """Give :meth:`DtypePolicy.autocast` the region it opens (``ampcore.amp.autocast``)."""
     _autocast[0] = autocast
 
-_KEYS = {"p": "param_dtype", "params": "param_dtype", "param": "param_dtype",
-         "c": "compute_dtype", "compute": "compute_dtype",
-         "o": "output_dtype", "output": "output_dtype"}
-_SHORT = {"f32": dt.float32, "f16": dt.float16, "bf16": dt.bfloat16, "f64": dt.float64,
-          "full": dt.float32, "half": dt.float16}
+
+_KEYS = {
+    "p": "param_dtype",
+    "params": "param_dtype",
+    "param": "param_dtype",
+    "c": "compute_dtype",
+    "compute": "compute_dtype",
+    "o": "output_dtype",
+    "output": "output_dtype",
+}
+_SHORT = {
+    "f32": dt.float32,
+    "f16": dt.float16,
+    "bf16": dt.bfloat16,
+    "f64": dt.float64,
+    "full": dt.float32,
+    "half": dt.float16,
+}
 
 
 def _dtype(text: str, spec: str) -> DType:
@@ -41,8 +55,10 @@ def _dtype(text: str, spec: str) -> DType:
     except (TypeError, ValueError):
         found = None
     if found is None or not found.is_floating_point:
-        raise ValueError(f"dtype policy {spec!r}: {text!r} is not a floating dtype; use float32/f32, "
-                         "float16/f16/half, bfloat16/bf16 or float64/f64")
+        raise ValueError(
+            f"dtype policy {spec!r}: {text!r} is not a floating dtype; use float32/f32, "
+            "float16/f16/half, bfloat16/bf16 or float64/f64"
+        )
     return found
 
 
@@ -55,7 +71,7 @@ class DtypePolicy:
     output_dtype: DType = dt.float32
 
     @classmethod
-    def parse(cls, spec: str) -> "DtypePolicy":
+    def parse(cls, spec: str) -> DtypePolicy:
         """From ``"params=float32,compute=bfloat16,output=float32"``, its short form, or one dtype for all."""
         if not isinstance(spec, str):
             raise TypeError(f"a dtype policy string is needed, got {spec!r}")
@@ -67,8 +83,10 @@ class DtypePolicy:
             key, sep, value = part.partition("=")
             name = _KEYS.get(key.strip().lower())
             if not sep or name is None:
-                raise ValueError(f"dtype policy {spec!r}: cannot read {part.strip()!r}; expected "
-                                 "'params=...', 'compute=...' or 'output=...' (or p=/c=/o=)")
+                raise ValueError(
+                    f"dtype policy {spec!r}: cannot read {part.strip()!r}; expected "
+                    "'params=...', 'compute=...' or 'output=...' (or p=/c=/o=)"
+                )
             if name in fields:
                 raise ValueError(f"dtype policy {spec!r} sets {name} twice")
             fields[name] = _dtype(value, spec)

@@ -10,9 +10,9 @@ autocast region runs with cannot change under it.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Iterable, Mapping
 
 from ..dispatch import is_registered
 
@@ -22,14 +22,14 @@ __all__ = ["Category", "Entry", "Policy", "UnknownOpError", "BANNED_REASONS"]
 class Category(str, enum.Enum):
     """What autocast does with an op's floating inputs."""
 
-    LOWER = "lower"          # cast to the autocast dtype (float16 / bfloat16)
-    FP32 = "fp32"            # cast to float32
-    PROMOTE = "promote"      # cast to the widest floating input type
-    BANNED = "banned"        # raise: unsafe to autocast (see the entry's reason)
-    UNLISTED = "unlisted"    # not autocast: runs in its inputs' types
+    LOWER = "lower"  # cast to the autocast dtype (float16 / bfloat16)
+    FP32 = "fp32"  # cast to float32
+    PROMOTE = "promote"  # cast to the widest floating input type
+    BANNED = "banned"  # raise: unsafe to autocast (see the entry's reason)
+    UNLISTED = "unlisted"  # not autocast: runs in its inputs' types
 
     @classmethod
-    def parse(cls, value: "Category | str") -> "Category":
+    def parse(cls, value: Category | str) -> Category:
         """A Category from itself or its name (``"lower"``, ``"fp32"``, ...); ValueError listing the valid ones."""
         if isinstance(value, Category):
             return value
@@ -68,7 +68,7 @@ class Entry:
     source: str
 
 
-def _names(value: "str | Iterable[str]", argument: str) -> list[str]:
+def _names(value: str | Iterable[str], argument: str) -> list[str]:
     """Op names from a list (or one name); TypeError for anything else."""
     items = [value] if isinstance(value, str) else value
     try:
@@ -125,7 +125,7 @@ class Policy:
     def category(self, op: str) -> Category:
         return self.decision(op).category
 
-    def ops(self, category: "Category | str") -> tuple[str, ...]:
+    def ops(self, category: Category | str) -> tuple[str, ...]:
         """The listed ops of ``category``, sorted."""
         wanted = Category.parse(category)
         return tuple(sorted(op for op, e in self._entries.items() if e.category is wanted))
@@ -138,27 +138,39 @@ class Policy:
         return {op: e.category.value for op, e in sorted(self._entries.items())}
 
     # --- building ----------------------------------------------------------
-    def override(self, *, lower: "str | Iterable[str]" = (), fp32: "str | Iterable[str]" = (),
-                 promote: "str | Iterable[str]" = (), unlisted: "str | Iterable[str]" = (),
-                 banned: "str | Iterable[str]" = (), source: str = "user", name: str | None = None) -> "Policy":
+    def override(
+        self,
+        *,
+        lower: str | Iterable[str] = (),
+        fp32: str | Iterable[str] = (),
+        promote: str | Iterable[str] = (),
+        unlisted: str | Iterable[str] = (),
+        banned: str | Iterable[str] = (),
+        source: str = "user",
+        name: str | None = None,
+    ) -> Policy:
         """A new policy with these ops moved to these categories (``unlisted`` removes an op from the lists).
 
         ``ampcore.policy.get("cpu").override(fp32=["gelu"], lower=["my_op"])``.
         Raises ValueError if one op is given two categories.
         """
         layer: dict[str, Category] = {}
-        for category, value, argument in ((Category.LOWER, lower, "lower"), (Category.FP32, fp32, "fp32"),
-                                          (Category.PROMOTE, promote, "promote"),
-                                          (Category.UNLISTED, unlisted, "unlisted"),
-                                          (Category.BANNED, banned, "banned")):
+        for category, value, argument in (
+            (Category.LOWER, lower, "lower"),
+            (Category.FP32, fp32, "fp32"),
+            (Category.PROMOTE, promote, "promote"),
+            (Category.UNLISTED, unlisted, "unlisted"),
+            (Category.BANNED, banned, "banned"),
+        ):
             for op in _names(value, argument):
                 if op in layer and layer[op] is not category:
-                    raise ValueError(f"op {op!r} given two categories in one override: "
-                                     f"{layer[op].value!r} and {category.value!r}")
+                    raise ValueError(
+                        f"op {op!r} given two categories in one override: {layer[op].value!r} and {category.value!r}"
+                    )
                 layer[op] = category
         return self.layered(layer, source, name=name)
 
-    def layered(self, mapping: Mapping[str, "Category | str"], source: str, *, name: str | None = None) -> "Policy":
+    def layered(self, mapping: Mapping[str, Category | str], source: str, *, name: str | None = None) -> Policy:
         """A new policy with ``mapping`` (op -> category or its name) laid over this one."""
         if not isinstance(mapping, Mapping):
             raise TypeError(f"a policy layer must map op names to categories, got {type(mapping).__name__}")
@@ -197,6 +209,7 @@ class Policy:
         return hash(frozenset(self._entries.items()))
 
     def __repr__(self) -> str:
-        counts = ", ".join(f"{c.value}={len(self.ops(c))}" for c in (Category.LOWER, Category.FP32,
-                                                                       Category.PROMOTE, Category.BANNED))
+        counts = ", ".join(
+            f"{c.value}={len(self.ops(c))}" for c in (Category.LOWER, Category.FP32, Category.PROMOTE, Category.BANNED)
+        )
         return f"<Policy {self._name!r}: {counts}>"

@@ -29,8 +29,9 @@ def check_device_type(device_type: Any) -> str:
     if not isinstance(device_type, str):
         raise TypeError(f"device_type must be a backend name such as 'cpu' or 'cuda', got {device_type!r}")
     if ":" in device_type:
-        raise ValueError(f"autocast and cast policies are per device type: pass {device_type.split(':')[0]!r}, "
-                         f"not {device_type!r}")
+        raise ValueError(
+            f"autocast and cast policies are per device type: pass {device_type.split(':')[0]!r}, not {device_type!r}"
+        )
     return device_type
 
 
@@ -63,7 +64,7 @@ def get(device_type: str) -> Policy:
     return policy
 
 
-def register(op: str, category: "Category | str", *, device_type: str | None = None) -> None:
+def register(op: str, category: Category | str, *, device_type: str | None = None) -> None:
     """Give ``op`` (e.g. a custom op's name) a category in every policy ``get()`` builds.
 
     ``device_type=None`` applies to every device type.  ``"unlisted"``

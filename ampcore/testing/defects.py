@@ -45,8 +45,7 @@ def _sequential_sum(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.
     """Sum over ``axes`` one term at a time, every partial sum rounded to x's dtype."""
     rest = [a for a in range(x.ndim) if a not in axes]
     flat = np.transpose(x, rest + list(axes)).reshape([x.shape[a] for a in rest] + [-1])
-    total = (np.cumsum(flat, axis=-1, dtype=x.dtype)[..., -1] if flat.shape[-1]
-             else np.zeros(flat.shape[:-1], x.dtype))
+    total = np.cumsum(flat, axis=-1, dtype=x.dtype)[..., -1] if flat.shape[-1] else np.zeros(flat.shape[:-1], x.dtype)
     return total.reshape([1 if a in axes else n for a, n in enumerate(x.shape)]) if keepdims else total
 
 
@@ -159,8 +158,9 @@ def unchecked_adamw_step(table: Kernels) -> None:
     from ..kernels import KernelTable
     from ..optim.adam import adamw_step_reference
 
-    k = KernelTable("unchecked_adamw_step", {n: table[n] for n in ("cast", "add", "sub", "mul", "div", "sqrt",
-                                                                  "maximum")}, "defect")
+    k = KernelTable(
+        "unchecked_adamw_step", {n: table[n] for n in ("cast", "add", "sub", "mul", "div", "sqrt", "maximum")}, "defect"
+    )
     k.bind_array_info(lambda a: a.shape, lambda a: dt.as_dtype(a.dtype))
 
     def adamw_step(params: list, grads: list, exp_avgs: list, exp_avg_sqs: list, **hyper: Any) -> tuple:

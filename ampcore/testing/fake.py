@@ -51,15 +51,35 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 _UNARY_FNS: dict[str, Callable[..., Any]] = {
-    "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": _rsqrt,
-    "tanh": np.tanh, "sigmoid": _sigmoid, "erf": _erf, "sign": np.sign, "sin": np.sin, "cos": np.cos,
+    "neg": np.negative,
+    "abs": np.abs,
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
+    "rsqrt": _rsqrt,
+    "tanh": np.tanh,
+    "sigmoid": _sigmoid,
+    "erf": _erf,
+    "sign": np.sign,
+    "sin": np.sin,
+    "cos": np.cos,
 }
 _BINARY_FNS: dict[str, Callable[..., Any]] = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
-    "maximum": np.maximum, "minimum": np.minimum,
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "pow": np.power,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
 }
 _COMPARE_FNS: dict[str, Callable[..., Any]] = {
-    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
 }
 
 
@@ -138,8 +158,14 @@ def _unscale_and_check(grads: list, inv_scale: np.ndarray, found_inf: np.ndarray
     return out, np.asarray([1.0 if bad else float(found_inf.reshape(-1)[0])], dtype=_F32).reshape(found_inf.shape)
 
 
-def _update_scale(scale: np.ndarray, tracker: np.ndarray, found_inf: np.ndarray, growth_factor: float,
-                  backoff_factor: float, growth_interval: int) -> tuple[np.ndarray, np.ndarray]:
+def _update_scale(
+    scale: np.ndarray,
+    tracker: np.ndarray,
+    found_inf: np.ndarray,
+    growth_factor: float,
+    backoff_factor: float,
+    growth_interval: int,
+) -> tuple[np.ndarray, np.ndarray]:
     s, t = float(scale.reshape(-1)[0]), int(tracker.reshape(-1)[0])
     with np.errstate(over="ignore"):
         if float(found_inf.reshape(-1)[0]):
@@ -157,17 +183,28 @@ def _primitives() -> dict[str, Callable[..., Any]]:
     table.update({n: _elementwise(_BINARY_FNS[n]) for n in BINARY})
     table.update({n: _compare(_COMPARE_FNS[n]) for n in COMPARISON})
     table.update(
-        cast=dt.convert, where=_where, sum=_sum, max=_max,
+        cast=dt.convert,
+        where=_where,
+        sum=_sum,
+        max=_max,
         argmax=lambda x, axis: np.asarray(np.argmax(_up(x), axis=axis), dtype=np.int64),
-        cumsum=_reduce(np.cumsum, True), matmul=_elementwise(np.matmul),
-        reshape=np.reshape, transpose=np.transpose, broadcast_to=np.broadcast_to,
-        slice=lambda x, index: x[index], slice_assign=_slice_assign, pad=_pad,
+        cumsum=_reduce(np.cumsum, True),
+        matmul=_elementwise(np.matmul),
+        reshape=np.reshape,
+        transpose=np.transpose,
+        broadcast_to=np.broadcast_to,
+        slice=lambda x, index: x[index],
+        slice_assign=_slice_assign,
+        pad=_pad,
         concat=lambda xs, axis: np.concatenate(list(xs), axis=axis),
-        take=lambda x, indices, axis: np.take(x, indices, axis=axis), scatter_add=_scatter_add,
+        take=lambda x, indices, axis: np.take(x, indices, axis=axis),
+        scatter_add=_scatter_add,
         full=lambda shape, value, dtype, device_index=0: np.full(shape, value, dtype=_np(dtype)),
         arange=lambda start, stop, step, dtype, device_index=0: dt.convert(np.arange(start, stop, step), dtype),
-        uniform=_random("random"), normal=_random("standard_normal"),
-        unscale_and_check=_unscale_and_check, update_scale=_update_scale,
+        uniform=_random("random"),
+        normal=_random("standard_normal"),
+        unscale_and_check=_unscale_and_check,
+        update_scale=_update_scale,
     )
     return table
 
@@ -189,12 +226,23 @@ class FakeBackend(Backend):
     ``defects`` names deliberate bugs from :data:`ampcore.testing.defects.DEFECTS`.
     """
 
-    def __init__(self, name: str = "fake", *, storable: Collection[Any] | None = None,
-                 native: Collection[Any] | None = None, emulated: Collection[Any] | None = None,
-                 missing: Collection[str] = (), fail_on: tuple[str, int] | None = None, priority: int = 0,
-                 devices: int = 1, autocast_dtype: Any = None,
-                 fallback_ops: Mapping[Any, Collection[str]] | None = None, policy: str = "cpu",
-                 defects: Collection[str] = (), unusable: Mapping[int, str] | None = None):
+    def __init__(
+        self,
+        name: str = "fake",
+        *,
+        storable: Collection[Any] | None = None,
+        native: Collection[Any] | None = None,
+        emulated: Collection[Any] | None = None,
+        missing: Collection[str] = (),
+        fail_on: tuple[str, int] | None = None,
+        priority: int = 0,
+        devices: int = 1,
+        autocast_dtype: Any = None,
+        fallback_ops: Mapping[Any, Collection[str]] | None = None,
+        policy: str = "cpu",
+        defects: Collection[str] = (),
+        unusable: Mapping[int, str] | None = None,
+    ):
         as_set = lambda ds: frozenset(dt.as_dtype(d) for d in ds)  # noqa: E731 - local conversion
         self.name = name
         self.priority = priority
@@ -225,9 +273,16 @@ class FakeBackend(Backend):
         return Availability(index not in self.unusable, self.unusable.get(index, ""))
 
     def capabilities(self, index: int = 0) -> Capabilities:
-        return Capabilities(device_name=f"fake device {index}", storable=self.storable, native=self.native,
-                            emulated=self.emulated, autocast_dtype=self.autocast_dtype, memory_bytes=1 << 30,
-                            policy=self.policy, fallback_ops=self.fallback_ops)
+        return Capabilities(
+            device_name=f"fake device {index}",
+            storable=self.storable,
+            native=self.native,
+            emulated=self.emulated,
+            autocast_dtype=self.autocast_dtype,
+            memory_bytes=1 << 30,
+            policy=self.policy,
+            fallback_ops=self.fallback_ops,
+        )
 
     def kernel_functions(self) -> Mapping[str, Callable[..., Any]]:
         table = apply_defects(_primitives(), self.defects)
@@ -239,13 +294,15 @@ class FakeBackend(Backend):
         def kernel(*args: Any, **kwargs: Any) -> Any:
             self.calls[name] = self.calls.get(name, 0) + 1
             if self.fail_on is not None and self.fail_on == (name, self.calls[name]):
-                raise RuntimeError(f"fake backend {self.name!r}: injected failure in call {self.calls[name]} "
-                                   f"of kernel {name!r}")
+                raise RuntimeError(
+                    f"fake backend {self.name!r}: injected failure in call {self.calls[name]} of kernel {name!r}"
+                )
             if name in _COMPUTE:
                 for a in args:
                     if isinstance(a, np.ndarray) and a.dtype != np.bool_ and a.dtype not in computable:
-                        raise TypeError(f"fake backend {self.name!r} stores {a.dtype} but cannot compute "
-                                        f"{name!r} on it")
+                        raise TypeError(
+                            f"fake backend {self.name!r} stores {a.dtype} but cannot compute {name!r} on it"
+                        )
             return fn(*args, **kwargs)
 
         kernel.__name__ = name

@@ -34,8 +34,9 @@ def _scalarize(out: Any, weights: list[np.ndarray]) -> Any:
     return total
 
 
-def gradcheck(fn: Callable[..., Any], inputs: Sequence[Any], *, eps: float = 1e-6, atol: float = 1e-6,
-              rtol: float = 1e-5) -> bool:
+def gradcheck(
+    fn: Callable[..., Any], inputs: Sequence[Any], *, eps: float = 1e-6, atol: float = 1e-6, rtol: float = 1e-5
+) -> bool:
     """Check ``fn``'s gradients w.r.t. every float64 input tensor that requires grad.
 
     Raises GradcheckError naming the input and the worst element; returns True on success.
@@ -68,5 +69,6 @@ def gradcheck(fn: Callable[..., Any], inputs: Sequence[Any], *, eps: float = 1e-
                 worst = np.unravel_index(np.argmax(err), err.shape) if err.shape else ()
                 raise GradcheckError(
                     f"gradient of input {n} (shape {t.shape}) differs at {worst}: analytic {a[worst]!r}, "
-                    f"numerical {numeric[worst]!r} (atol={atol}, rtol={rtol})")
+                    f"numerical {numeric[worst]!r} (atol={atol}, rtol={rtol})"
+                )
     return True

@@ -27,10 +27,14 @@ def main() -> None:
     rng = np.random.default_rng(0)
     x = (rng.standard_normal((256, 1024)) * 4).astype(np.float32)
     g = rng.standard_normal((256, 1024)).astype(np.float32)
-    print(json.dumps({
-        "softmax provider": ampcore.get_backend("arrayapi").kernels.provider("softmax"),
-        "softmax forward+backward ms": best_ms(lambda t: ampcore.nn.functional.softmax(t, dim=-1), x, g),
-    }))
+    print(
+        json.dumps(
+            {
+                "softmax provider": ampcore.get_backend("arrayapi").kernels.provider("softmax"),
+                "softmax forward+backward ms": best_ms(lambda t: ampcore.nn.functional.softmax(t, dim=-1), x, g),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -32,16 +32,37 @@ GRAD_DTYPES = ["float32", "float64", "bfloat16", "float16"]
 # A loss scale that is not a power of two, so the unscaled values really are rounded.
 INV_SCALE = np.float32(1.0) / np.float32(49152.75)
 # 20 gradients of assorted odd shapes, as an optimizer's parameter list would give.
-SHAPES: tuple[tuple[int, ...], ...] = ((7,), (3, 5), (1,), (2, 3, 4), (11, 13), (5, 1, 3), (17,), (1, 1), (4, 9),
-                                      (3, 3, 3), (6, 7), (2, 1, 5, 3), (23,), (9, 2), (1, 31), (5, 5), (3, 7, 2),
-                                      (13,), (8, 3), (2, 2, 2, 2))
+SHAPES: tuple[tuple[int, ...], ...] = (
+    (7,),
+    (3, 5),
+    (1,),
+    (2, 3, 4),
+    (11, 13),
+    (5, 1, 3),
+    (17,),
+    (1, 1),
+    (4, 9),
+    (3, 3, 3),
+    (6, 7),
+    (2, 1, 5, 3),
+    (23,),
+    (9, 2),
+    (1, 31),
+    (5, 5),
+    (3, 7, 2),
+    (13,),
+    (8, 3),
+    (2, 2, 2, 2),
+)
 TINY = np.finfo(np.float32).tiny
 BAD_VALUES = {"inf": np.inf, "-inf": -np.inf, "nan": np.nan}
 # Where in the list the bad gradient is, and where in that gradient the bad element is.
 TENSOR_POSITIONS = {"first tensor": 0, "middle tensor": len(SHAPES) // 2, "last tensor": len(SHAPES) - 1}
-ELEMENT_POSITIONS: dict[str, Callable[[int], int]] = {"first element": lambda n: 0,
-                                                      "middle element": lambda n: n // 2,
-                                                      "last element": lambda n: n - 1}
+ELEMENT_POSITIONS: dict[str, Callable[[int], int]] = {
+    "first element": lambda n: 0,
+    "middle element": lambda n: n // 2,
+    "last element": lambda n: n - 1,
+}
 
 
 # --------------------------------------------------------------------------- helpers
@@ -81,14 +102,15 @@ def assert_unscaled(actual: np.ndarray, original: np.ndarray, inv: np.float32, w
         raise AssertionError(
             f"{what}: {int((~ok).sum())} of {ok.size} elements are not the gradient times inv_scale; at {i}: "
             f"{original[i]!r} * {inv!r} gave {actual[i]!r}, expected {candidates[0][i]!r} "
-            f"(a single rounding to {original.dtype})")
+            f"(a single rounding to {original.dtype})"
+        )
 
 
 @dataclass
 class Unscaled:
     grads: list[np.ndarray]  # host copies of the returned gradients
-    found_inf: Any           # the returned device flag, to pass to a later call
-    flag: float              # its value
+    found_inf: Any  # the returned device flag, to pass to a later call
+    flag: float  # its value
 
 
 def unscale(backend: Any, grads: list[Any], found_inf: Any = 0.0, inv: np.float32 = INV_SCALE) -> Unscaled:
@@ -101,8 +123,9 @@ def unscale(backend: Any, grads: list[Any], found_inf: Any = 0.0, inv: np.float3
     out = list(out)
     assert len(out) == len(grads), f"unscale_and_check returned {len(out)} gradients for {len(grads)}"
     info = backend.backend
-    assert info.dtype_of(flag) is dt.float32 and info.shape_of(flag) == (1,), \
+    assert info.dtype_of(flag) is dt.float32 and info.shape_of(flag) == (1,), (
         f"found_inf came back as {info.dtype_of(flag).name} {info.shape_of(flag)}, expected a 1-element float32"
+    )
     value = float(backend.get(flag).reshape(-1)[0])
     assert value in (0.0, 1.0), f"found_inf is {value!r}; it must be 0.0 (all finite) or 1.0 (inf/NaN seen)"
     return Unscaled([backend.get(a) for a in out], flag, value)
@@ -170,8 +193,10 @@ def _edge_lists() -> dict[str, tuple[list[np.ndarray], float]]:
     bad = np.array([1.0, np.inf, 2.0], np.float32)
     return {
         "empty list": ([], 0.0),
-        "only empty tensors": ([np.zeros((0,), np.float32), np.zeros((3, 0), np.float32),
-                                np.zeros((0, 4, 2), np.float32)], 0.0),
+        "only empty tensors": (
+            [np.zeros((0,), np.float32), np.zeros((3, 0), np.float32), np.zeros((0, 4, 2), np.float32)],
+            0.0,
+        ),
         "empty tensors around a bad one": ([np.zeros((0,), np.float32), bad, np.zeros((2, 0), np.float32)], 1.0),
         "zeros and negative zeros": ([np.zeros((4, 3), np.float32), -np.zeros((5,), np.float32)], 0.0),
         # At scale 1 (reached after backoffs): a check that sums the values overflows and skips a good step.
@@ -224,8 +249,14 @@ def test_found_inf_stays_set_across_calls(backend, case):
 
 
 LARGE = 1 << 20
-LARGE_BAD_AT = {"clean": None, "NaN first": 0, "NaN last": LARGE - 1, "NaN at 2**17 - 1": (1 << 17) - 1,
-                "NaN at 2**17": 1 << 17, "inf at 2**19 + 17": (1 << 19) + 17}
+LARGE_BAD_AT = {
+    "clean": None,
+    "NaN first": 0,
+    "NaN last": LARGE - 1,
+    "NaN at 2**17 - 1": (1 << 17) - 1,
+    "NaN at 2**17": 1 << 17,
+    "inf at 2**19 + 17": (1 << 19) + 17,
+}
 
 
 @UNSCALE
@@ -281,8 +312,9 @@ def test_unscale_views(backend, view, bad):
         base[tuple(np.argwhere(inside)[-1])] = np.nan
     expected_view = _host_view(base, index, transpose)
     dev_view = _view(backend, backend.put(base, "float32"), index, transpose)
-    assert backend.get(dev_view).tobytes() == expected_view.tobytes(), f"{view}: the slice/transpose kernels gave " \
-        "other elements than NumPy's indexing"
+    assert backend.get(dev_view).tobytes() == expected_view.tobytes(), (
+        f"{view}: the slice/transpose kernels gave other elements than NumPy's indexing"
+    )
     other = random_grads(dt.float32, shapes=((4,), (2, 3)))
     result = unscale(backend, [dev_view] + put_all(backend, other, dt.float32))
     want = 1.0 if bad == "NaN inside" else 0.0
@@ -291,8 +323,9 @@ def test_unscale_views(backend, view, bad):
 
 
 # --------------------------------------------------------------------------- update_scale
-def scale_rule(scale: np.float32, tracker: int, found_inf: float, growth_factor: float, backoff_factor: float,
-               growth_interval: int) -> tuple[np.float32, int]:
+def scale_rule(
+    scale: np.float32, tracker: int, found_inf: float, growth_factor: float, backoff_factor: float, growth_interval: int
+) -> tuple[np.float32, int]:
     """torch's rule (``_amp_update_scale_``): back off on inf; grow after ``growth_interval`` clean steps in a
     row, unless the grown scale is not finite in float32 (then keep it); either way reset the tracker.  The
     products are float32 scale * float64 factor rounded once to float32, as torch's ``float * double``."""
@@ -337,10 +370,10 @@ RULE_SETTINGS = {
     "torch factors, interval 50, rare inf": RuleSetting(2.0, 0.5, 50, 65536.0, 0.01, 0.3, seed=1),
     "interval 1, saturating at float32 max": RuleSetting(2.0, 0.5, 1, 1.0, 0.4, 0.4, seed=2),
     "factors 1.5 and 0.75 (rounded products)": RuleSetting(1.5, 0.75, 7, 1000.0, 0.07, 0.5, seed=3),
-    "factors 4 and 0.25, frequent inf": RuleSetting(4.0, 0.25, 2, 2.0 ** 20, 0.2, 0.4, seed=4),
-    "growth overflowing from 2**126": RuleSetting(2.0, 0.5, 5, 2.0 ** 126, 0.02, 0.2, seed=5),
-    "factor 1.25 near float32 max": RuleSetting(1.25, 0.5, 2, 1.5 * 2.0 ** 127, 0.05, 0.2, seed=6),
-    "long inf bursts": RuleSetting(2.0, 0.5, 8, 2.0 ** 24, 0.015, 0.9, seed=7),
+    "factors 4 and 0.25, frequent inf": RuleSetting(4.0, 0.25, 2, 2.0**20, 0.2, 0.4, seed=4),
+    "growth overflowing from 2**126": RuleSetting(2.0, 0.5, 5, 2.0**126, 0.02, 0.2, seed=5),
+    "factor 1.25 near float32 max": RuleSetting(1.25, 0.5, 2, 1.5 * 2.0**127, 0.05, 0.2, seed=6),
+    "long inf bursts": RuleSetting(2.0, 0.5, 8, 2.0**24, 0.015, 0.9, seed=7),
     # Not float32 numbers: the product must be rounded once (torch), not after rounding the factor to float32.
     "factors 1.1 and 0.3 (one rounding)": RuleSetting(1.1, 0.3, 3, 3.0, 0.03, 0.3, seed=8),
 }
@@ -358,22 +391,27 @@ def test_update_scale_follows_the_rule(backend, setting):
     flags = s.found_infs()
     for step, f in enumerate(flags, 1):
         before = (model_scale, model_tracker)
-        scale, tracker = backend.kernels.update_scale(scale, tracker, backend.put(np.array([f]), "float32"),
-                                                      s.growth_factor, s.backoff_factor, s.growth_interval)
+        scale, tracker = backend.kernels.update_scale(
+            scale, tracker, backend.put(np.array([f]), "float32"), s.growth_factor, s.backoff_factor, s.growth_interval
+        )
         if step == 1:
-            assert info.dtype_of(scale) is dt.float32 and info.dtype_of(tracker) is dt.int32, \
-                f"update_scale returned {info.dtype_of(scale).name} / {info.dtype_of(tracker).name}; " \
+            assert info.dtype_of(scale) is dt.float32 and info.dtype_of(tracker) is dt.int32, (
+                f"update_scale returned {info.dtype_of(scale).name} / {info.dtype_of(tracker).name}; "
                 "expected the float32 scale and int32 tracker it was given"
-        model_scale, model_tracker = scale_rule(model_scale, model_tracker, float(f), s.growth_factor,
-                                                s.backoff_factor, s.growth_interval)
+            )
+        model_scale, model_tracker = scale_rule(
+            model_scale, model_tracker, float(f), s.growth_factor, s.backoff_factor, s.growth_interval
+        )
         assert model_scale >= TINY, f"setting error: {setting} drives the scale subnormal at step {step}"
-        assert info.shape_of(scale) == (1,) and info.shape_of(tracker) == (1,), \
+        assert info.shape_of(scale) == (1,) and info.shape_of(tracker) == (1,), (
             f"scale and tracker came back with shapes {info.shape_of(scale)}, {info.shape_of(tracker)}; expected (1,)"
+        )
         got_scale, got_tracker = backend.get(scale), backend.get(tracker)
         if got_scale[0].tobytes() != model_scale.tobytes() or int(got_tracker[0]) != model_tracker:
-            recent = "".join("x" if v else "." for v in flags[max(0, step - 30):step])
+            recent = "".join("x" if v else "." for v in flags[max(0, step - 30) : step])
             pytest.fail(
                 f"{setting}: step {step} (found_inf={f}) from scale {before[0]!r}, tracker {before[1]} gave "
                 f"scale {got_scale[0]!r}, tracker {int(got_tracker[0])}; the rule gives scale {model_scale!r}, "
                 f"tracker {model_tracker} (growth_factor={s.growth_factor}, backoff_factor={s.backoff_factor}, "
-                f"growth_interval={s.growth_interval}; last steps, x = inf: {recent})")
+                f"growth_interval={s.growth_interval}; last steps, x = inf: {recent})"
+            )

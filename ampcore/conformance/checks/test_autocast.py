@@ -89,14 +89,17 @@ def test_policy_op_runs_in_its_category_dtype(backend, op, dtype):
         where = f"{op} ({category.value}) on {names} inputs under {low.name} autocast"
         assert out.dtype == expect.output, f"{where}: output is {out.dtype.name}, expected {expect.output.name}"
         assert str(out.device) == backend.device, f"{where}: output on {out.device}, expected {backend.device}"
-        assert record.category == category.value, \
+        assert record.category == category.value, (
             f"{where}: trace says category {record.category!r}, the policy says {category.value!r}"
+        )
         expected_cast = expect.cast_to.name if expect.cast_to else None
-        assert record.cast_to == expected_cast, \
+        assert record.cast_to == expected_cast, (
             f"{where}: trace says cast to {record.cast_to}, expected {expected_cast}"
+        )
         if fallback and category is P.LOWER:
-            assert record.reason.startswith("capability fallback") and low.name in record.reason, \
+            assert record.reason.startswith("capability fallback") and low.name in record.reason, (
                 f"{where}: a fallback op's trace must say why it ran in float32, got reason {record.reason!r}"
+            )
 
 
 @pytest.mark.conformance(op="policy_coverage")
@@ -105,16 +108,19 @@ def test_every_policy_op_has_a_case(backend):
     policy = P.get(backend.name)
     listed = [op for op, entry in policy.entries.items() if is_registered(op)]
     missing = sorted(op for op in listed if op not in CALLS)
-    assert not missing, (f"{backend.name!r}'s cast policy lists ops {missing} that the conformance suite cannot "
-                         "call, so their routing is unchecked; add calls to ampcore.conformance.op_cases.CASES")
+    assert not missing, (
+        f"{backend.name!r}'s cast policy lists ops {missing} that the conformance suite cannot "
+        "call, so their routing is unchecked; add calls to ampcore.conformance.op_cases.CASES"
+    )
 
 
 @pytest.mark.conformance(op="default_dtype")
 def test_autocast_without_dtype_uses_the_declared_one(backend):
     """``autocast(device_type)`` computes in ``capabilities.autocast_dtype``; without one it is unavailable."""
     declared = backend.capabilities.autocast_dtype
-    assert ampcore.is_autocast_available(backend.name) is (declared is not None), \
+    assert ampcore.is_autocast_available(backend.name) is (declared is not None), (
         f"is_autocast_available({backend.name!r}) disagrees with capabilities.autocast_dtype = {declared}"
+    )
     if declared is None:
         with pytest.raises(ValueError, match="declares no autocast dtype"):
             ampcore.autocast(backend.name, strict=True)
@@ -124,8 +130,10 @@ def test_autocast_without_dtype_uses_the_declared_one(backend):
     expect = expectations(category, declared, op in backend.capabilities.fallback_ops.get(declared, frozenset()))[0]
     with ampcore.autocast(backend.name, strict=True):
         running = ampcore.get_autocast_dtype(backend.name)
-        assert ampcore.is_autocast_enabled(backend.name) and running is declared, \
+        assert ampcore.is_autocast_enabled(backend.name) and running is declared, (
             f"a region opened without dtype= runs in {running.name}, not the declared {declared.name}"
+        )
         out = CALLS[op](Inputs(expect.inputs, device=backend.device))
-    assert out.dtype == expect.output, \
+    assert out.dtype == expect.output, (
         f"{op} on float32 inputs in autocast({backend.name!r}) gave {out.dtype.name}, expected {expect.output.name}"
+    )

@@ -30,8 +30,10 @@ SEED = 20240805
 def _require_kernel(backend: Any, name: str) -> None:
     """Skip as not supported when the backend leaves the optional fused kernel to the core."""
     if not backend.kernels.has(name):
-        pytest.skip(f"{NOT_SUPPORTED}: optional fused kernel {name!r} not provided; the core's composition of "
-                    "primitives is used, checked in ops")
+        pytest.skip(
+            f"{NOT_SUPPORTED}: optional fused kernel {name!r} not provided; the core's composition of "
+            "primitives is used, checked in ops"
+        )
 
 
 def _rounded(values: Any, d: dt.DType) -> np.ndarray:
@@ -50,16 +52,16 @@ def _check_dtype(backend: Any, array: Any, d: dt.DType, what: str) -> None:
 
 
 # --------------------------------------------------------------------------- softmax / log_softmax
-_NORMALIZED: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {"softmax": R.softmax,
-                                                                    "log_softmax": R.log_softmax}
+_NORMALIZED: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {"softmax": R.softmax, "log_softmax": R.log_softmax}
 _BACKWARD_VJP = {"softmax_backward": R.softmax_vjp, "log_softmax_backward": R.log_softmax_vjp}
 # (shape, axis): odd sizes, the reduced axis first, last and in the middle, rows of one element, an empty batch,
 # and rows longer than a 256-thread block (a blocked kernel's strided loop and its reduction across warps).
 _LAYOUTS = [((5, 7), 1), ((5, 7), 0), ((2, 6, 3), 1), ((4, 1), 1), ((0, 5), 1), ((3, 300), 1)]
 
 
-def _layouts(backend: Any, d: dt.DType, rng: np.random.Generator, scale: float = 3.0
-             ) -> Iterator[tuple[str, Any, np.ndarray, int]]:
+def _layouts(
+    backend: Any, d: dt.DType, rng: np.random.Generator, scale: float = 3.0
+) -> Iterator[tuple[str, Any, np.ndarray, int]]:
     """(label, device array, its float64 values, axis) for every layout, plus a transposed (non-contiguous)
     view made by the backend's own transpose kernel."""
     for shape, axis in _LAYOUTS:
@@ -271,16 +273,28 @@ _OPTIMIZERS: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
 _OPT_SHAPES = [(7, 13), (5,), (3, 1, 4)]
 
 
-def _reference_params(op: str, options: dict[str, Any], p0: list[np.ndarray], grads: list[list[np.ndarray]],
-                      d: dt.DType) -> list[list[np.ndarray]]:
+def _reference_params(
+    op: str, options: dict[str, Any], p0: list[np.ndarray], grads: list[list[np.ndarray]], d: dt.DType
+) -> list[list[np.ndarray]]:
     """The float64 parameters after each step, per parameter."""
     if op.startswith("optim.SGD"):
         runs = [R.sgd_steps(p, g, round_param=_rounder(d), **options) for p, g in zip(p0, grads)]
         return [[p for p, _ in run] for run in runs]
     decoupled = op == "optim.AdamW"
-    adam_runs = [R.adam_steps(p, g, lr=options["lr"], beta1=0.9, beta2=0.999, eps=1e-8,
-                              weight_decay=options["weight_decay"], decoupled=decoupled, round_param=_rounder(d))
-                 for p, g in zip(p0, grads)]
+    adam_runs = [
+        R.adam_steps(
+            p,
+            g,
+            lr=options["lr"],
+            beta1=0.9,
+            beta2=0.999,
+            eps=1e-8,
+            weight_decay=options["weight_decay"],
+            decoupled=decoupled,
+            round_param=_rounder(d),
+        )
+        for p, g in zip(p0, grads)
+    ]
     return [[p for p, _, _ in run] for run in adam_runs]
 
 
@@ -340,13 +354,17 @@ def test_adamw_step_rejects_bad_arguments_before_writing(backend, dtype):
     rng = np.random.default_rng(SEED)
     shapes = [(3, 4), (7,), (5,)]
     for label, change, error in _bad_arguments(backend, d, sd):
-        host = {"params": [_rounded(rng.standard_normal(s), d) for s in shapes],
-                "exp_avgs": [_rounded(rng.standard_normal(s) ** 2, sd) for s in shapes],
-                "exp_avg_sqs": [_rounded(rng.standard_normal(s) ** 2, sd) for s in shapes]}
-        args = {"params": [backend.put(a, d) for a in host["params"]],
-                "grads": [backend.put(_rounded(rng.standard_normal(s), d), d) for s in shapes],
-                "exp_avgs": [backend.put(a, sd) for a in host["exp_avgs"]],
-                "exp_avg_sqs": [backend.put(a, sd) for a in host["exp_avg_sqs"]]}
+        host = {
+            "params": [_rounded(rng.standard_normal(s), d) for s in shapes],
+            "exp_avgs": [_rounded(rng.standard_normal(s) ** 2, sd) for s in shapes],
+            "exp_avg_sqs": [_rounded(rng.standard_normal(s) ** 2, sd) for s in shapes],
+        }
+        args = {
+            "params": [backend.put(a, d) for a in host["params"]],
+            "grads": [backend.put(_rounded(rng.standard_normal(s), d), d) for s in shapes],
+            "exp_avgs": [backend.put(a, sd) for a in host["exp_avgs"]],
+            "exp_avg_sqs": [backend.put(a, sd) for a in host["exp_avg_sqs"]],
+        }
         hyper = {**_ADAM_HYPER, "weight_decay": 0.1}
         kwargs: dict[str, Any] = {"step": 1, "decoupled": True}
         for key, value in change.items():
@@ -360,17 +378,27 @@ def test_adamw_step_rejects_bad_arguments_before_writing(backend, dtype):
         expected_message = None
         if not any(isinstance(a, object) and type(a) is object for a in args["params"]):
             try:
-                check_adamw_step(args["params"], args["grads"], args["exp_avgs"], args["exp_avg_sqs"], kwargs["step"],
-                                 hyper, shape_of=backend.backend.shape_of, dtype_of=backend.backend.dtype_of)
+                check_adamw_step(
+                    args["params"],
+                    args["grads"],
+                    args["exp_avgs"],
+                    args["exp_avg_sqs"],
+                    kwargs["step"],
+                    hyper,
+                    shape_of=backend.backend.shape_of,
+                    dtype_of=backend.backend.dtype_of,
+                )
             except (ValueError, TypeError) as exc:
                 expected_message = str(exc)
         with pytest.raises(Exception) as info:
             backend.kernels.adamw_step(*args.values(), **kwargs, **hyper)
-        assert isinstance(info.value, error), \
+        assert isinstance(info.value, error), (
             f"{what}: raised {type(info.value).__name__}: {info.value}; the contract says {error.__name__}"
+        )
         if expected_message is not None:
-            assert str(info.value) == expected_message, \
+            assert str(info.value) == expected_message, (
                 f"{what}: message {str(info.value)!r}, expected check_adamw_step's {expected_message!r}"
+            )
         for name in ("params", "exp_avgs", "exp_avg_sqs"):
             for i, before in enumerate(host[name]):
                 array = args[name][i] if i < len(args[name]) and type(args[name][i]) is not object else None
@@ -378,5 +406,6 @@ def test_adamw_step_rejects_bad_arguments_before_writing(backend, dtype):
                     continue
                 after = backend.get(array)
                 if after.dtype == before.dtype:
-                    assert np.array_equal(after.view(np.uint8), before.view(np.uint8)), \
+                    assert np.array_equal(after.view(np.uint8), before.view(np.uint8)), (
                         f"{what}: {name}[{i}] was written before the error"
+                    )

@@ -87,25 +87,39 @@ def test_unary_edge_values(backend, op, dtype):
         s = subnormals(dtype)
         x = put_rounded(backend, np.concatenate([s, -s, [0.0, -0.0]]), dtype)
         out = result_on_host(backend, kernel(x), dtype, what)
-        assert_bits(out, round_to(EXACT_UNARY[op](stored_values(backend, x)), dtype),
-                     f"{op} of {dtype} subnormals and signed zeros (a flush to zero fails here)")
+        assert_bits(
+            out,
+            round_to(EXACT_UNARY[op](stored_values(backend, x)), dtype),
+            f"{op} of {dtype} subnormals and signed zeros (a flush to zero fails here)",
+        )
 
 
 # --------------------------------------------------------------------------- elementwise binary
 BROADCASTS: list[tuple[tuple[int, ...], tuple[int, ...]]] = [
-    ((7, 13), (7, 13)), ((4, 1), (1, 5)), ((3,), (2, 3)), ((2, 1, 5), (3, 1)), ((0, 3), (1, 3)), ((2, 3), ()),
+    ((7, 13), (7, 13)),
+    ((4, 1), (1, 5)),
+    ((3,), (2, 3)),
+    ((2, 1, 5), (3, 1)),
+    ((0, 3), (1, 3)),
+    ((2, 3), ()),
 ]
 # Python scalars for either operand (kernels.py: a number takes the array's dtype); exact in every dtype.
 SCALARS: dict[str, tuple[float | int, ...]] = {
-    "add": (1.5, 3), "sub": (0.75, 2), "mul": (-2.0, 3), "div": (4.0, 3), "pow": (2.0, 3),
-    "maximum": (0.0, 1), "minimum": (0.5, -1),
+    "add": (1.5, 3),
+    "sub": (0.75, 2),
+    "mul": (-2.0, 3),
+    "div": (4.0, 3),
+    "pow": (2.0, 3),
+    "maximum": (0.0, 1),
+    "minimum": (0.5, -1),
 }
 
 
 def _check_binary(backend: Any, op: str, dtype: str, a: Any, b: Any, label: str) -> None:
     """Run ``op`` on two operands (device arrays or Python scalars) and compare with the reference."""
-    stored = [stored_values(backend, v) if not isinstance(v, (int, float)) else to_f64(round_to(v, dtype))
-              for v in (a, b)]
+    stored = [
+        stored_values(backend, v) if not isinstance(v, (int, float)) else to_f64(round_to(v, dtype)) for v in (a, b)
+    ]
     what = f"{op} on {label} in {dtype}"
     out = result_on_host(backend, quietly(what, getattr(backend.kernels, op), a, b), dtype, what)
     expected = rounded_reference(BINARY_REFERENCE[op], *stored, dtype=dtype)
@@ -121,8 +135,9 @@ def test_binary(backend, op, dtype):
     k, rng = backend.kernels, seeded_rng(op, dtype)
     for sa, sb in BROADCASTS:
         a, b = binary_inputs(op, sa, sb, rng)
-        _check_binary(backend, op, dtype, put_rounded(backend, a, dtype), put_rounded(backend, b, dtype),
-                      f"{sa} and {sb}")
+        _check_binary(
+            backend, op, dtype, put_rounded(backend, a, dtype), put_rounded(backend, b, dtype), f"{sa} and {sb}"
+        )
     a, b = binary_inputs(op, (13, 7), (7, 26), rng)
     a_view = k.transpose(put_rounded(backend, a, dtype), (1, 0))
     b_view = k.slice(put_rounded(backend, b, dtype), (slice(None), slice(25, None, -2)))
@@ -139,9 +154,13 @@ def _identities(op: str, dtype: str) -> tuple[np.ndarray, np.ndarray, np.ndarray
     s = subnormals(dtype)
     x = np.concatenate([s, -s, [dt.finfo(dtype).tiny, -dt.finfo(dtype).max]])
     table = {
-        "add": (x, np.zeros_like(x), x), "sub": (x, np.zeros_like(x), x), "mul": (x, np.ones_like(x), x),
-        "div": (x, np.ones_like(x), x), "pow": (np.abs(x), np.ones_like(x), np.abs(x)),
-        "maximum": (x, -x, np.abs(x)), "minimum": (x, -x, -np.abs(x)),
+        "add": (x, np.zeros_like(x), x),
+        "sub": (x, np.zeros_like(x), x),
+        "mul": (x, np.ones_like(x), x),
+        "div": (x, np.ones_like(x), x),
+        "pow": (np.abs(x), np.ones_like(x), np.abs(x)),
+        "maximum": (x, -x, np.abs(x)),
+        "minimum": (x, -x, -np.abs(x)),
     }
     return table[op]
 
@@ -154,8 +173,14 @@ def test_binary_edge_values(backend, op, dtype):
     and identities keep every subnormal bit-exactly (x + 0, x * 1, max(x, -x): a flush to zero fails)."""
     backend.require_compute(dtype)
     v = edge_values(dtype)
-    _check_binary(backend, op, dtype, put_rounded(backend, np.repeat(v, v.size), dtype),
-                  put_rounded(backend, np.tile(v, v.size), dtype), "every pair of edge values")
+    _check_binary(
+        backend,
+        op,
+        dtype,
+        put_rounded(backend, np.repeat(v, v.size), dtype),
+        put_rounded(backend, np.tile(v, v.size), dtype),
+        "every pair of edge values",
+    )
     a, b, result = _identities(op, dtype)
     device_out = getattr(backend.kernels, op)(put_rounded(backend, a, dtype), put_rounded(backend, b, dtype))
     out = result_on_host(backend, device_out, dtype, op)
@@ -169,8 +194,17 @@ def test_binary_edge_values(backend, op, dtype):
 # not in the contract); the float-only unary ops likewise cast integers to float32 first.
 INTEGER_BINARY = ("add", "sub", "mul", "pow", "maximum", "minimum")
 INTEGER_UNARY = ("neg", "abs", "sign")
-_EXACT_INT = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "pow": np.power, "maximum": np.maximum,
-              "minimum": np.minimum, "neg": np.negative, "abs": np.abs, "sign": np.sign}
+_EXACT_INT = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "pow": np.power,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "neg": np.negative,
+    "abs": np.abs,
+    "sign": np.sign,
+}
 
 
 def _int_operands(op: str, dtype: str, shape: tuple[int, ...], rng: np.random.Generator) -> tuple[np.ndarray, ...]:
@@ -180,11 +214,12 @@ def _int_operands(op: str, dtype: str, shape: tuple[int, ...], rng: np.random.Ge
     if op == "pow":
         return rng.integers(-6, 7, size=shape), rng.integers(0, 5, size=shape)
     if op == "mul":
-        bound = 2 ** 31 if dtype == "int64" else 2 ** 15
+        bound = 2**31 if dtype == "int64" else 2**15
         return rng.integers(-bound, bound, size=shape), rng.integers(-bound, bound, size=shape)
-    bound = 2 ** 61 if big else 2 ** 29
-    return rng.integers(-bound, bound, size=shape, dtype=np.int64), rng.integers(-bound, bound, size=shape,
-                                                                                  dtype=np.int64)
+    bound = 2**61 if big else 2**29
+    return rng.integers(-bound, bound, size=shape, dtype=np.int64), rng.integers(
+        -bound, bound, size=shape, dtype=np.int64
+    )
 
 
 def _check_int(backend: Any, op: str, dtype: str, operands: tuple[Any, ...], label: str) -> None:
@@ -205,8 +240,9 @@ def test_binary_integer(backend, op, dtype):
     for sa, sb in BROADCASTS:
         a, _ = _int_operands(op, dtype, sa, rng)
         _, b = _int_operands(op, dtype, sb, rng)
-        _check_int(backend, op, dtype, (put_rounded(backend, a, dtype), put_rounded(backend, b, dtype)),
-                   f"{sa} and {sb}")
+        _check_int(
+            backend, op, dtype, (put_rounded(backend, a, dtype), put_rounded(backend, b, dtype)), f"{sa} and {sb}"
+        )
     a, b = _int_operands(op, dtype, (7, 5), rng)
     view = k.transpose(put_rounded(backend, a, dtype), (1, 0))
     _check_int(backend, op, dtype, (view, put_rounded(backend, b.T, dtype)), "a transposed view")
@@ -262,7 +298,7 @@ def _compare_edges(dtype: str) -> np.ndarray:
     if dtype in FLOAT_NAMES:
         return edge_values(dtype)
     info = np.iinfo(dt.as_dtype(dtype).numpy)
-    big = [2 ** 53, 2 ** 53 + 1, -(2 ** 53) - 1] if dtype == "int64" else [2 ** 24, 2 ** 24 + 1]
+    big = [2**53, 2**53 + 1, -(2**53) - 1] if dtype == "int64" else [2**24, 2**24 + 1]
     return np.array([0, 1, -1, info.min, info.max, info.max - 1, *big], dtype=np.int64)
 
 
@@ -271,8 +307,9 @@ def _check_compare(backend: Any, op: str, dtype: str, a: Any, b: Any, label: str
         return backend.get(v) if not isinstance(v, (int, float)) else np.asarray(v, dtype=dt.as_dtype(dtype).numpy)
 
     what = f"{op} on {label} in {dtype}"
-    expected = COMPARE_REFERENCE[op](*(h.astype(np.float64) if dtype in FLOAT_NAMES else h
-                                       for h in map(operand, (a, b))))
+    expected = COMPARE_REFERENCE[op](
+        *(h.astype(np.float64) if dtype in FLOAT_NAMES else h for h in map(operand, (a, b)))
+    )
     out = result_on_host(backend, getattr(backend.kernels, op)(a, b), "bool", what)
     assert_bits(out, np.asarray(expected), what)
 
@@ -286,15 +323,22 @@ def test_comparison(backend, op, dtype):
     rng = seeded_rng(op, dtype)
     for sa, sb in [((7, 13), (7, 13)), ((4, 1), (1, 5)), ((3,), (2, 3)), ((0, 3), (1, 3))]:
         a, b = _compare_values(dtype, sa, rng), _compare_values(dtype, sb, rng)
-        _check_compare(backend, op, dtype, put_rounded(backend, a, dtype), put_rounded(backend, b, dtype),
-                       f"{sa} and {sb}")
+        _check_compare(
+            backend, op, dtype, put_rounded(backend, a, dtype), put_rounded(backend, b, dtype), f"{sa} and {sb}"
+        )
     a = put_rounded(backend, _compare_values(dtype, (4, 5), rng), dtype)
     scalar = 0.5 if dtype in FLOAT_NAMES else 1
     _check_compare(backend, op, dtype, a, scalar, f"an array and the scalar {scalar}")
     _check_compare(backend, op, dtype, scalar, a, f"the scalar {scalar} and an array")
     e = _compare_edges(dtype)
-    _check_compare(backend, op, dtype, put_rounded(backend, np.repeat(e, e.size), dtype),
-                   put_rounded(backend, np.tile(e, e.size), dtype), "every pair of edge values")
+    _check_compare(
+        backend,
+        op,
+        dtype,
+        put_rounded(backend, np.repeat(e, e.size), dtype),
+        put_rounded(backend, np.tile(e, e.size), dtype),
+        "every pair of edge values",
+    )
 
 
 def _scalar_for(dtype: str) -> tuple[Any, ...]:
@@ -321,8 +365,9 @@ def test_where(backend, dtype):
     check(cond, put_rounded(backend, a, dtype), put_rounded(backend, b, dtype), "(6, 7) arrays")
     check(cond[:, :1], put_rounded(backend, a[:1], dtype), put_rounded(backend, b, dtype), "(6, 1), (1, 7) and (6, 7)")
     check(cond, put_rounded(backend, a[0], dtype), put_rounded(backend, b, dtype), "(6, 7), (7,) and (6, 7)")
-    check(np.zeros((0, 7), bool), put_rounded(backend, a[:0], dtype), put_rounded(backend, b[:1], dtype),
-          "empty (0, 7)")
+    check(
+        np.zeros((0, 7), bool), put_rounded(backend, a[:0], dtype), put_rounded(backend, b[:1], dtype), "empty (0, 7)"
+    )
     for s in _scalar_for(dtype):
         check(cond, put_rounded(backend, a, dtype), s, f"an array and the scalar {s!r}")
         check(cond, s, put_rounded(backend, b, dtype), f"the scalar {s!r} and an array")

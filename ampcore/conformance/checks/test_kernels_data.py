@@ -35,35 +35,55 @@ MoveCase = tuple[str, Array, np.ndarray]
 def _reshape_cases(backend: Any, dtype: str, rng: np.random.Generator) -> list[MoveCase]:
     k, h = backend.kernels, sample_values(dtype, (3, 4, 5), rng)
     x, empty = put_rounded(backend, h, dtype), put_rounded(backend, h[:0], dtype)
-    return [("(3, 4, 5) -> (12, 5)", k.reshape(x, (12, 5)), h.reshape(12, 5)),
-            ("(3, 4, 5) -> (60,)", k.reshape(x, (60,)), h.reshape(60)),
-            ("a transposed view -> (5, 12)", k.reshape(k.transpose(x, (2, 0, 1)), (5, 12)),
-             np.transpose(h, (2, 0, 1)).reshape(5, 12)),
-            ("(0, 4, 5) -> (4, 0)", k.reshape(empty, (4, 0)), h[:0].reshape(4, 0))]
+    return [
+        ("(3, 4, 5) -> (12, 5)", k.reshape(x, (12, 5)), h.reshape(12, 5)),
+        ("(3, 4, 5) -> (60,)", k.reshape(x, (60,)), h.reshape(60)),
+        (
+            "a transposed view -> (5, 12)",
+            k.reshape(k.transpose(x, (2, 0, 1)), (5, 12)),
+            np.transpose(h, (2, 0, 1)).reshape(5, 12),
+        ),
+        ("(0, 4, 5) -> (4, 0)", k.reshape(empty, (4, 0)), h[:0].reshape(4, 0)),
+    ]
 
 
 def _transpose_cases(backend: Any, dtype: str, rng: np.random.Generator) -> list[MoveCase]:
     k, h = backend.kernels, sample_values(dtype, (2, 3, 4), rng)
     x = put_rounded(backend, h, dtype)
-    return [("(2, 0, 1)", k.transpose(x, (2, 0, 1)), np.transpose(h, (2, 0, 1))),
-            ("(1, 0, 2) of a transposed view", k.transpose(k.transpose(x, (2, 0, 1)), (1, 0, 2)),
-             np.transpose(np.transpose(h, (2, 0, 1)), (1, 0, 2))),
-            ("empty (0, 3) -> (3, 0)", k.transpose(put_rounded(backend, h[:0, :, 0], dtype), (1, 0)), h[:0, :, 0].T)]
+    return [
+        ("(2, 0, 1)", k.transpose(x, (2, 0, 1)), np.transpose(h, (2, 0, 1))),
+        (
+            "(1, 0, 2) of a transposed view",
+            k.transpose(k.transpose(x, (2, 0, 1)), (1, 0, 2)),
+            np.transpose(np.transpose(h, (2, 0, 1)), (1, 0, 2)),
+        ),
+        ("empty (0, 3) -> (3, 0)", k.transpose(put_rounded(backend, h[:0, :, 0], dtype), (1, 0)), h[:0, :, 0].T),
+    ]
 
 
 def _broadcast_cases(backend: Any, dtype: str, rng: np.random.Generator) -> list[MoveCase]:
     k, h = backend.kernels, sample_values(dtype, (3, 1), rng)
     x = put_rounded(backend, h, dtype)
-    return [("(3, 1) -> (2, 3, 4)", k.broadcast_to(x, (2, 3, 4)), np.broadcast_to(h, (2, 3, 4))),
-            ("(4,) -> (3, 4)", k.broadcast_to(put_rounded(backend, h[:, 0].repeat(2)[:4], dtype), (3, 4)),
-             np.broadcast_to(h[:, 0].repeat(2)[:4], (3, 4))),
-            ("(1, 0) -> (3, 0)", k.broadcast_to(put_rounded(backend, h[:1, :0], dtype), (3, 0)),
-             np.zeros((3, 0), h.dtype))]
+    return [
+        ("(3, 1) -> (2, 3, 4)", k.broadcast_to(x, (2, 3, 4)), np.broadcast_to(h, (2, 3, 4))),
+        (
+            "(4,) -> (3, 4)",
+            k.broadcast_to(put_rounded(backend, h[:, 0].repeat(2)[:4], dtype), (3, 4)),
+            np.broadcast_to(h[:, 0].repeat(2)[:4], (3, 4)),
+        ),
+        ("(1, 0) -> (3, 0)", k.broadcast_to(put_rounded(backend, h[:1, :0], dtype), (3, 0)), np.zeros((3, 0), h.dtype)),
+    ]
 
 
 # kernel indices as the core normalises them: non-negative ints and starts, stop None for "before 0"
-SLICES: list[tuple] = [(slice(1, None, 2),), (3,), (slice(4, None, -1), 2, slice(6, 0, -3)),
-                       (slice(None), slice(5, None, -2)), (slice(2, 2, 1),), (1, 5, 6)]
+SLICES: list[tuple] = [
+    (slice(1, None, 2),),
+    (3,),
+    (slice(4, None, -1), 2, slice(6, 0, -3)),
+    (slice(None), slice(5, None, -2)),
+    (slice(2, 2, 1),),
+    (1, 5, 6),
+]
 
 
 def _slice_cases(backend: Any, dtype: str, rng: np.random.Generator) -> list[MoveCase]:
@@ -104,10 +124,18 @@ def _concat_cases(backend: Any, dtype: str, rng: np.random.Generator) -> list[Mo
     k = backend.kernels
     parts = [sample_values(dtype, s, rng) for s in [(2, 3), (2, 0), (2, 4)]]
     rows = [sample_values(dtype, s, rng) for s in [(1, 3), (2, 3)]]
-    return [("(2, 3), (2, 0), (2, 4) along axis 1", k.concat([put_rounded(backend, p, dtype) for p in parts], 1),
-             np.concatenate(parts, axis=1)),
-            ("(1, 3), (2, 3) along axis 0", k.concat([put_rounded(backend, p, dtype) for p in rows], 0),
-             np.concatenate(rows, axis=0))]
+    return [
+        (
+            "(2, 3), (2, 0), (2, 4) along axis 1",
+            k.concat([put_rounded(backend, p, dtype) for p in parts], 1),
+            np.concatenate(parts, axis=1),
+        ),
+        (
+            "(1, 3), (2, 3) along axis 0",
+            k.concat([put_rounded(backend, p, dtype) for p in rows], 0),
+            np.concatenate(rows, axis=0),
+        ),
+    ]
 
 
 def _take_cases(backend: Any, dtype: str, rng: np.random.Generator) -> list[MoveCase]:
@@ -117,14 +145,24 @@ def _take_cases(backend: Any, dtype: str, rng: np.random.Generator) -> list[Move
     cases = []
     for indices, axis in [([3, 0, 3, 1], 0), ([4, 4, 0], 1), ([], 1)]:
         idx = np.asarray(indices, dtype=np.int64)
-        cases.append((f"indices {indices} along axis {axis}", k.take(x, put_rounded(backend, idx, "int64"), axis),
-                      np.take(h, idx, axis=axis)))
+        cases.append(
+            (
+                f"indices {indices} along axis {axis}",
+                k.take(x, put_rounded(backend, idx, "int64"), axis),
+                np.take(h, idx, axis=axis),
+            )
+        )
     return cases
 
 
 MOVEMENT: dict[str, Callable[[Any, str, np.random.Generator], list[MoveCase]]] = {
-    "reshape": _reshape_cases, "transpose": _transpose_cases, "broadcast_to": _broadcast_cases,
-    "slice": _slice_cases, "slice_assign": _slice_assign_cases, "pad": _pad_cases, "concat": _concat_cases,
+    "reshape": _reshape_cases,
+    "transpose": _transpose_cases,
+    "broadcast_to": _broadcast_cases,
+    "slice": _slice_cases,
+    "slice_assign": _slice_assign_cases,
+    "pad": _pad_cases,
+    "concat": _concat_cases,
     "take": _take_cases,
 }
 
@@ -146,8 +184,11 @@ def test_scatter_add(backend, dtype):
     backend.require_compute(dtype)
     backend.require_storage("int64")
     k, rng = backend.kernels, seeded_rng("scatter_add", dtype)
-    for shape, indices, axis, size in [((3, 5), [1, 0, 1, 3, 1], 1, 4), ((4, 2), [2, 2, 0, 2], 0, 5),
-                                       ((3, 0), [], 1, 2)]:
+    for shape, indices, axis, size in [
+        ((3, 5), [1, 0, 1, 3, 1], 1, 4),
+        ((4, 2), [2, 2, 0, 2], 0, 5),
+        ((3, 0), [], 1, 2),
+    ]:
         src = rng.uniform(-4, 4, shape) if dtype in FLOAT_NAMES else rng.integers(-1000, 1000, shape)
         x, idx = put_rounded(backend, src, dtype), np.asarray(indices, dtype=np.int64)
         what = f"scatter_add of {dtype} {shape} at {indices} along axis {axis} into size {size}"
@@ -172,7 +213,7 @@ def _cast_values(src: str, dst: str) -> np.ndarray:
     if dt.bool_ in (s, d):
         return exactly(np.array([0, 1, 1, 0, 1]), s)
     if not (s.is_floating_point and d.is_floating_point):
-        wanted = [0, 1, -1, 7, -100, 255, 2 ** 11]
+        wanted = [0, 1, -1, 7, -100, 255, 2**11]
         for t in (s, d):
             if not t.is_floating_point:
                 wanted += [int(np.iinfo(t.numpy).max), int(np.iinfo(t.numpy).min)]
@@ -181,10 +222,11 @@ def _cast_values(src: str, dst: str) -> np.ndarray:
         ints = ints[(ints >= max(i.min for i in info)) & (ints <= min(i.max for i in info))]
         if s.is_floating_point or d.is_floating_point:
             f = s if s.is_floating_point else d
-            ints = ints[representable(ints.astype(np.float64), f) & (np.abs(ints) <= 2 ** 53)]
+            ints = ints[representable(ints.astype(np.float64), f) & (np.abs(ints) <= 2**53)]
         return ints.astype(s.numpy)
-    candidates = np.concatenate([edge_values(src), edge_values(dst), subnormals(src, 16), subnormals(dst, 16),
-                                 np.arange(-64, 65) / 8.0])
+    candidates = np.concatenate(
+        [edge_values(src), edge_values(dst), subnormals(src, 16), subnormals(dst, 16), np.arange(-64, 65) / 8.0]
+    )
     keep = representable(candidates, s) & representable(candidates, d)
     return round_to(candidates[keep], s)
 
@@ -242,8 +284,10 @@ def test_arange(backend, dtype):
 
 
 # Moments of the distributions: mean, standard deviation, fourth central moment.
-MOMENTS: dict[str, tuple[float, float, float]] = {"uniform": (0.5, math.sqrt(1 / 12), 1 / 80),
-                                                  "normal": (0.0, 1.0, 3.0)}
+MOMENTS: dict[str, tuple[float, float, float]] = {
+    "uniform": (0.5, math.sqrt(1 / 12), 1 / 80),
+    "normal": (0.0, 1.0, 3.0),
+}
 SAMPLES = 20000
 
 
@@ -266,14 +310,16 @@ def test_random(backend, op, dtype):
     v = to_f64(x)
     assert np.isfinite(v).all(), f"{op} in {dtype} produced {int((~np.isfinite(v)).sum())} non-finite values"
     if op == "uniform":
-        assert v.min() >= 0.0 and v.max() < 1.0, \
-            f"uniform in {dtype} must lie in [0, 1); got min {v.min()!r}, max {v.max()!r} " \
+        assert v.min() >= 0.0 and v.max() < 1.0, (
+            f"uniform in {dtype} must lie in [0, 1); got min {v.min()!r}, max {v.max()!r} "
             f"({int((v >= 1).sum())} values rounded up to 1.0?)"
+        )
     # Mean and standard deviation within 6 standard errors for n = 20000 samples: SE(mean) = sd / sqrt(n),
     # SE(sd) ~= sqrt((mu4 - sd**4) / n) / (2 sd).  A correct generator fails this with probability ~1e-9
     # (and the seeds are fixed); a wrong distribution (e.g. [0, 2), or variance 1/2) fails by far.
     mean, sd, mu4 = MOMENTS[op]
-    se_mean, se_sd = sd / math.sqrt(SAMPLES), math.sqrt((mu4 - sd ** 4) / SAMPLES) / (2 * sd)
-    assert abs(v.mean() - mean) < 6 * se_mean, \
+    se_mean, se_sd = sd / math.sqrt(SAMPLES), math.sqrt((mu4 - sd**4) / SAMPLES) / (2 * sd)
+    assert abs(v.mean() - mean) < 6 * se_mean, (
         f"{op} in {dtype}: mean {v.mean():.5f}, expected {mean} +- {6 * se_mean:.5f}"
+    )
     assert abs(v.std() - sd) < 6 * se_sd, f"{op} in {dtype}: std {v.std():.5f}, expected {sd:.5f} +- {6 * se_sd:.5f}"

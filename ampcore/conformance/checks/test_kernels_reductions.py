@@ -35,11 +35,19 @@ pytestmark = pytest.mark.conformance(check="kernels")
 # --------------------------------------------------------------------------- reductions
 # (shape, axes, keepdims): single axes, several axes, every axis, and reductions of/over empty axes.
 REDUCE_CASES: list[tuple[tuple[int, ...], tuple[int, ...], bool]] = [
-    ((7, 13), (1,), False), ((7, 13), (0,), True), ((3, 4, 5), (0, 2), False), ((3, 4, 5), (1,), True),
-    ((3, 4, 5), (0, 1, 2), False), ((3, 4, 5), (0, 1, 2), True), ((2, 0, 3), (1,), False), ((2, 0, 3), (0, 2), True),
+    ((7, 13), (1,), False),
+    ((7, 13), (0,), True),
+    ((3, 4, 5), (0, 2), False),
+    ((3, 4, 5), (1,), True),
+    ((3, 4, 5), (0, 1, 2), False),
+    ((3, 4, 5), (0, 1, 2), True),
+    ((2, 0, 3), (1,), False),
+    ((2, 0, 3), (0, 2), True),
     # axes is never None; it may be empty: a 0-d input (the core's sum() of a scalar tensor), or () on any
     # input, which reduces nothing (the result is the input, in the reduction's output dtype)
-    ((), (), False), ((3, 4), (), False), ((3, 4), (), True),
+    ((), (), False),
+    ((3, 4), (), False),
+    ((3, 4), (), True),
 ]
 
 
@@ -50,13 +58,17 @@ def _reduce_inputs(dtype: str, shape: tuple[int, ...], rng: np.random.Generator)
         return rng.uniform(-1.0, 1.0, size=shape)
     if dtype == "bool":
         return rng.random(shape) < 0.5
-    low, high = (2 ** 29, 2 ** 30) if dtype == "int32" else (-(2 ** 56), 2 ** 56)
+    low, high = (2**29, 2**30) if dtype == "int32" else (-(2**56), 2**56)
     return rng.integers(low, high, size=shape, dtype=np.int64)
 
 
-def _reduction_cases(backend: Any, dtype: str, rng: np.random.Generator,
-                     make: Callable[[str, tuple[int, ...], np.random.Generator], np.ndarray],
-                     skip_empty: bool = False) -> Iterator[tuple[str, Array, np.ndarray, tuple[int, ...], bool]]:
+def _reduction_cases(
+    backend: Any,
+    dtype: str,
+    rng: np.random.Generator,
+    make: Callable[[str, tuple[int, ...], np.random.Generator], np.ndarray],
+    skip_empty: bool = False,
+) -> Iterator[tuple[str, Array, np.ndarray, tuple[int, ...], bool]]:
     """(label, device input, host input, axes, keepdims) for every REDUCE_CASES entry plus a transposed view."""
     for shape, axes, keepdims in REDUCE_CASES:
         if skip_empty and 0 in shape:
@@ -102,8 +114,9 @@ def _max_inputs(dtype: str, shape: tuple[int, ...], rng: np.random.Generator) ->
 def test_max(backend, dtype):
     """max over axes picks the exact maximum; NaN anywhere in the reduced slice gives NaN."""
     backend.require_compute(dtype)
-    for label, x, host, axes, keepdims in _reduction_cases(backend, dtype, seeded_rng("max", dtype), _max_inputs,
-                                                           skip_empty=True):
+    for label, x, host, axes, keepdims in _reduction_cases(
+        backend, dtype, seeded_rng("max", dtype), _max_inputs, skip_empty=True
+    ):
         what = f"max of {dtype}, {label}"
         out = result_on_host(backend, backend.kernels.max(x, axes, keepdims), dtype, what)
         with np.errstate(invalid="ignore"):
@@ -123,12 +136,18 @@ def test_argmax(backend, dtype):
             values[:] = 2.0  # all equal: index 0
         x = put_rounded(backend, values, dtype)
         what = f"argmax of {dtype} {shape} along axis {axis}"
-        assert_bits(result_on_host(backend, k.argmax(x, axis), "int64", what),
-                     np.argmax(backend.get(x), axis=axis).astype(np.int64), what)
+        assert_bits(
+            result_on_host(backend, k.argmax(x, axis), "int64", what),
+            np.argmax(backend.get(x), axis=axis).astype(np.int64),
+            what,
+        )
     x = put_rounded(backend, rng.integers(-3, 4, size=(5, 9)).astype(np.float64), dtype)
     what = f"argmax of a transposed {dtype} view along axis 1"
-    assert_bits(result_on_host(backend, k.argmax(k.transpose(x, (1, 0)), 1), "int64", what),
-                 np.argmax(backend.get(x).T, axis=1).astype(np.int64), what)
+    assert_bits(
+        result_on_host(backend, k.argmax(k.transpose(x, (1, 0)), 1), "int64", what),
+        np.argmax(backend.get(x).T, axis=1).astype(np.int64),
+        what,
+    )
 
 
 @pytest.mark.parametrize("dtype", FLOAT_NAMES)
@@ -153,9 +172,8 @@ def test_cumsum(backend, dtype):
 # bfloat16 accumulator loses them: 2048 + 1 rounds back to 2048 in float16 (256 + 1 to 256 in bfloat16), and
 # 1 + 2**-11 rounds back to 1 (so even a pairwise low-precision sum fails the mixed pattern).
 ACCUMULATION: dict[str, list[tuple[str, np.ndarray]]] = {
-    "float16": [("4096 ones", np.ones(4096)),
-                ("[1, 2**-11, 2**-11] x 2048", np.tile([1.0, 2.0 ** -11, 2.0 ** -11], 2048))],
-    "bfloat16": [("512 ones", np.ones(512)), ("[1, 2**-8, 2**-8] x 256", np.tile([1.0, 2.0 ** -8, 2.0 ** -8], 256))],
+    "float16": [("4096 ones", np.ones(4096)), ("[1, 2**-11, 2**-11] x 2048", np.tile([1.0, 2.0**-11, 2.0**-11], 2048))],
+    "bfloat16": [("512 ones", np.ones(512)), ("[1, 2**-8, 2**-8] x 256", np.tile([1.0, 2.0**-8, 2.0**-8], 256))],
 }
 
 
@@ -179,15 +197,21 @@ def test_low_precision_accumulates_in_float32(backend, op, dtype):
         exact = {"sum": np.sum(values), "cumsum": np.cumsum(values), "matmul": np.sum(values).reshape(1, 1)}[op]
         what = f"{op} of {label} in {dtype}"
         out = result_on_host(backend, _accumulate(backend, op, x, values.size, dtype), dtype, what)
-        assert_bits(out, round_to(exact, dtype),
-                     what + " (float32 accumulation gives this exactly; a low-precision accumulator does not)")
+        assert_bits(
+            out,
+            round_to(exact, dtype),
+            what + " (float32 accumulation gives this exactly; a low-precision accumulator does not)",
+        )
 
 
 # (label, shape of a, shape of b): 2-D, batched with broadcast batch dims, a long k, an empty k.
 MATMUL_CASES: list[tuple[str, tuple[int, ...], tuple[int, ...]]] = [
-    ("2-D (5, 7) @ (7, 3)", (5, 7), (7, 3)), ("row (1, 9) @ (9, 1)", (1, 9), (9, 1)),
-    ("batched (2, 1, 3, 4) @ (5, 4, 2)", (2, 1, 3, 4), (5, 4, 2)), ("batched (3, 2, 6) @ (6, 4)", (3, 2, 6), (6, 4)),
-    ("long k (3, 1500) @ (1500, 4)", (3, 1500), (1500, 4)), ("empty k (3, 0) @ (0, 4)", (3, 0), (0, 4)),
+    ("2-D (5, 7) @ (7, 3)", (5, 7), (7, 3)),
+    ("row (1, 9) @ (9, 1)", (1, 9), (9, 1)),
+    ("batched (2, 1, 3, 4) @ (5, 4, 2)", (2, 1, 3, 4), (5, 4, 2)),
+    ("batched (3, 2, 6) @ (6, 4)", (3, 2, 6), (6, 4)),
+    ("long k (3, 1500) @ (1500, 4)", (3, 1500), (1500, 4)),
+    ("empty k (3, 0) @ (0, 4)", (3, 0), (0, 4)),
     ("empty m (0, 5) @ (5, 2)", (0, 5), (5, 2)),
 ]
 

@@ -93,12 +93,12 @@ class Arg:
 class OpCase:
     """One op under test: a row of the table both checks read."""
 
-    call: Callable[..., Any]          # the ampcore call on Tensors (may return (values, indices))
-    ref: Callable[..., Any]           # the float64 reference on NumPy arrays, complex-step safe
+    call: Callable[..., Any]  # the ampcore call on Tensors (may return (values, indices))
+    ref: Callable[..., Any]  # the float64 reference on NumPy arrays, complex-step safe
     args: tuple[Arg, ...]
-    n: int = 1                        # forward fan-in (see the module docstring)
-    n_grad: tuple[int, ...] = ()      # fan-in of each float input's gradient (default 1 each)
-    exact: bool = False               # moves values only: bit-exact forward
+    n: int = 1  # forward fan-in (see the module docstring)
+    n_grad: tuple[int, ...] = ()  # fan-in of each float input's gradient (default 1 each)
+    exact: bool = False  # moves values only: bit-exact forward
     differentiable: bool = True
 
 
@@ -109,9 +109,18 @@ def _f(*shape: int, sample: Sampler | None = None) -> Arg:
 # --------------------------------------------------------------------------- the cases
 # Unary ops on an odd shape, each on a domain where it is smooth and finite in every dtype.
 _UNARY_DOMAINS: dict[str, Sampler] = {
-    "neg": normal(), "abs": normal(), "exp": uniform(-3, 3), "log": uniform(0.1, 5), "sqrt": uniform(0.1, 5),
-    "rsqrt": uniform(0.2, 5), "tanh": normal(1.5), "sigmoid": normal(2), "erf": normal(1.2), "sign": normal(),
-    "sin": uniform(-4, 4), "cos": uniform(-4, 4),
+    "neg": normal(),
+    "abs": normal(),
+    "exp": uniform(-3, 3),
+    "log": uniform(0.1, 5),
+    "sqrt": uniform(0.1, 5),
+    "rsqrt": uniform(0.2, 5),
+    "tanh": normal(1.5),
+    "sigmoid": normal(2),
+    "erf": normal(1.2),
+    "sign": normal(),
+    "sin": uniform(-4, 4),
+    "cos": uniform(-4, 4),
 }
 
 
@@ -125,90 +134,163 @@ _BINARY: dict[str, tuple[Callable[[Any, Any], Any], Sampler, Sampler]] = {
     "sub": (lambda a, b: a - b, normal(), normal()),
     "mul": (lambda a, b: a * b, normal(), normal()),
     "div": (lambda a, b: a / b, normal(), away_from_zero(0.5, 2)),
-    "pow": (lambda a, b: a ** b, uniform(0.5, 2), uniform(-2, 2)),
+    "pow": (lambda a, b: a**b, uniform(0.5, 2), uniform(-2, 2)),
     "maximum": (lambda a, b: a.maximum(b), grid(0.125), grid(0.0)),
     "minimum": (lambda a, b: a.minimum(b), grid(0.125), grid(0.0)),
 }
 
 CASES: dict[str, OpCase] = {}
-CASES.update({name: OpCase(_unary(name), R.UNARY[name], (_f(7, 13, sample=sample),),
-                           differentiable=name != "sign")
-              for name, sample in _UNARY_DOMAINS.items()})
-CASES.update({name: OpCase(call, R.BINARY[name], (_f(3, 1, 5, sample=sa), _f(4, 5, sample=sb)), n_grad=(4, 3))
-              for name, (call, sa, sb) in _BINARY.items()})
-CASES.update({
-    # where: b broadcasts over a's 4 rows.
-    "where": OpCase(ampcore.where, np.where, (Arg((4, 5), mask(), "bool"), _f(4, 5), _f(1, 5)), n_grad=(1, 4)),
-    "sum": OpCase(lambda x: x.sum(dim=(0, 2)), lambda x: np.sum(x, axis=(0, 2)), (_f(3, 4, 5),), n=15),
-    "max": OpCase(lambda x: x.amax(dim=1), lambda x: R.amax(x, 1), (_f(4, 7, sample=distinct()),), exact=True),
-    "max.dim": OpCase(lambda x: tuple(x.max(dim=0)), lambda x: (R.amax(x, 0), R.argmax(x, 0)),
-                      (_f(4, 7, sample=distinct()),), exact=True),
-    "cumsum": OpCase(lambda x: x.cumsum(1), lambda x: np.cumsum(x, axis=1), (_f(4, 9),), n=9, n_grad=(9,)),
-    # (2, 1, 3, 16) @ (3, 16, 5): k = 16; a's gradient sums 5 columns in each of 3 broadcast batches, b's
-    # 3 rows in each of 2.
-    "matmul": OpCase(lambda a, b: a @ b, np.matmul, (_f(2, 1, 3, 16), _f(3, 16, 5)), n=16, n_grad=(15, 6)),
-    "reshape": OpCase(lambda x: x.reshape(6, -1), lambda x: x.reshape(6, -1), (_f(3, 4, 5),), exact=True),
-    "permute": OpCase(lambda x: x.permute(2, 0, 1), lambda x: np.transpose(x, (2, 0, 1)), (_f(2, 3, 4),),
-                      exact=True),
-    "expand": OpCase(lambda x: x.expand(2, 3, 4, 5), lambda x: np.broadcast_to(x, (2, 3, 4, 5)), (_f(3, 1, 5),),
-                     exact=True, n_grad=(8,)),
-    "getitem": OpCase(lambda x: x[1:, ::-2, 3], lambda x: x[1:, ::-2, 3], (_f(4, 6, 5),), exact=True),
-    # An integer-list index (take; its gradient is scatter_add): row 4 is picked twice.
-    "getitem.index": OpCase(lambda x: x[[4, 0, 4, 2]], lambda x: x[[4, 0, 4, 2]], (_f(5, 3),), exact=True,
-                            n_grad=(2,)),
-    # Rows 5 and 2 are looked up three times each.
-    "embedding": OpCase(F.embedding, lambda idx, w: w[idx],
-                        (Arg((2, 4), fixed([[5, 0, 2, 5], [2, 2, 1, 5]]), "int64"), _f(6, 3)), exact=True,
-                        n_grad=(3,)),
-    "pad": OpCase(lambda x: ampcore.ops.pad(x, (1, 2, 0, 1), 0.5),
-                  lambda x: np.pad(x, ((0, 1), (1, 2)), constant_values=0.5), (_f(3, 4),), exact=True),
-    "cat": OpCase(lambda a, b, c: ampcore.cat([a, b, c], dim=1), lambda a, b, c: np.concatenate([a, b, c], 1),
-                  (_f(3, 2), _f(3, 0), _f(3, 4)), exact=True),
-    # The fused-kernel ops (or the core's composition where the backend has no fused kernel).
-    "softmax": OpCase(lambda x: F.softmax(x, dim=1), lambda x: R.softmax(x, 1), (_f(3, 6, 2, sample=normal(2)),),
-                      n=6, n_grad=(6,)),
-    "log_softmax": OpCase(lambda x: F.log_softmax(x, dim=1), lambda x: R.log_softmax(x, 1),
-                          (_f(3, 6, 2, sample=normal(2)),), n=6, n_grad=(6,)),
-    "softmax.large": OpCase(lambda x: F.softmax(x, dim=-1), lambda x: R.softmax(x, -1),
-                            (_f(4, 9, sample=large(signed=True)),), n=9, n_grad=(9,)),
-    "log_softmax.large": OpCase(lambda x: F.log_softmax(x, dim=-1), lambda x: R.log_softmax(x, -1),
-                                (_f(4, 9, sample=large(signed=False)),), n=9, n_grad=(9,)),
-    # gelu above -3: below, the tanh form's derivative cancels terms ~10x its size (see test_fused).
-    "gelu": OpCase(F.gelu, R.gelu, (_f(6, 5, sample=uniform(-3, 3)),)),
-    "gelu.tanh": OpCase(lambda x: F.gelu(x, approximate="tanh"), lambda x: R.gelu(x, "tanh"),
-                        (_f(6, 5, sample=uniform(-3, 3)),)),
-    # Composite nn ops.  linear: 8 products + the bias; x's gradient sums 5 outputs, w's and b's 2 * 3 rows.
-    "linear": OpCase(F.linear, R.linear, (_f(2, 3, 8), _f(5, 8), _f(5)), n=9, n_grad=(5, 6, 6)),
-    # layer_norm over 16: the weight's gradient sums 4 rows of x-hat, each normalised over 16.
-    "layer_norm": OpCase(lambda x, w, b: F.layer_norm(x, (16,), w, b), R.layer_norm, (_f(4, 16), _f(16), _f(16)),
-                         n=16, n_grad=(16, 64, 4)),
-    # mean over 5 rows of a log-sum-exp over 7 classes; the gradient is softmax - one-hot, over 7.
-    "cross_entropy": OpCase(F.cross_entropy, R.cross_entropy, (_f(5, 7, sample=normal(2)),
-                                                               Arg((5,), indices(7), "int64")), n=35, n_grad=(7,)),
-    "mse_loss": OpCase(F.mse_loss, R.mse_loss, (_f(4, 6), _f(4, 6)), n=24),
-    # conv2d, 3 channels x 3 x 3 taps + bias; output (2, 4, 5, 3).  x's gradient: 4 filters x 9 taps;
-    # w's and b's: 2 images x 15 positions.
-    "conv2d": OpCase(lambda x, w, b: F.conv2d(x, w, b, stride=(1, 2), padding=1),
-                     lambda x, w, b: R.conv2d(x, w, b, (1, 2), (1, 1)), (_f(2, 3, 5, 5), _f(4, 3, 3, 3), _f(4)),
-                     n=28, n_grad=(36, 30, 30)),
-    # scaled_dot_product_attention ("sdpa": the report's op column is narrow).
-    # L=3 queries, S=5 keys, E=4, Ev=6: scores sum E, the output S of them (n = S*E); dq: S x Ev;
-    # dk: L x S x Ev (through the softmax's sum over S); dv: L x (S x E of the weights).
-    "sdpa": OpCase(F.scaled_dot_product_attention, R.attention, (_f(2, 3, 4), _f(2, 5, 4), _f(2, 5, 6)),
-                   n=20, n_grad=(30, 90, 60)),
-    "sdpa.causal": OpCase(
-        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-        lambda q, k, v: R.attention(q, k, v, causal=True), (_f(2, 4, 4), _f(2, 4, 4), _f(2, 4, 3)),
-        n=16, n_grad=(12, 48, 64)),
-    # Edges: an empty reduction axis (sum is 0, the gradient empty), an empty inner dimension, strided views
-    # (a transposed, reversed operand and a step-2 slice) going into a kernel.
-    "sum.empty": OpCase(lambda x: x.sum(dim=1), lambda x: np.sum(x, axis=1), (_f(3, 0, 4),)),
-    "matmul.empty": OpCase(lambda a, b: a @ b, np.matmul, (_f(3, 0), _f(0, 4))),
-    "mul.strided": OpCase(lambda a, b: a.mT[::-1] * b[:, ::2], lambda a, b: a.T[::-1] * b[:, ::2],
-                          (_f(5, 4), _f(4, 10))),
-    "matmul.strided": OpCase(lambda a, b: a.mT @ b[::2], lambda a, b: a.T @ b[::2], (_f(6, 3), _f(12, 5)),
-                             n=6, n_grad=(5, 3)),
-})
+CASES.update(
+    {
+        name: OpCase(_unary(name), R.UNARY[name], (_f(7, 13, sample=sample),), differentiable=name != "sign")
+        for name, sample in _UNARY_DOMAINS.items()
+    }
+)
+CASES.update(
+    {
+        name: OpCase(call, R.BINARY[name], (_f(3, 1, 5, sample=sa), _f(4, 5, sample=sb)), n_grad=(4, 3))
+        for name, (call, sa, sb) in _BINARY.items()
+    }
+)
+CASES.update(
+    {
+        # where: b broadcasts over a's 4 rows.
+        "where": OpCase(ampcore.where, np.where, (Arg((4, 5), mask(), "bool"), _f(4, 5), _f(1, 5)), n_grad=(1, 4)),
+        "sum": OpCase(lambda x: x.sum(dim=(0, 2)), lambda x: np.sum(x, axis=(0, 2)), (_f(3, 4, 5),), n=15),
+        "max": OpCase(lambda x: x.amax(dim=1), lambda x: R.amax(x, 1), (_f(4, 7, sample=distinct()),), exact=True),
+        "max.dim": OpCase(
+            lambda x: tuple(x.max(dim=0)),
+            lambda x: (R.amax(x, 0), R.argmax(x, 0)),
+            (_f(4, 7, sample=distinct()),),
+            exact=True,
+        ),
+        "cumsum": OpCase(lambda x: x.cumsum(1), lambda x: np.cumsum(x, axis=1), (_f(4, 9),), n=9, n_grad=(9,)),
+        # (2, 1, 3, 16) @ (3, 16, 5): k = 16; a's gradient sums 5 columns in each of 3 broadcast batches, b's
+        # 3 rows in each of 2.
+        "matmul": OpCase(lambda a, b: a @ b, np.matmul, (_f(2, 1, 3, 16), _f(3, 16, 5)), n=16, n_grad=(15, 6)),
+        "reshape": OpCase(lambda x: x.reshape(6, -1), lambda x: x.reshape(6, -1), (_f(3, 4, 5),), exact=True),
+        "permute": OpCase(
+            lambda x: x.permute(2, 0, 1), lambda x: np.transpose(x, (2, 0, 1)), (_f(2, 3, 4),), exact=True
+        ),
+        "expand": OpCase(
+            lambda x: x.expand(2, 3, 4, 5),
+            lambda x: np.broadcast_to(x, (2, 3, 4, 5)),
+            (_f(3, 1, 5),),
+            exact=True,
+            n_grad=(8,),
+        ),
+        "getitem": OpCase(lambda x: x[1:, ::-2, 3], lambda x: x[1:, ::-2, 3], (_f(4, 6, 5),), exact=True),
+        # An integer-list index (take; its gradient is scatter_add): row 4 is picked twice.
+        "getitem.index": OpCase(
+            lambda x: x[[4, 0, 4, 2]], lambda x: x[[4, 0, 4, 2]], (_f(5, 3),), exact=True, n_grad=(2,)
+        ),
+        # Rows 5 and 2 are looked up three times each.
+        "embedding": OpCase(
+            F.embedding,
+            lambda idx, w: w[idx],
+            (Arg((2, 4), fixed([[5, 0, 2, 5], [2, 2, 1, 5]]), "int64"), _f(6, 3)),
+            exact=True,
+            n_grad=(3,),
+        ),
+        "pad": OpCase(
+            lambda x: ampcore.ops.pad(x, (1, 2, 0, 1), 0.5),
+            lambda x: np.pad(x, ((0, 1), (1, 2)), constant_values=0.5),
+            (_f(3, 4),),
+            exact=True,
+        ),
+        "cat": OpCase(
+            lambda a, b, c: ampcore.cat([a, b, c], dim=1),
+            lambda a, b, c: np.concatenate([a, b, c], 1),
+            (_f(3, 2), _f(3, 0), _f(3, 4)),
+            exact=True,
+        ),
+        # The fused-kernel ops (or the core's composition where the backend has no fused kernel).
+        "softmax": OpCase(
+            lambda x: F.softmax(x, dim=1), lambda x: R.softmax(x, 1), (_f(3, 6, 2, sample=normal(2)),), n=6, n_grad=(6,)
+        ),
+        "log_softmax": OpCase(
+            lambda x: F.log_softmax(x, dim=1),
+            lambda x: R.log_softmax(x, 1),
+            (_f(3, 6, 2, sample=normal(2)),),
+            n=6,
+            n_grad=(6,),
+        ),
+        "softmax.large": OpCase(
+            lambda x: F.softmax(x, dim=-1),
+            lambda x: R.softmax(x, -1),
+            (_f(4, 9, sample=large(signed=True)),),
+            n=9,
+            n_grad=(9,),
+        ),
+        "log_softmax.large": OpCase(
+            lambda x: F.log_softmax(x, dim=-1),
+            lambda x: R.log_softmax(x, -1),
+            (_f(4, 9, sample=large(signed=False)),),
+            n=9,
+            n_grad=(9,),
+        ),
+        # gelu above -3: below, the tanh form's derivative cancels terms ~10x its size (see test_fused).
+        "gelu": OpCase(F.gelu, R.gelu, (_f(6, 5, sample=uniform(-3, 3)),)),
+        "gelu.tanh": OpCase(
+            lambda x: F.gelu(x, approximate="tanh"), lambda x: R.gelu(x, "tanh"), (_f(6, 5, sample=uniform(-3, 3)),)
+        ),
+        # Composite nn ops.  linear: 8 products + the bias; x's gradient sums 5 outputs, w's and b's 2 * 3 rows.
+        "linear": OpCase(F.linear, R.linear, (_f(2, 3, 8), _f(5, 8), _f(5)), n=9, n_grad=(5, 6, 6)),
+        # layer_norm over 16: the weight's gradient sums 4 rows of x-hat, each normalised over 16.
+        "layer_norm": OpCase(
+            lambda x, w, b: F.layer_norm(x, (16,), w, b),
+            R.layer_norm,
+            (_f(4, 16), _f(16), _f(16)),
+            n=16,
+            n_grad=(16, 64, 4),
+        ),
+        # mean over 5 rows of a log-sum-exp over 7 classes; the gradient is softmax - one-hot, over 7.
+        "cross_entropy": OpCase(
+            F.cross_entropy,
+            R.cross_entropy,
+            (_f(5, 7, sample=normal(2)), Arg((5,), indices(7), "int64")),
+            n=35,
+            n_grad=(7,),
+        ),
+        "mse_loss": OpCase(F.mse_loss, R.mse_loss, (_f(4, 6), _f(4, 6)), n=24),
+        # conv2d, 3 channels x 3 x 3 taps + bias; output (2, 4, 5, 3).  x's gradient: 4 filters x 9 taps;
+        # w's and b's: 2 images x 15 positions.
+        "conv2d": OpCase(
+            lambda x, w, b: F.conv2d(x, w, b, stride=(1, 2), padding=1),
+            lambda x, w, b: R.conv2d(x, w, b, (1, 2), (1, 1)),
+            (_f(2, 3, 5, 5), _f(4, 3, 3, 3), _f(4)),
+            n=28,
+            n_grad=(36, 30, 30),
+        ),
+        # scaled_dot_product_attention ("sdpa": the report's op column is narrow).
+        # L=3 queries, S=5 keys, E=4, Ev=6: scores sum E, the output S of them (n = S*E); dq: S x Ev;
+        # dk: L x S x Ev (through the softmax's sum over S); dv: L x (S x E of the weights).
+        "sdpa": OpCase(
+            F.scaled_dot_product_attention,
+            R.attention,
+            (_f(2, 3, 4), _f(2, 5, 4), _f(2, 5, 6)),
+            n=20,
+            n_grad=(30, 90, 60),
+        ),
+        "sdpa.causal": OpCase(
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            lambda q, k, v: R.attention(q, k, v, causal=True),
+            (_f(2, 4, 4), _f(2, 4, 4), _f(2, 4, 3)),
+            n=16,
+            n_grad=(12, 48, 64),
+        ),
+        # Edges: an empty reduction axis (sum is 0, the gradient empty), an empty inner dimension, strided views
+        # (a transposed, reversed operand and a step-2 slice) going into a kernel.
+        "sum.empty": OpCase(lambda x: x.sum(dim=1), lambda x: np.sum(x, axis=1), (_f(3, 0, 4),)),
+        "matmul.empty": OpCase(lambda a, b: a @ b, np.matmul, (_f(3, 0), _f(0, 4))),
+        "mul.strided": OpCase(
+            lambda a, b: a.mT[::-1] * b[:, ::2], lambda a, b: a.T[::-1] * b[:, ::2], (_f(5, 4), _f(4, 10))
+        ),
+        "matmul.strided": OpCase(
+            lambda a, b: a.mT @ b[::2], lambda a, b: a.T @ b[::2], (_f(6, 3), _f(12, 5)), n=6, n_grad=(5, 3)
+        ),
+    }
+)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -251,8 +333,10 @@ def _assert_bit_exact(got: np.ndarray, expected: np.ndarray, what: str) -> None:
     differ = ~((g == expected) | (np.isnan(g) & np.isnan(expected)))
     if differ.any():
         i = tuple(int(v) for v in np.argwhere(differ)[0])
-        raise AssertionError(f"{what}: moves values without arithmetic, so must reproduce them exactly; at {i} got "
-                             f"{g[i]!r}, expected {expected[i]!r} ({int(differ.sum())} of {g.size} elements differ)")
+        raise AssertionError(
+            f"{what}: moves values without arithmetic, so must reproduce them exactly; at {i} got "
+            f"{g[i]!r}, expected {expected[i]!r} ({int(differ.sum())} of {g.size} elements differ)"
+        )
 
 
 def _check_output(got: Any, expected: np.ndarray, dtype: dt.DType, case: OpCase, what: str) -> None:

@@ -53,7 +53,9 @@ def _assert_rounded(actual: np.ndarray, expected: np.ndarray, inputs: tuple[np.n
     bad = np.flatnonzero(~same.reshape(-1))
     examples = "; ".join(
         f"f({', '.join(_hex(np.asarray(x).reshape(-1)[i]) for x in inputs)}) gave {_hex(actual.reshape(-1)[i])}, "
-        f"round-to-nearest-even gives {_hex(expected.reshape(-1)[i])}" for i in bad[:3])
+        f"round-to-nearest-even gives {_hex(expected.reshape(-1)[i])}"
+        for i in bad[:3]
+    )
     raise AssertionError(f"{what}: {bad.size} of {same.size} results are not correctly rounded; {examples}")
 
 
@@ -71,7 +73,7 @@ def _neighbour_pairs(dst: str, rng: np.random.Generator) -> tuple[np.ndarray, np
         return v[:-1], v[1:]
     bits = rng.integers(0, 0x7F800000, size=20000, dtype=np.int64).astype(np.uint32)
     lo = bits.view(np.float32)
-    lo = np.concatenate([lo, np.array([0, 2.0 ** emin, np.finfo(np.float32).max], dtype=np.float32)])
+    lo = np.concatenate([lo, np.array([0, 2.0**emin, np.finfo(np.float32).max], dtype=np.float32)])
     lo = np.concatenate([lo, -lo])
     with np.errstate(over="ignore"):
         hi = np.nextafter(lo, np.float32(np.inf)).astype(np.float64)
@@ -103,8 +105,15 @@ def _cast_inputs(src: str, dst: str) -> np.ndarray:
     return values[representable(values, src)]
 
 
-NARROWING = [("float32", "float16"), ("float64", "float16"), ("float32", "bfloat16"), ("float64", "bfloat16"),
-             ("bfloat16", "float16"), ("float16", "bfloat16"), ("float64", "float32")]
+NARROWING = [
+    ("float32", "float16"),
+    ("float64", "float16"),
+    ("float32", "bfloat16"),
+    ("float64", "bfloat16"),
+    ("bfloat16", "float16"),
+    ("float16", "bfloat16"),
+    ("float64", "float32"),
+]
 WIDENING = [("float16", "float32"), ("float16", "float64"), ("bfloat16", "float32"), ("bfloat16", "float64")]
 
 
@@ -177,7 +186,7 @@ def _operands(op: str, dtype: str) -> tuple[np.ndarray, ...]:
         hard_b = _ties(dtype, base)
         hard_b = -hard_b if op == "sub" else hard_b
     else:  # small multipliers/divisors: products/quotients with few bits, many exact ties and near-ties
-        hard_b = np.resize([3.0, 5.0, 1.5, 0.75, 7.0, 10.0, 1.0 + 2.0 ** -5, 0.0, -0.0], base.size)
+        hard_b = np.resize([3.0, 5.0, 1.5, 0.75, 7.0, 10.0, 1.0 + 2.0**-5, 0.0, -0.0], base.size)
     specials = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf])
     sa, sb = np.repeat(specials, specials.size), np.tile(specials, specials.size)
     return np.concatenate([a, base, sa]), np.concatenate([b, hard_b, sb])
@@ -205,7 +214,7 @@ def test_arithmetic_is_correctly_rounded(backend, op, dtype):
 
 # --------------------------------------------------------------------------- no silent float32
 # Below half an ulp of 1: 1 + TINY rounds back to 1 in the dtype, but not in float32.
-TINY: dict[str, float] = {"float16": 2.0 ** -12, "bfloat16": 2.0 ** -9}
+TINY: dict[str, float] = {"float16": 2.0**-12, "bfloat16": 2.0**-9}
 
 
 def _chain_add_sub(backend: Any, dtype: str) -> tuple[list[Array], np.ndarray]:
@@ -257,8 +266,13 @@ def _chain_mul_div(backend: Any, dtype: str) -> tuple[list[Array], np.ndarray]:
 
 
 CHAINS: dict[str, Callable[[Any, str], tuple[list[Array], np.ndarray]]] = {
-    "add,sub": _chain_add_sub, "add scalar,sub": _chain_scalar, "add,reshape,transpose,sub": _chain_view,
-    "sum,sub": _chain_sum, "cumsum,sub": _chain_cumsum, "matmul,sub": _chain_matmul, "mul,div": _chain_mul_div,
+    "add,sub": _chain_add_sub,
+    "add scalar,sub": _chain_scalar,
+    "add,reshape,transpose,sub": _chain_view,
+    "sum,sub": _chain_sum,
+    "cumsum,sub": _chain_cumsum,
+    "matmul,sub": _chain_matmul,
+    "mul,div": _chain_mul_div,
 }
 
 
@@ -279,4 +293,5 @@ def test_no_silent_float32(backend, chain, dtype):
         raise AssertionError(
             f"{chain} in {dtype}: {int(differ.sum())} of {differ.size} results differ; at {i} got {result[i]!r}, "
             f"the dtype's answer is {expected[i]!r} -- an intermediate was kept wider than {dtype} "
-            "(float32 gives this)")
+            "(float32 gives this)"
+        )

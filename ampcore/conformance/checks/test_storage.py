@@ -18,8 +18,23 @@ def _every_value(dtype: dt.DType) -> np.ndarray:
         return np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dtype.numpy)
     if dtype.is_floating_point:
         info = np.finfo(dtype.numpy)
-        return np.array([0.0, -0.0, 1.0, -1.0, info.max, -info.max, info.tiny, info.smallest_subnormal,
-                         np.inf, -np.inf, np.nan, np.pi], dtype=dtype.numpy)
+        return np.array(
+            [
+                0.0,
+                -0.0,
+                1.0,
+                -1.0,
+                info.max,
+                -info.max,
+                info.tiny,
+                info.smallest_subnormal,
+                np.inf,
+                -np.inf,
+                np.nan,
+                np.pi,
+            ],
+            dtype=dtype.numpy,
+        )
     if dtype is dt.bool_:
         return np.array([True, False, True])
     iinfo = np.iinfo(dtype.numpy)
@@ -43,7 +58,8 @@ def test_device_bytes_are_the_itemsize(backend, dtype):
     backend.require_storage(dtype)
     d = dt.as_dtype(dtype)
     x = backend.put(np.zeros((128, 33)), d)
-    assert backend.backend.nbytes(x) == 128 * 33 * d.itemsize, \
+    assert backend.backend.nbytes(x) == 128 * 33 * d.itemsize, (
         f"a {d.name} array of 4224 elements occupies {backend.backend.nbytes(x)} bytes, not {4224 * d.itemsize}"
+    )
     t = backend.tensor(np.zeros((7, 5)), d)
     assert t.nbytes == 35 * d.itemsize and t.dtype is d

@@ -106,8 +106,9 @@ def new_run(backend: Any) -> Run:
     poison = GradPoison()
     dev = backend.device
     # The poison sits before the ReLU, whose backward would drop an inf at an inactive unit.
-    model = nn.Sequential(nn.Linear(FEATURES, HIDDEN, device=dev), poison, nn.ReLU(),
-                          nn.Linear(HIDDEN, CLASSES, device=dev))
+    model = nn.Sequential(
+        nn.Linear(FEATURES, HIDDEN, device=dev), poison, nn.ReLU(), nn.Linear(HIDDEN, CLASSES, device=dev)
+    )
     model.load_state_dict({k: ampcore.tensor(v, dtype="float32", device=dev) for k, v in initial_parameters().items()})
     return Run(model, optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM), poison)
 
@@ -116,8 +117,9 @@ def forward_loss(backend: Any, run: Run, x: np.ndarray, y: np.ndarray, dtype: st
     """Cross-entropy of a batch, under autocast to ``dtype`` unless it is float32."""
     xs = ampcore.tensor(x, dtype="float32", device=backend.device)
     ys = ampcore.tensor(y, dtype="int64", device=backend.device)
-    with ampcore.autocast(backend.name, dtype=None if dtype == "float32" else dtype, enabled=dtype != "float32",
-                          strict=dtype != "float32"):
+    with ampcore.autocast(
+        backend.name, dtype=None if dtype == "float32" else dtype, enabled=dtype != "float32", strict=dtype != "float32"
+    ):
         return F.cross_entropy(run.model(xs), ys)
 
 
@@ -150,29 +152,49 @@ def test_amp_loss_tracks_float32_and_learns(backend, dtype, request):
     reference = request.getfixturevalue("float32_losses")  # after the skip: no baseline run for nothing
     run, scaler = train(backend, dtype, TRACK_STEPS)
     losses = np.array(run.losses)
-    assert np.isfinite(losses).all(), f"{dtype} training produced non-finite losses at steps " \
-        f"{(np.flatnonzero(~np.isfinite(losses)) + 1).tolist()}"
-    assert_close(losses, reference, dtype, n=FEATURES, scale=float(reference[0]),
-                 what=f"{dtype} AMP loss per step (index = step - 1) vs the float32 run")
+    assert np.isfinite(losses).all(), (
+        f"{dtype} training produced non-finite losses at steps {(np.flatnonzero(~np.isfinite(losses)) + 1).tolist()}"
+    )
+    assert_close(
+        losses,
+        reference,
+        dtype,
+        n=FEATURES,
+        scale=float(reference[0]),
+        what=f"{dtype} AMP loss per step (index = step - 1) vs the float32 run",
+    )
     final, final_ref = losses[-FINAL_WINDOW:].mean(), reference[-FINAL_WINDOW:].mean()
-    assert_close(np.array([final]), np.array([final_ref]), dtype, n=FEATURES, scale=float(final_ref),
-                 what=f"{dtype} final loss (mean of the last {FINAL_WINDOW} steps) vs float32's")
+    assert_close(
+        np.array([final]),
+        np.array([final_ref]),
+        dtype,
+        n=FEATURES,
+        scale=float(final_ref),
+        what=f"{dtype} final loss (mean of the last {FINAL_WINDOW} steps) vs float32's",
+    )
     for name, series in (("float32", reference), (dtype, losses)):
-        assert series[-FINAL_WINDOW:].mean() < series[0] / 4, \
-            f"{name} run did not learn: loss {series[0]:.4f} at the start, {series[-FINAL_WINDOW:].mean():.4f} " \
+        assert series[-FINAL_WINDOW:].mean() < series[0] / 4, (
+            f"{name} run did not learn: loss {series[0]:.4f} at the start, {series[-FINAL_WINDOW:].mean():.4f} "
             f"at the end (expected below a quarter of the start)"
+        )
     if scaler.is_enabled():
-        assert scaler.skipped_steps == 0 and scaler.get_scale() == 2.0 ** 16, \
-            f"float16 steps on clean digits never overflow at scale 2**16, but the scaler skipped " \
+        assert scaler.skipped_steps == 0 and scaler.get_scale() == 2.0**16, (
+            f"float16 steps on clean digits never overflow at scale 2**16, but the scaler skipped "
             f"{scaler.skipped_steps} steps and ended at scale {scaler.get_scale()}"
+        )
 
 
 # --------------------------------------------------------------------------- injected inf/NaN
 SKIP_STEPS = 24
-INIT_SCALE, GROWTH, BACKOFF, INTERVAL = 2.0 ** 8, 2.0, 0.5, 4
+INIT_SCALE, GROWTH, BACKOFF, INTERVAL = 2.0**8, 2.0, 0.5, 4
 # step (1-based) -> how inf/NaN gets into the gradients
-INJECT = {1: "loss * inf", 5: "loss * nan", 6: "inf in the first layer's gradients", 13: "loss * -inf",
-          20: "inf in the first layer's gradients"}
+INJECT = {
+    1: "loss * inf",
+    5: "loss * nan",
+    6: "inf in the first layer's gradients",
+    13: "loss * -inf",
+    20: "inf in the first layer's gradients",
+}
 LOSS_FACTOR = {"loss * inf": np.inf, "loss * nan": np.nan, "loss * -inf": -np.inf}
 
 
@@ -197,8 +219,9 @@ def test_scaler_skips_exactly_the_injected_steps(backend, dtype):
     backend.require_storage(dtype, "int32")  # int32: GradScaler's growth tracker
     backend.require_compute(dtype)
     run = new_run(backend)
-    scaler = ampcore.GradScaler(backend.name, init_scale=INIT_SCALE, growth_factor=GROWTH, backoff_factor=BACKOFF,
-                                growth_interval=INTERVAL)
+    scaler = ampcore.GradScaler(
+        backend.name, init_scale=INIT_SCALE, growth_factor=GROWTH, backoff_factor=BACKOFF, growth_interval=INTERVAL
+    )
     for step, ((x, y), (want_scale, want_tracker)) in enumerate(zip(batches(SKIP_STEPS), expected_scales()), 1):
         how = INJECT.get(step)
         run.poison.armed = how == "inf in the first layer's gradients"
@@ -219,8 +242,10 @@ def test_scaler_skips_exactly_the_injected_steps(backend, dtype):
         else:
             changed = [i for i, (a, b) in enumerate(zip(after, before)) if a.tobytes() != b.tobytes()]
             assert not changed, f"{where}: a skipped step changed parameters {changed}"
-        assert (scaler.get_scale(), scaler.get_growth_tracker()) == (want_scale, want_tracker), \
-            f"{where}: scale {scaler.get_scale()}, tracker {scaler.get_growth_tracker()}; expected scale " \
+        assert (scaler.get_scale(), scaler.get_growth_tracker()) == (want_scale, want_tracker), (
+            f"{where}: scale {scaler.get_scale()}, tracker {scaler.get_growth_tracker()}; expected scale "
             f"{want_scale}, tracker {want_tracker} (back off x{BACKOFF} on inf, grow x{GROWTH} every {INTERVAL} clean)"
-    assert scaler.skipped_steps == len(INJECT), \
+        )
+    assert scaler.skipped_steps == len(INJECT), (
         f"scaler.skipped_steps is {scaler.skipped_steps}, expected {len(INJECT)} (steps {sorted(INJECT)})"
+    )

@@ -28,15 +28,34 @@ from ._windows import output_size
 _ALL = slice(None)
 
 
-def im2col(k: Any, xt: Any, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int],
-               out_hw: tuple[int, int]) -> Any:
+def im2col(
+    k: Any,
+    xt: Any,
+    kernel: tuple[int, int],
+    stride: tuple[int, int],
+    dilation: tuple[int, int],
+    out_hw: tuple[int, int],
+) -> Any:
     """(A, B, H, W) already padded -> (A, kh*kw, B, Ho, Wo): tap ``i*kw + j`` at (r, c) is
     ``x[..., i*dh + sh*r, j*dw + sw*c]`` (conv passes A, B = C, N; pooling N, C)."""
     (kh, kw), (sh, sw), (dh, dw), (ho, wo) = kernel, stride, dilation, out_hw
     c, n = k.shape_of(xt)[:2]
-    taps = [k.reshape(k.slice(xt, (_ALL, _ALL, slice(i * dh, i * dh + sh * (ho - 1) + 1, sh),
-                                   slice(j * dw, j * dw + sw * (wo - 1) + 1, sw))), (c, 1, n, ho, wo))
-            for i in range(kh) for j in range(kw)]
+    taps = [
+        k.reshape(
+            k.slice(
+                xt,
+                (
+                    _ALL,
+                    _ALL,
+                    slice(i * dh, i * dh + sh * (ho - 1) + 1, sh),
+                    slice(j * dw, j * dw + sw * (wo - 1) + 1, sw),
+                ),
+            ),
+            (c, 1, n, ho, wo),
+        )
+        for i in range(kh)
+        for j in range(kw)
+    ]
     return taps[0] if len(taps) == 1 else k.concat(taps, 1)
 
 
@@ -97,15 +116,26 @@ class Conv2d(Op):
             gt = k.slice_assign(spread, (_ALL, _ALL, slice(None, None, sh), slice(None, None, sw)), gt)
         hp, wp = h + pads[0][0] + pads[0][1], wd + pads[1][0] + pads[1][1]
         # Full correlation over the padded input, then only the rows and columns of the unpadded one.
-        q = k.pad(gt, ((0, 0), (0, 0), (dh * (kh - 1), hp - (ho - 1) * sh - 1),
-                       (dw * (kw - 1), wp - (wo - 1) * sw - 1)), 0.0)
-        q = k.slice(q, (_ALL, _ALL, slice(pads[0][0], pads[0][0] + h + dh * (kh - 1)),
-                        slice(pads[1][0], pads[1][0] + wd + dw * (kw - 1))))
-        cols = k.reshape(im2col(k, q, (kh, kw), (1, 1), dilation, (h, wd)), (groups, (o // groups) * kh * kw,
-                                                                                 n * h * wd))
+        q = k.pad(
+            gt, ((0, 0), (0, 0), (dh * (kh - 1), hp - (ho - 1) * sh - 1), (dw * (kw - 1), wp - (wo - 1) * sw - 1)), 0.0
+        )
+        q = k.slice(
+            q,
+            (
+                _ALL,
+                _ALL,
+                slice(pads[0][0], pads[0][0] + h + dh * (kh - 1)),
+                slice(pads[1][0], pads[1][0] + wd + dw * (kw - 1)),
+            ),
+        )
+        cols = k.reshape(
+            im2col(k, q, (kh, kw), (1, 1), dilation, (h, wd)), (groups, (o // groups) * kh * kw, n * h * wd)
+        )
         flipped = k.slice(ctx.w, (_ALL, _ALL, slice(None, None, -1), slice(None, None, -1)))
-        wt = k.reshape(k.transpose(k.reshape(flipped, (groups, o // groups, cg, kh * kw)), (0, 2, 1, 3)),
-                       (groups, cg, (o // groups) * kh * kw))
+        wt = k.reshape(
+            k.transpose(k.reshape(flipped, (groups, o // groups, cg, kh * kw)), (0, 2, 1, 3)),
+            (groups, cg, (o // groups) * kh * kw),
+        )
         gx = k.reshape(k.matmul(wt, cols), (c, n, h, wd))
         return k.transpose(gx, (1, 0, 2, 3))
 

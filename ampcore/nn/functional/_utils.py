@@ -38,8 +38,9 @@ def check_reduction(reduction: str, op: str) -> str:
 def legacy_reduction(size_average: Any, reduce: Any, reduction: str, op: str) -> str:
     """The reduction to use; the deprecated ``size_average``/``reduce`` arguments are refused."""
     if size_average is not None or reduce is not None:
-        raise ValueError(f"{op}(): size_average and reduce are deprecated and not supported; "
-                         f"use reduction='none' | 'mean' | 'sum'")
+        raise ValueError(
+            f"{op}(): size_average and reduce are deprecated and not supported; use reduction='none' | 'mean' | 'sum'"
+        )
     return check_reduction(reduction, op)
 
 

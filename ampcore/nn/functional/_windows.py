@@ -37,5 +37,7 @@ def windows(x: Tensor, kernel: Sequence[int], stride: Sequence[int], dilation: S
     h, w = x.shape[-2:]
     ho = output_size(h, kh, sh, (0, 0), dh)
     wo = output_size(w, kw, sw, (0, 0), dw)
-    taps = [x[..., i * dh:i * dh + sh * ho:sh, j * dw:j * dw + sw * wo:sw] for i in range(kh) for j in range(kw)]
+    taps = [
+        x[..., i * dh : i * dh + sh * ho : sh, j * dw : j * dw + sw * wo : sw] for i in range(kh) for j in range(kw)
+    ]
     return stack(taps, x.ndim - 2)

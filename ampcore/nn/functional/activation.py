@@ -20,8 +20,14 @@ from . import _fused
 from ._utils import check_float, opmath
 
 __all__ = [
-    "relu", "silu", "gelu", "softmax", "log_softmax",
-    "gelu_reference", "softmax_reference", "log_softmax_reference",
+    "relu",
+    "silu",
+    "gelu",
+    "softmax",
+    "log_softmax",
+    "gelu_reference",
+    "softmax_reference",
+    "log_softmax_reference",
 ]
 
 GELU_APPROXIMATIONS = ("none", "tanh")

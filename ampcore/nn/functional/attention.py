@@ -19,9 +19,16 @@ __all__ = ["scaled_dot_product_attention"]
 
 
 @composite("scaled_dot_product_attention")
-def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
-                                 dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
-                                 enable_gqa: bool = False) -> Tensor:
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> Tensor:
     """softmax(query @ key^T * scale + mask) @ value for (..., L, E) queries and (..., S, E) / (..., S, Ev) keys/values.
 
     ``scale`` defaults to 1 / sqrt(E); query and key are each multiplied by
@@ -78,8 +85,10 @@ def _check_shapes(query: Any, key: Any, value: Any) -> None:
         if t.ndim < 2:
             raise ValueError(f"scaled_dot_product_attention(): {name} needs at least 2 dimensions, got {t.shape}")
     if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
-        raise ValueError(f"scaled_dot_product_attention(): query {query.shape}, key {key.shape} and value "
-                         f"{value.shape} do not fit; expected (..., L, E), (..., S, E) and (..., S, Ev)")
+        raise ValueError(
+            f"scaled_dot_product_attention(): query {query.shape}, key {key.shape} and value "
+            f"{value.shape} do not fit; expected (..., L, E), (..., S, E) and (..., S, Ev)"
+        )
 
 
 def _causal_mask(n_queries: int, n_keys: int, like: Tensor) -> Tensor:
@@ -100,7 +109,9 @@ def _apply_mask(scores: Tensor, mask: Tensor) -> Tensor:
 def _repeat_heads(t: Tensor, n_heads: int) -> Tensor:
     """Repeat each of t's heads (dim -3) so there are ``n_heads``, like repeat_interleave."""
     if t.ndim < 3 or n_heads % t.shape[-3]:
-        raise ValueError(f"scaled_dot_product_attention(): {n_heads} query heads are not a multiple of the "
-                         f"key/value heads of shape {t.shape}")
+        raise ValueError(
+            f"scaled_dot_product_attention(): {n_heads} query heads are not a multiple of the "
+            f"key/value heads of shape {t.shape}"
+        )
     group = n_heads // t.shape[-3]
     return take(t, tensor([h // group for h in range(n_heads)], device=t.device), t.ndim - 3)

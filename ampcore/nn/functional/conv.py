@@ -21,8 +21,15 @@ __all__ = ["conv1d", "conv2d"]
 
 
 @composite("conv2d")
-def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,  # noqa: A002
-           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+def conv2d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: Any = 1,  # noqa: A002
+    padding: Any = 0,
+    dilation: Any = 1,
+    groups: int = 1,
+) -> Tensor:
     """2-D cross-correlation of (N, C, H, W) (or unbatched (C, H, W)) input with an (O, C/groups, kh, kw) weight.
 
     ``stride``, ``dilation``: int or (h, w); ``padding``: int, (h, w), 'valid' or 'same'.
@@ -39,8 +46,15 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
 
 
 @composite("conv1d")
-def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,  # noqa: A002
-           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+def conv1d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: Any = 1,  # noqa: A002
+    padding: Any = 0,
+    dilation: Any = 1,
+    groups: int = 1,
+) -> Tensor:
     """1-D cross-correlation of (N, C, L) (or unbatched (C, L)) input with an (O, C/groups, k) weight.
 
     ``padding``: int, (p,), 'valid' or 'same'.  Raises ValueError as :func:`conv2d` does.
@@ -50,23 +64,34 @@ def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
     (d,) = ntuple(dilation, 1, "dilation", "conv1d", minimum=1)
     (p,) = _padding(padding, weight.shape[-1:], (s,), (d,), "conv1d")
     if output_size(input.shape[-1], weight.shape[-1], s, p, d) <= 0:  # checked here to name the user's shapes
-        raise ValueError(f"conv1d(): kernel of shape {weight.shape} (dilation {d}) is larger than the padded "
-                         f"input: input shape {input.shape}, padding {p}")
+        raise ValueError(
+            f"conv1d(): kernel of shape {weight.shape} (dilation {d}) is larger than the padded "
+            f"input: input shape {input.shape}, padding {p}"
+        )
     unbatched = input.ndim == 2
     x = (input.unsqueeze(0) if unbatched else input).unsqueeze(2)
     out = _conv2d(x, weight.unsqueeze(2), bias, (1, s), ((0, 0), p), (1, d), groups).squeeze(2)
     return out.squeeze(0) if unbatched else out
 
 
-def _conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple[int, ...], pads: Pads,
-            dilation: tuple[int, ...], groups: int) -> Tensor:
+def _conv2d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    stride: tuple[int, ...],
+    pads: Pads,
+    dilation: tuple[int, ...],
+    groups: int,
+) -> Tensor:
     n, c, h, w = x.shape
     o, cg, kh, kw = weight.shape
     ho = output_size(h, kh, stride[0], pads[0], dilation[0])
     wo = output_size(w, kw, stride[1], pads[1], dilation[1])
     if ho <= 0 or wo <= 0:
-        raise ValueError(f"convolution kernel of shape {weight.shape} (dilation {dilation}) is larger than the "
-                         f"padded input: input shape {x.shape}, padding {pads}")
+        raise ValueError(
+            f"convolution kernel of shape {weight.shape} (dilation {dilation}) is larger than the "
+            f"padded input: input shape {x.shape}, padding {pads}"
+        )
     out = call(CONV2D, x, weight, stride=stride, pads=pads, dilation=dilation, groups=groups)
     return out if bias is None else out + bias.reshape(1, o, 1, 1)
 
@@ -75,24 +100,32 @@ def _check_args(op: str, x: Any, weight: Any, bias: Any, groups: Any, spatial: i
     check_float(x, "input", op)
     check_tensor(weight, "weight", op)
     if x.ndim not in (spatial + 1, spatial + 2) or weight.ndim != spatial + 2:
-        raise ValueError(f"{op}() needs a {spatial + 2}-D (or unbatched {spatial + 1}-D) input and a "
-                         f"{spatial + 2}-D weight, got shapes {x.shape} and {weight.shape}")
+        raise ValueError(
+            f"{op}() needs a {spatial + 2}-D (or unbatched {spatial + 1}-D) input and a "
+            f"{spatial + 2}-D weight, got shapes {x.shape} and {weight.shape}"
+        )
     if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
         raise ValueError(f"{op}(): groups must be a positive int, got {groups!r}")
     channels = x.shape[-spatial - 1]
     if channels != weight.shape[1] * groups:
-        raise ValueError(f"{op}(): input of shape {x.shape} has {channels} channels, but weight of shape "
-                         f"{weight.shape} with groups={groups} expects {weight.shape[1] * groups}")
+        raise ValueError(
+            f"{op}(): input of shape {x.shape} has {channels} channels, but weight of shape "
+            f"{weight.shape} with groups={groups} expects {weight.shape[1] * groups}"
+        )
     if weight.shape[0] % groups:
-        raise ValueError(f"{op}(): out_channels {weight.shape[0]} (weight shape {weight.shape}) "
-                         f"is not divisible by groups={groups}")
+        raise ValueError(
+            f"{op}(): out_channels {weight.shape[0]} (weight shape {weight.shape}) is not divisible by groups={groups}"
+        )
     if bias is not None and (check_tensor(bias, "bias", op).shape != (weight.shape[0],)):
-        raise ValueError(f"{op}(): bias of shape {bias.shape} does not match weight of shape {weight.shape}; "
-                         f"expected ({weight.shape[0]},)")
+        raise ValueError(
+            f"{op}(): bias of shape {bias.shape} does not match weight of shape {weight.shape}; "
+            f"expected ({weight.shape[0]},)"
+        )
 
 
-def _padding(padding: Any, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...],
-             op: str) -> tuple[tuple[int, int], ...]:
+def _padding(
+    padding: Any, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...], op: str
+) -> tuple[tuple[int, int], ...]:
     """(lo, hi) per spatial dimension; 'same' puts the odd extra element at the end, as torch does."""
     n = len(kernel)
     if padding == "valid":

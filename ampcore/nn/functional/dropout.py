@@ -12,8 +12,14 @@ __all__ = ["dropout"]
 
 
 @composite("dropout")
-def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False,  # noqa: A002
-            *, generator: Generator | None = None) -> Tensor:
+def dropout(
+    input: Tensor,
+    p: float = 0.5,
+    training: bool = True,
+    inplace: bool = False,  # noqa: A002
+    *,
+    generator: Generator | None = None,
+) -> Tensor:
     """Randomly zero elements with probability ``p`` (drawn with ``ampcore.rand``, seeded by ``generator``
     or the default generator) and scale the rest by 1 / (1 - p); the identity when not ``training`` or p = 0.
 

@@ -32,16 +32,20 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:  # noqa: A002 - torch's argu
     check_float(input, "input", "prelu")
     check_tensor(weight, "weight", "prelu")
     if weight.dtype != input.dtype:
-        raise TypeError(f"prelu(): weight dtype {weight.dtype.name} differs from input dtype {input.dtype.name}; "
-                        "prelu does not promote, so convert one with .to(dtype)")
+        raise TypeError(
+            f"prelu(): weight dtype {weight.dtype.name} differs from input dtype {input.dtype.name}; "
+            "prelu does not promote, so convert one with .to(dtype)"
+        )
     if weight.ndim > 1:
         raise ValueError(f"prelu(): weight must be a scalar or 1-D tensor, got shape {weight.shape}")
     n = weight.numel()
     if n != 1:
         channels = input.shape[1] if input.ndim > 1 else 1
         if input.ndim == 0 or n != channels:
-            raise ValueError(f"prelu(): weight has {n} elements but input of shape {input.shape} has {channels} "
-                             f"channel(s) (dimension 1); use a weight of 1 or {channels} elements")
+            raise ValueError(
+                f"prelu(): weight has {n} elements but input of shape {input.shape} has {channels} "
+                f"channel(s) (dimension 1); use a weight of 1 or {channels} elements"
+            )
     shape = [1] * input.ndim
     if input.ndim > 1:
         shape[1] = n

@@ -23,16 +23,30 @@ from ._utils import apply_reduction, check_float, check_reduction, check_tensor,
 from .loss import _compute_dtypes, _difference, _max0
 from .similarity import check_p, clamp_min, pairwise_distance
 
-__all__ = ["kl_div", "huber_loss", "margin_ranking_loss", "soft_margin_loss", "hinge_embedding_loss",
-           "poisson_nll_loss", "cosine_embedding_loss", "triplet_margin_loss"]
+__all__ = [
+    "kl_div",
+    "huber_loss",
+    "margin_ranking_loss",
+    "soft_margin_loss",
+    "hinge_embedding_loss",
+    "poisson_nll_loss",
+    "cosine_embedding_loss",
+    "triplet_margin_loss",
+]
 
 KL_REDUCTIONS = ("none", "batchmean", "sum", "mean")
 _COSINE_EPS = 1e-12  # torch's EPSILON added to each squared magnitude in cosine_embedding_loss
 
 
 @composite("kl_div")
-def kl_div(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,  # noqa: A002
-           reduction: str = "mean", log_target: bool = False) -> Tensor:
+def kl_div(
+    input: Tensor,
+    target: Tensor,
+    size_average: Any = None,
+    reduce: Any = None,  # noqa: A002
+    reduction: str = "mean",
+    log_target: bool = False,
+) -> Tensor:
     """KL divergence of ``target`` from log-probabilities ``input``: target * (log target - input).
 
     ``log_target=True`` takes log-probability targets: exp(t) * (t - input).
@@ -64,8 +78,13 @@ def kl_div(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any 
 
 
 @composite("huber_loss")
-def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,  # noqa: A002
-               weight: Tensor | None = None) -> Tensor:
+def huber_loss(
+    input: Tensor,
+    target: Tensor,
+    reduction: str = "mean",
+    delta: float = 1.0,  # noqa: A002
+    weight: Tensor | None = None,
+) -> Tensor:
     """0.5 d**2 where |d| < delta, else delta (|d| - 0.5 delta), with d = input - target.
 
     ``weight`` (torch >= 2.6; the input's shape) scales each element before
@@ -88,8 +107,15 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
 
 
 @composite("margin_ranking_loss")
-def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0,
-                        size_average: Any = None, reduce: Any = None, reduction: str = "mean") -> Tensor:
+def margin_ranking_loss(
+    input1: Tensor,
+    input2: Tensor,
+    target: Tensor,
+    margin: float = 0,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> Tensor:
     """max(0, -target * (input1 - input2) + margin): target 1 asks input1 to rank higher, -1 lower.
 
     The three tensors broadcast but must have the same number of dimensions,
@@ -100,8 +126,10 @@ def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: 
     check_float(input2, "input2", "margin_ranking_loss")
     check_tensor(target, "target", "margin_ranking_loss")
     if not input1.ndim == input2.ndim == target.ndim:
-        raise ValueError(f"margin_ranking_loss(): input1, input2 and target must have the same number of "
-                         f"dimensions, got shapes {input1.shape}, {input2.shape} and {target.shape}")
+        raise ValueError(
+            f"margin_ranking_loss(): input1, input2 and target must have the same number of "
+            f"dimensions, got shapes {input1.shape}, {input2.shape} and {target.shape}"
+        )
     compute, out = _compute_dtypes(input1, input2, target)
     x1, x2, t = (ew.cast(v, compute) for v in (input1, input2, target))
     loss = clamp_min(-t * (x1 - x2) + margin, 0.0)
@@ -109,8 +137,13 @@ def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: 
 
 
 @composite("soft_margin_loss")
-def soft_margin_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,  # noqa: A002
-                     reduction: str = "mean") -> Tensor:
+def soft_margin_loss(
+    input: Tensor,
+    target: Tensor,
+    size_average: Any = None,
+    reduce: Any = None,  # noqa: A002
+    reduction: str = "mean",
+) -> Tensor:
     """log(1 + exp(-target * input)) for targets of +-1 (two-class logistic loss); operands broadcast.
 
     Computed stably as max(z, 0) + log1p(exp(-|z|)): finite where torch's
@@ -126,8 +159,14 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average: Any = None, re
 
 
 @composite("hinge_embedding_loss")
-def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0,  # noqa: A002
-                         size_average: Any = None, reduce: Any = None, reduction: str = "mean") -> Tensor:
+def hinge_embedding_loss(
+    input: Tensor,
+    target: Tensor,
+    margin: float = 1.0,  # noqa: A002
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> Tensor:
     """x where target is 1, max(0, margin - x) where target is -1 (input is usually a distance).
 
     torch's exact rule for other target values: the first term is kept where
@@ -143,9 +182,16 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0,  # 
 
 
 @composite("poisson_nll_loss")
-def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full: bool = False,  # noqa: A002
-                     size_average: Any = None, eps: float = 1e-8, reduce: Any = None,
-                     reduction: str = "mean") -> Tensor:
+def poisson_nll_loss(
+    input: Tensor,
+    target: Tensor,
+    log_input: bool = True,
+    full: bool = False,  # noqa: A002
+    size_average: Any = None,
+    eps: float = 1e-8,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> Tensor:
     """Poisson negative log-likelihood: exp(x) - t x for log-rate ``input`` (``log_input=True``),
     else x - t log(x + eps).
 
@@ -167,8 +213,15 @@ def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full
 
 
 @composite("cosine_embedding_loss")
-def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0,
-                          size_average: Any = None, reduce: Any = None, reduction: str = "mean") -> Tensor:
+def cosine_embedding_loss(
+    input1: Tensor,
+    input2: Tensor,
+    target: Tensor,
+    margin: float = 0,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> Tensor:
     """1 - cos(x1, x2) where target is 1, max(0, cos(x1, x2) - margin) where it is -1 (0 otherwise).
 
     Inputs are (N, D) with a (N,) target, or (D,) with a 0-d target; cos is
@@ -180,12 +233,16 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
     check_float(input2, "input2", "cosine_embedding_loss")
     check_tensor(target, "target", "cosine_embedding_loss")
     if target.ndim not in (0, 1):
-        raise ValueError(f"cosine_embedding_loss(): target must be 0-D or 1-D (multi-target is not supported), "
-                         f"got shape {target.shape}")
+        raise ValueError(
+            f"cosine_embedding_loss(): target must be 0-D or 1-D (multi-target is not supported), "
+            f"got shape {target.shape}"
+        )
     need = target.ndim + 1
     if input1.ndim != need or input2.ndim != need:
-        raise ValueError(f"cosine_embedding_loss(): a {target.ndim}-D target needs {need}-D inputs, got shapes "
-                         f"{input1.shape} and {input2.shape}")
+        raise ValueError(
+            f"cosine_embedding_loss(): a {target.ndim}-D target needs {need}-D inputs, got shapes "
+            f"{input1.shape} and {input2.shape}"
+        )
     compute, out = _compute_dtypes(input1, input2)
     a, b = ew.cast(input1, compute), ew.cast(input2, compute)
     d = target.ndim
@@ -195,9 +252,18 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
 
 
 @composite("triplet_margin_loss")
-def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0, p: float = 2,
-                        eps: float = 1e-6, swap: bool = False, size_average: Any = None, reduce: Any = None,
-                        reduction: str = "mean") -> Tensor:
+def triplet_margin_loss(
+    anchor: Tensor,
+    positive: Tensor,
+    negative: Tensor,
+    margin: float = 1.0,
+    p: float = 2,
+    eps: float = 1e-6,
+    swap: bool = False,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> Tensor:
     """max(0, margin + d(anchor, positive) - d(anchor, negative)), d = ||x1 - x2 + eps||_p over the last dim.
 
     ``swap=True`` uses min(d(a, n), d(p, n)) as the negative distance.  The
@@ -212,8 +278,10 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
     for name, value in (("anchor", anchor), ("positive", positive), ("negative", negative)):
         check_float(value, name, "triplet_margin_loss")
     if not anchor.ndim == positive.ndim == negative.ndim:
-        raise ValueError(f"triplet_margin_loss(): anchor, positive and negative must have the same number of "
-                         f"dimensions, got shapes {anchor.shape}, {positive.shape} and {negative.shape}")
+        raise ValueError(
+            f"triplet_margin_loss(): anchor, positive and negative must have the same number of "
+            f"dimensions, got shapes {anchor.shape}, {positive.shape} and {negative.shape}"
+        )
     compute, out = _compute_dtypes(anchor, positive, negative)
     a, pos, neg = (ew.cast(v, compute) for v in (anchor, positive, negative))
     d_pos = pairwise_distance(a, pos, p, eps)

@@ -38,8 +38,10 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     check_tensor(input, "input", "linear")
     check_tensor(weight, "weight", "linear")
     if weight.ndim not in (1, 2) or input.ndim == 0 or input.shape[-1] != weight.shape[-1]:
-        raise ValueError(f"linear(): input of shape {input.shape} does not fit weight of shape {weight.shape}; "
-                         "expected input (..., in_features) and weight (out_features, in_features)")
+        raise ValueError(
+            f"linear(): input of shape {input.shape} does not fit weight of shape {weight.shape}; "
+            "expected input (..., in_features) and weight (out_features, in_features)"
+        )
     out = matmul_nt(input, weight) if weight.ndim == 2 else matmul(input, weight)
     return out if bias is None else out + bias
 
@@ -52,8 +54,14 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: float = 1, alpha: 
 
 
 @composite("baddbmm")
-def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: float = 1,  # noqa: A002
-            alpha: float = 1) -> Tensor:
+def baddbmm(
+    input: Tensor,
+    batch1: Tensor,
+    batch2: Tensor,
+    *,
+    beta: float = 1,  # noqa: A002
+    alpha: float = 1,
+) -> Tensor:
     """beta * input + alpha * bmm(batch1, batch2); ``input`` broadcasts."""
     _check_ndim("baddbmm", (batch1, batch2), 3)
     if batch1.shape[0] != batch2.shape[0]:
@@ -72,8 +80,9 @@ def _check_ndim(op: str, tensors: tuple[Any, ...], ndim: int) -> None:
 def _scaled_sum(op: str, input: Tensor, product: Tensor, beta: float, alpha: float) -> Tensor:  # noqa: A002
     check_tensor(input, "input", op)
     if broadcast_shapes(input.shape, product.shape) != product.shape:
-        raise ValueError(f"{op}(): input of shape {input.shape} cannot be broadcast to the product's shape "
-                         f"{product.shape}")
+        raise ValueError(
+            f"{op}(): input of shape {input.shape} cannot be broadcast to the product's shape {product.shape}"
+        )
     if alpha != 1:
         product = product * alpha
     if beta == 0:

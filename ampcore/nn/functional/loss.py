@@ -22,14 +22,28 @@ from ._bce_ops import BINARY_CROSS_ENTROPY, LOG1P
 from ._utils import apply_reduction, check_float, check_tensor, legacy_reduction
 from .activation import log_softmax
 
-__all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy",
-           "binary_cross_entropy_with_logits"]
+__all__ = [
+    "cross_entropy",
+    "nll_loss",
+    "mse_loss",
+    "l1_loss",
+    "smooth_l1_loss",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+]
 
 
 @composite("cross_entropy")
-def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average: Any = None,  # noqa: A002
-                  ignore_index: int = -100, reduce: Any = None, reduction: str = "mean",
-                  label_smoothing: float = 0.0) -> Tensor:
+def cross_entropy(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average: Any = None,  # noqa: A002
+    ignore_index: int = -100,
+    reduce: Any = None,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> Tensor:
     """Cross-entropy between logits (N, C, d1, ...) or (C,) and class-index or class-probability targets.
 
     Class indices (int64/int32, shape (N, d1, ...)) honour ``ignore_index``;
@@ -59,8 +73,15 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
 
 
 @composite("nll_loss")
-def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average: Any = None,  # noqa: A002
-             ignore_index: int = -100, reduce: Any = None, reduction: str = "mean") -> Tensor:
+def nll_loss(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average: Any = None,  # noqa: A002
+    ignore_index: int = -100,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> Tensor:
     """Negative log-likelihood of class-index targets given log-probabilities (N, C, d1, ...) or (C,).
 
     loss = -weight[t] * input[t]; the mean divides by the summed weights of
@@ -76,8 +97,13 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
 
 
 @composite("mse_loss")
-def mse_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,  # noqa: A002
-             reduction: str = "mean") -> Tensor:
+def mse_loss(
+    input: Tensor,
+    target: Tensor,
+    size_average: Any = None,
+    reduce: Any = None,  # noqa: A002
+    reduction: str = "mean",
+) -> Tensor:
     """(input - target)**2, reduced.  Warns (like torch) when the shapes differ and broadcast."""
     reduction = legacy_reduction(size_average, reduce, reduction, "mse_loss")
     diff = _difference("mse_loss", input, target)
@@ -85,16 +111,27 @@ def mse_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: An
 
 
 @composite("l1_loss")
-def l1_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,  # noqa: A002
-            reduction: str = "mean") -> Tensor:
+def l1_loss(
+    input: Tensor,
+    target: Tensor,
+    size_average: Any = None,
+    reduce: Any = None,  # noqa: A002
+    reduction: str = "mean",
+) -> Tensor:
     """|input - target|, reduced.  Warns when the shapes differ and broadcast."""
     reduction = legacy_reduction(size_average, reduce, reduction, "l1_loss")
     return apply_reduction(_difference("l1_loss", input, target).abs(), reduction)
 
 
 @composite("smooth_l1_loss")
-def smooth_l1_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,  # noqa: A002
-                   reduction: str = "mean", beta: float = 1.0) -> Tensor:
+def smooth_l1_loss(
+    input: Tensor,
+    target: Tensor,
+    size_average: Any = None,
+    reduce: Any = None,  # noqa: A002
+    reduction: str = "mean",
+    beta: float = 1.0,
+) -> Tensor:
     """0.5 d**2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target); beta = 0 is l1_loss.
 
     Raises ValueError for negative ``beta``.
@@ -109,8 +146,14 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average: Any = None, redu
 
 
 @composite("binary_cross_entropy")
-def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,  # noqa: A002
-                         size_average: Any = None, reduce: Any = None, reduction: str = "mean") -> Tensor:
+def binary_cross_entropy(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,  # noqa: A002
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> Tensor:
     """-(y log p + (1 - y) log(1 - p)) for probabilities ``input``; each log is clamped at -100 like torch.
 
     p = 0 or 1 gives a finite loss.  The gradient is torch's
@@ -129,9 +172,15 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
 
 
 @composite("binary_cross_entropy_with_logits")
-def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,  # noqa: A002
-                                     size_average: Any = None, reduce: Any = None, reduction: str = "mean",
-                                     pos_weight: Tensor | None = None) -> Tensor:
+def binary_cross_entropy_with_logits(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,  # noqa: A002
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+    pos_weight: Tensor | None = None,
+) -> Tensor:
     """BCE of sigmoid(input), computed stably as max(x, 0) - x y + log1p(exp(-|x|)).
 
     ``pos_weight`` (broadcast along the last dimension) weights the positive
@@ -155,8 +204,9 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
 
 
 # --------------------------------------------------------------------------- helpers
-def _select(op: str, logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int,
-            class_dim: int) -> tuple[Tensor, Tensor]:
+def _select(
+    op: str, logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int, class_dim: int
+) -> tuple[Tensor, Tensor]:
     """Per sample: -weight[t] * logp[t] and weight[t], both 0 where t == ignore_index.
 
     A select, not a multiply by the one-hot mask: 0 * -inf (a class with zero
@@ -175,10 +225,12 @@ def _class_mask(op: str, target: Tensor, input: Tensor, ignore_index: int, class
     if target.dtype not in (dt.int64, dt.int32):
         raise TypeError(f"{op}() needs int64 class-index targets, got dtype {target.dtype.name}")
     n_classes = input.shape[class_dim]
-    expected = input.shape[:class_dim] + input.shape[class_dim + 1:]
+    expected = input.shape[:class_dim] + input.shape[class_dim + 1 :]
     if target.shape != expected:
-        raise ValueError(f"{op}(): target of shape {target.shape} does not match input of shape {input.shape}; "
-                         f"class-index targets need shape {expected}")
+        raise ValueError(
+            f"{op}(): target of shape {target.shape} does not match input of shape {input.shape}; "
+            f"class-index targets need shape {expected}"
+        )
     _check_class_range(op, target, n_classes, ignore_index)
     if 0 <= ignore_index < n_classes:  # an ignored target that is a real class must not be selected
         target = ew.where(target == ignore_index, -1, target)
@@ -200,9 +252,11 @@ def _check_class_range(op: str, target: Tensor, n_classes: int, ignore_index: in
     def error() -> ValueError:
         t = target.numpy()
         first = t[((t < 0) | (t >= n_classes)) & (t != ignore_index)].flat[0]
-        return ValueError(f"{op}(): target class {int(first)} is out of range for {n_classes} classes "
-                          f"(valid: 0..{n_classes - 1}, or ignore_index={ignore_index}); found by a check on the "
-                          "device, raised at the next host read or optimizer step")
+        return ValueError(
+            f"{op}(): target class {int(first)} is out of range for {n_classes} classes "
+            f"(valid: 0..{n_classes - 1}, or ignore_index={ignore_index}); found by a check on the "
+            "device, raised at the next host read or optimizer step"
+        )
 
     defer_check(bad.sum() > 0, error)
 
@@ -213,16 +267,21 @@ def _class_weight(op: str, weight: Tensor | None, input: Tensor, class_dim: int)
         return None
     n_classes = input.shape[class_dim]
     if check_tensor(weight, "weight", op).shape != (n_classes,):
-        raise ValueError(f"{op}(): weight of shape {weight.shape} does not match {n_classes} classes "
-                         f"(input shape {input.shape}); expected ({n_classes},)")
+        raise ValueError(
+            f"{op}(): weight of shape {weight.shape} does not match {n_classes} classes "
+            f"(input shape {input.shape}); expected ({n_classes},)"
+        )
     return ew.cast(weight, input.dtype).reshape((n_classes,) + (1,) * (input.ndim - class_dim - 1))
 
 
-def _probability_targets(logp: Tensor, target: Tensor, weight: Tensor | None, reduction: str,
-                         label_smoothing: float, class_dim: int) -> Tensor:
+def _probability_targets(
+    logp: Tensor, target: Tensor, weight: Tensor | None, reduction: str, label_smoothing: float, class_dim: int
+) -> Tensor:
     if target.shape != logp.shape:
-        raise ValueError(f"cross_entropy(): float (class-probability) targets must have the input's shape "
-                         f"{logp.shape}, got {target.shape}; class-index targets must be int64")
+        raise ValueError(
+            f"cross_entropy(): float (class-probability) targets must have the input's shape "
+            f"{logp.shape}, got {target.shape}; class-index targets must be int64"
+        )
     n_classes = logp.shape[class_dim]
     if label_smoothing > 0.0:
         target = target * (1.0 - label_smoothing) + label_smoothing / n_classes
@@ -241,8 +300,12 @@ def _difference(op: str, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
     check_tensor(input, "input", op)
     check_tensor(target, "target", op)
     if input.shape != target.shape:
-        warnings.warn(f"{op}(): target shape {target.shape} differs from input shape {input.shape}; they will "
-                      "be broadcast, which is likely not what you want", UserWarning, stacklevel=4)
+        warnings.warn(
+            f"{op}(): target shape {target.shape} differs from input shape {input.shape}; they will "
+            "be broadcast, which is likely not what you want",
+            UserWarning,
+            stacklevel=4,
+        )
     return input - target
 
 

@@ -21,8 +21,13 @@ __all__ = ["layer_norm", "group_norm", "batch_norm"]
 
 
 @composite("layer_norm")
-def layer_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,  # noqa: A002
-               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+def layer_norm(
+    input: Tensor,
+    normalized_shape: int | Sequence[int],
+    weight: Tensor | None = None,  # noqa: A002
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
     """Normalise over the trailing ``normalized_shape`` dimensions (biased variance), then scale and shift.
 
     Raises ValueError if the input's trailing shape is not ``normalized_shape``
@@ -30,7 +35,7 @@ def layer_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Ten
     """
     check_float(input, "input", "layer_norm")
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    if not shape or len(shape) > input.ndim or input.shape[input.ndim - len(shape):] != shape:
+    if not shape or len(shape) > input.ndim or input.shape[input.ndim - len(shape) :] != shape:
         raise ValueError(f"layer_norm(): input of shape {input.shape} does not end in normalized_shape {shape}")
     _check_param_shape("layer_norm", "weight", weight, shape)
     _check_param_shape("layer_norm", "bias", bias, shape)
@@ -40,8 +45,13 @@ def layer_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Ten
 
 
 @composite("group_norm")
-def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,  # noqa: A002
-               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+def group_norm(
+    input: Tensor,
+    num_groups: int,
+    weight: Tensor | None = None,  # noqa: A002
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
     """Normalise (N, C, *) input over each group of C / num_groups channels (and all spatial positions).
 
     Raises ValueError if C is not divisible by ``num_groups`` or weight/bias are not shaped (C,).
@@ -51,8 +61,9 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,  # 
         raise ValueError(f"group_norm() needs an (N, C, *) input, got shape {input.shape}")
     n, c = input.shape[:2]
     if not isinstance(num_groups, int) or num_groups < 1 or c % num_groups:
-        raise ValueError(f"group_norm(): {c} channels (input shape {input.shape}) are not divisible into "
-                         f"num_groups={num_groups!r}")
+        raise ValueError(
+            f"group_norm(): {c} channels (input shape {input.shape}) are not divisible into num_groups={num_groups!r}"
+        )
     stat = _channel_shape(input)
     _check_param_shape("group_norm", "weight", weight, (c,))
     _check_param_shape("group_norm", "bias", bias, (c,))
@@ -63,9 +74,16 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,  # 
 
 
 @composite("batch_norm")
-def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,  # noqa: A002
-               weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
-               momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+def batch_norm(
+    input: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,  # noqa: A002
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
     """Normalise (N, C, *) input per channel.
 
     Training: batch mean and biased variance; if given, the running stats are
@@ -81,8 +99,12 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     if input.ndim < 2:
         raise ValueError(f"batch_norm() needs an (N, C, *) input, got shape {input.shape}")
     c = input.shape[1]
-    for name, value in (("running_mean", running_mean), ("running_var", running_var),
-                        ("weight", weight), ("bias", bias)):
+    for name, value in (
+        ("running_mean", running_mean),
+        ("running_var", running_var),
+        ("weight", weight),
+        ("bias", bias),
+    ):
         _check_param_shape("batch_norm", name, value, (c,))
     stat = _channel_shape(input)
     axes = tuple(i for i in range(input.ndim) if i != 1)
@@ -108,8 +130,9 @@ def _normalize(x: Tensor, axes: tuple[int, ...], eps: float, running: tuple[Any,
     return centered * (var + eps).rsqrt()
 
 
-def _update_running(mean: Tensor, var: Tensor, count: int, running_mean: Any, running_var: Any,
-                    momentum: float) -> None:
+def _update_running(
+    mean: Tensor, var: Tensor, count: int, running_mean: Any, running_var: Any, momentum: float
+) -> None:
     if count == 1:
         raise ValueError(f"batch_norm(): expected more than 1 value per channel when training, got {count}")
     if count == 0:

@@ -17,8 +17,15 @@ __all__ = ["max_pool2d", "avg_pool2d"]
 
 
 @composite("max_pool2d")
-def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
-               dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Tensor:
+def max_pool2d(
+    input: Tensor,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,  # noqa: A002
+    dilation: Any = 1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+) -> Tensor:
     """Maximum over each (kh, kw) window of (N, C, H, W) or (C, H, W) input; padding counts as -inf.
 
     ``stride`` defaults to ``kernel_size``.  The gradient goes to the first
@@ -42,8 +49,15 @@ def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
 
 
 @composite("avg_pool2d")
-def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
-               ceil_mode: bool = False, count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
+def avg_pool2d(
+    input: Tensor,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,  # noqa: A002
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> Tensor:
     """Mean over each (kh, kw) window of (N, C, H, W) or (C, H, W) input; zero padding.
 
     The divisor is kh * kw (``count_include_pad=True``), the number of
@@ -70,8 +84,9 @@ def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     return ew.cast(mean, input.dtype)
 
 
-def _first_real_maximum(taps: Tensor, size: tuple[int, ...], pads: Any, kernel: Any, stride: Any,
-                        dilation: Any) -> Tensor:
+def _first_real_maximum(
+    taps: Tensor, size: tuple[int, ...], pads: Any, kernel: Any, stride: Any, dilation: Any
+) -> Tensor:
     """Index along the tap axis of each window's first maximum that is not padding (a NaN counts as the maximum).
 
     The padding is -inf, so in a window whose real values are all -inf a padded
@@ -94,13 +109,17 @@ def _args(op: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any, dilat
     dilation_ = ntuple(dilation, 2, "dilation", op, minimum=1)
     for p, k, d in zip(pad, kernel, dilation_):
         if 2 * p > d * (k - 1) + 1:
-            raise ValueError(f"{op}(): padding {padding!r} must be at most half the effective kernel size "
-                             f"{kernel} (dilation {dilation_})")
+            raise ValueError(
+                f"{op}(): padding {padding!r} must be at most half the effective kernel size "
+                f"{kernel} (dilation {dilation_})"
+            )
     pads = ((pad[0], pad[0]), (pad[1], pad[1]))
     for size, k, s, lo_hi, d in zip(x.shape[-2:], kernel, stride_, pads, dilation_):
         if output_size(size, k, s, lo_hi, d) <= 0:
-            raise ValueError(f"{op}(): kernel {kernel} is larger than the padded input of shape {x.shape} "
-                             f"(padding {padding!r}, dilation {dilation_})")
+            raise ValueError(
+                f"{op}(): kernel {kernel} is larger than the padded input of shape {x.shape} "
+                f"(padding {padding!r}, dilation {dilation_})"
+            )
     return kernel, stride_, pads, dilation_
 
 

@@ -25,8 +25,12 @@ __all__ = ["normalize", "cosine_similarity"]
 
 
 @composite("normalize")
-def normalize(input: Tensor, p: float = 2.0, dim: int | Sequence[int] = 1,  # noqa: A002 - torch's argument name
-              eps: float = 1e-12) -> Tensor:
+def normalize(
+    input: Tensor,
+    p: float = 2.0,
+    dim: int | Sequence[int] = 1,  # noqa: A002 - torch's argument name
+    eps: float = 1e-12,
+) -> Tensor:
     """x / max(||x||_p, eps) along ``dim`` (an int or a tuple of ints), as torch.
 
     ``p`` may be any real number, ``inf`` or ``-inf``.  A zero vector stays
@@ -55,8 +59,10 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     check_tensor(x2, "x2", "cosine_similarity")
     common = dt.result_type(x1.dtype, x2.dtype)
     if not common.is_floating_point:
-        raise TypeError(f"cosine_similarity() needs a floating common dtype, got {x1.dtype.name} and "
-                        f"{x2.dtype.name}; convert one with .float()")
+        raise TypeError(
+            f"cosine_similarity() needs a floating common dtype, got {x1.dtype.name} and "
+            f"{x2.dtype.name}; convert one with .float()"
+        )
     if isinstance(dim, bool) or not isinstance(dim, int):
         raise TypeError(f"cosine_similarity() dim must be an int, got {dim!r}")
     shape = broadcast_shapes(x1.shape, x2.shape)
@@ -111,7 +117,7 @@ def _root(total: Tensor, power: float) -> Tensor:
     """total ** power, with value and gradient 0 where total == 0 (a double where keeps the gradient finite)."""
     zero = total == 0
     safe = ew.where(zero, 1.0, total)
-    return ew.where(zero, 0.0, safe.sqrt() if power == 0.5 else safe ** power)
+    return ew.where(zero, 0.0, safe.sqrt() if power == 0.5 else safe**power)
 
 
 class _ClampMinKeepGrad(Op):

@@ -15,9 +15,15 @@ __all__ = ["embedding"]
 
 
 @composite("embedding")
-def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,  # noqa: A002
-              max_norm: float | None = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
-              sparse: bool = False) -> Tensor:
+def embedding(
+    input: Tensor,
+    weight: Tensor,
+    padding_idx: int | None = None,  # noqa: A002
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+) -> Tensor:
     """Rows of ``weight`` (num_embeddings, dim) picked by integer ``input`` of any shape -> input.shape + (dim,).
 
     The row ``padding_idx`` (negative counts from the end) receives no gradient.
@@ -49,8 +55,9 @@ def _check_index_range(input: Tensor, num: int) -> None:  # noqa: A002
     idx = input.numpy()
     bad = idx[(idx < 0) | (idx >= num)]
     if bad.size:
-        raise IndexError(f"embedding(): index {int(bad.flat[0])} is out of range for {num} embeddings "
-                         f"(valid: 0..{num - 1})")
+        raise IndexError(
+            f"embedding(): index {int(bad.flat[0])} is out of range for {num} embeddings (valid: 0..{num - 1})"
+        )
 
 
 def _padding_index(padding_idx: Any, num: int) -> int:

@@ -43,8 +43,10 @@ def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: float = 1
     for name, t in (("input", input), ("tensor1", tensor1), ("tensor2", tensor2)):
         check_tensor(t, name, "addcdiv")
     if not tensor1.dtype.is_floating_point and not tensor2.dtype.is_floating_point:
-        raise TypeError(f"addcdiv(): integer division of tensor1 ({tensor1.dtype.name}) by tensor2 "
-                        f"({tensor2.dtype.name}) is not supported; convert one to a floating dtype with .float()")
+        raise TypeError(
+            f"addcdiv(): integer division of tensor1 ({tensor1.dtype.name}) by tensor2 "
+            f"({tensor2.dtype.name}) is not supported; convert one to a floating dtype with .float()"
+        )
     out = _promoted("addcdiv", input, tensor1, tensor2, value)
     a, b, c = (ew.cast(t, _compute(out)) for t in (input, tensor1, tensor2))
     return ew.cast(a + (b if value == 1 else b * value) / c, out)
@@ -61,11 +63,14 @@ def dot(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
     check_tensor(input, "input", "dot")
     check_tensor(other, "other", "dot")
     if input.ndim != 1 or other.ndim != 1:
-        raise ValueError(f"dot() needs 1-D tensors, got shapes {input.shape} and {other.shape}; use matmul or "
-                         "tensordot for more dimensions")
+        raise ValueError(
+            f"dot() needs 1-D tensors, got shapes {input.shape} and {other.shape}; use matmul or "
+            "tensordot for more dimensions"
+        )
     if input.shape != other.shape:
-        raise ValueError(f"dot(): the vectors have {input.shape[0]} and {other.shape[0]} elements; they need the "
-                         "same length")
+        raise ValueError(
+            f"dot(): the vectors have {input.shape[0]} and {other.shape[0]} elements; they need the same length"
+        )
     _same_dtype("dot", input, other)
     if input.dtype.is_floating_point:
         return matmul(input, other)
@@ -93,8 +98,10 @@ def tensordot(a: Tensor, b: Tensor, dims: int | Sequence[Sequence[int]] = 2) -> 
         elif n == 1 and m != 1:
             b = b.sum(j, keepdim=True)
         elif n != m:
-            raise ValueError(f"tensordot(): contracted dimensions need matching sizes, but a has size {n} in dim "
-                             f"{i} and b has size {m} in dim {j}")
+            raise ValueError(
+                f"tensordot(): contracted dimensions need matching sizes, but a has size {n} in dim "
+                f"{i} and b has size {m} in dim {j}"
+            )
     free_a = [d for d in range(a.ndim) if d not in dims_a]
     free_b = [d for d in range(b.ndim) if d not in dims_b]
     k = _prod(a.shape[d] for d in dims_a)
@@ -125,22 +132,30 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
         got = ", ".join(f"{name}: {t.dtype.name}" for name, t in [("input1", input1)] + tensors)
         raise TypeError(f"bilinear() needs all tensors in one dtype, got {got}")
     if weight.ndim != 3:
-        raise ValueError(f"bilinear(): weight must be 3-D (out_features, in1_features, in2_features), "
-                         f"got shape {weight.shape}")
+        raise ValueError(
+            f"bilinear(): weight must be 3-D (out_features, in1_features, in2_features), got shape {weight.shape}"
+        )
     if input1.ndim == 0 or input1.ndim != input2.ndim:
-        raise ValueError(f"bilinear(): inputs need the same number (>= 1) of dimensions, got shapes "
-                         f"{input1.shape} and {input2.shape}")
+        raise ValueError(
+            f"bilinear(): inputs need the same number (>= 1) of dimensions, got shapes "
+            f"{input1.shape} and {input2.shape}"
+        )
     if input1.shape[:-1] != input2.shape[:-1]:
-        raise ValueError(f"bilinear(): input batch dimensions do not match: shapes {input1.shape} and "
-                         f"{input2.shape} (they do not broadcast)")
+        raise ValueError(
+            f"bilinear(): input batch dimensions do not match: shapes {input1.shape} and "
+            f"{input2.shape} (they do not broadcast)"
+        )
     n_out, n1, n2 = weight.shape
     for name, x, n in (("input1", input1, n1), ("input2", input2, n2)):
         if x.shape[-1] != n:
-            raise ValueError(f"bilinear(): {name} of shape {x.shape} does not fit weight of shape {weight.shape}; "
-                             f"its last dimension must be {n}")
+            raise ValueError(
+                f"bilinear(): {name} of shape {x.shape} does not fit weight of shape {weight.shape}; "
+                f"its last dimension must be {n}"
+            )
     if bias is not None and bias.shape != (n_out,):
-        raise ValueError(f"bilinear(): bias of shape {bias.shape} does not fit weight of shape {weight.shape}; "
-                         f"expected ({n_out},)")
+        raise ValueError(
+            f"bilinear(): bias of shape {bias.shape} does not fit weight of shape {weight.shape}; expected ({n_out},)"
+        )
     batch = input1.shape[:-1]
     rows = _prod(batch)
     x1, x2, w = opmath(input1).reshape(rows, n1), opmath(input2).reshape(rows, n2, 1), opmath(weight)
@@ -173,8 +188,10 @@ def _compute(out: dt.DType) -> dt.DType:
 
 def _same_dtype(op: str, a: Tensor, b: Tensor) -> None:
     if a.dtype != b.dtype:
-        raise TypeError(f"{op}() needs both tensors in one dtype, got {a.dtype.name} and {b.dtype.name}; "
-                        "convert one with .to(dtype)")
+        raise TypeError(
+            f"{op}() needs both tensors in one dtype, got {a.dtype.name} and {b.dtype.name}; "
+            "convert one with .to(dtype)"
+        )
     if a.dtype == dt.bool_:
         raise TypeError(f"{op}() does not support bool tensors; convert them with .int() or .float()")
 
@@ -185,13 +202,14 @@ def _tensordot_dims(a: Tensor, b: Tensor, dims: Any) -> tuple[list[int], list[in
         if dims < 0:
             raise ValueError(f"tensordot(): dims must be >= 0, got dims={dims}")
         if dims > min(a.ndim, b.ndim):
-            raise ValueError(f"tensordot(): dims={dims} is more than the dimensions of a (shape {a.shape}) or b "
-                             f"(shape {b.shape})")
+            raise ValueError(
+                f"tensordot(): dims={dims} is more than the dimensions of a (shape {a.shape}) or b (shape {b.shape})"
+            )
         return list(range(a.ndim - dims, a.ndim)), list(range(dims))
-    if not (isinstance(dims, (tuple, list)) and len(dims) == 2
-            and all(isinstance(d, (tuple, list)) for d in dims)):
-        raise TypeError(f"tensordot(): dims must be an int or a pair of sequences of ints (dims_a, dims_b), "
-                        f"got {dims!r}")
+    if not (isinstance(dims, (tuple, list)) and len(dims) == 2 and all(isinstance(d, (tuple, list)) for d in dims)):
+        raise TypeError(
+            f"tensordot(): dims must be an int or a pair of sequences of ints (dims_a, dims_b), got {dims!r}"
+        )
     if len(dims[0]) != len(dims[1]):
         raise ValueError(f"tensordot(): dims_a and dims_b must have the same length, got {dims!r}")
     return _dim_list(dims[0], a, "a"), _dim_list(dims[1], b, "b")

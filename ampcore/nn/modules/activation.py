@@ -110,8 +110,9 @@ class PReLU(Module):
     def __init__(self, num_parameters: int = 1, init: float = 0.25, device: Any = None, dtype: Any = None) -> None:
         super().__init__()
         if isinstance(num_parameters, bool) or not isinstance(num_parameters, int) or num_parameters < 1:
-            raise ValueError(f"PReLU num_parameters must be a positive int (1 or the channel count), "
-                             f"got {num_parameters!r}")
+            raise ValueError(
+                f"PReLU num_parameters must be a positive int (1 or the channel count), got {num_parameters!r}"
+            )
         self.num_parameters = num_parameters
         self.init = init
         self.weight = Parameter(empty(num_parameters, device=device, dtype=dtype))

@@ -31,9 +31,20 @@ class MultiheadAttention(Module):
     ``average_attn_weights=False``.
     """
 
-    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
-                 add_bias_kv: bool = False, add_zero_attn: bool = False, kdim: int | None = None,
-                 vdim: int | None = None, batch_first: bool = False, device: Any = None, dtype: Any = None) -> None:
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        add_bias_kv: bool = False,
+        add_zero_attn: bool = False,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        batch_first: bool = False,
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
         super().__init__()
         if num_heads <= 0 or embed_dim % num_heads:
             raise ValueError(f"embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads})")
@@ -47,7 +58,8 @@ class MultiheadAttention(Module):
         self.dropout, self.batch_first = dropout, batch_first
         self.in_proj_weight = Parameter(empty(3 * embed_dim, embed_dim, device=device, dtype=dtype))
         self.register_parameter(
-            "in_proj_bias", Parameter(empty(3 * embed_dim, device=device, dtype=dtype)) if bias else None)
+            "in_proj_bias", Parameter(empty(3 * embed_dim, device=device, dtype=dtype)) if bias else None
+        )
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias, device=device, dtype=dtype)
         self._reset_parameters()
 
@@ -61,21 +73,31 @@ class MultiheadAttention(Module):
         w, b, e = self.in_proj_weight, self.in_proj_bias, self.embed_dim
         if query is key and key is value:
             qkv = F.linear(query, w, b)
-            return qkv[..., :e], qkv[..., e:2 * e], qkv[..., 2 * e:]
-        parts = [(w[i * e:(i + 1) * e], b[i * e:(i + 1) * e] if b is not None else None) for i in range(3)]
+            return qkv[..., :e], qkv[..., e : 2 * e], qkv[..., 2 * e :]
+        parts = [(w[i * e : (i + 1) * e], b[i * e : (i + 1) * e] if b is not None else None) for i in range(3)]
         return tuple(F.linear(x, wi, bi) for x, (wi, bi) in zip((query, key, value), parts))
 
     def _heads(self, x: Tensor) -> Tensor:
         n, length, _ = x.shape
         return x.reshape(n, length, self.num_heads, self.head_dim).transpose(1, 2)
 
-    def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Tensor | None = None,
-                need_weights: bool = True, attn_mask: Tensor | None = None, average_attn_weights: bool = True,
-                is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        key_padding_mask: Tensor | None = None,
+        need_weights: bool = True,
+        attn_mask: Tensor | None = None,
+        average_attn_weights: bool = True,
+        is_causal: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
         batched = query.ndim == 3
         if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
-            raise ValueError(f"query, key and value must all be 3-D (batched) or 2-D (unbatched), got shapes "
-                             f"{query.shape}, {key.shape} and {value.shape}")
+            raise ValueError(
+                f"query, key and value must all be 3-D (batched) or 2-D (unbatched), got shapes "
+                f"{query.shape}, {key.shape} and {value.shape}"
+            )
         if query.shape[-1] != self.embed_dim:
             raise ValueError(f"query's last dimension {query.shape[-1]} does not match embed_dim {self.embed_dim}")
         if not batched:
@@ -105,8 +127,10 @@ class MultiheadAttention(Module):
         return (out if self.batch_first else out.transpose(0, 1)), weights
 
     def extra_repr(self) -> str:
-        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}, " \
-               f"batch_first={self.batch_first}"
+        return (
+            f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}, "
+            f"batch_first={self.batch_first}"
+        )
 
 
 def _as_additive(mask: Tensor, like: Tensor) -> Tensor:
@@ -118,8 +142,13 @@ def _as_additive(mask: Tensor, like: Tensor) -> Tensor:
     return mask.to(dtype=like.dtype)
 
 
-def _additive_mask(attn_mask: Tensor | None, key_padding_mask: Tensor | None, is_causal: bool,
-                   shape: tuple[int, int, int, int], like: Tensor) -> Tensor | None:
+def _additive_mask(
+    attn_mask: Tensor | None,
+    key_padding_mask: Tensor | None,
+    is_causal: bool,
+    shape: tuple[int, int, int, int],
+    like: Tensor,
+) -> Tensor | None:
     """attn_mask, key_padding_mask and the causal mask merged into one additive (broadcastable) mask."""
     n, h, length, s = shape
     if is_causal and attn_mask is None:

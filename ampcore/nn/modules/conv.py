@@ -30,13 +30,26 @@ class Conv2d(Module):
     U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = in_channels // groups * kH * kW.
     """
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
-                 dilation: Any = 1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
-                 device: Any = None, dtype: Any = None) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: Any,
+        stride: Any = 1,
+        padding: Any = 0,
+        dilation: Any = 1,
+        groups: int = 1,
+        bias: bool = True,
+        padding_mode: str = "zeros",
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
         super().__init__()
         if groups <= 0 or in_channels % groups or out_channels % groups:
-            raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must both be "
-                             f"divisible by groups ({groups}), and groups must be positive")
+            raise ValueError(
+                f"in_channels ({in_channels}) and out_channels ({out_channels}) must both be "
+                f"divisible by groups ({groups}), and groups must be positive"
+            )
         if padding_mode != "zeros":
             raise ValueError(f"padding_mode {padding_mode!r} is not supported; only 'zeros'")
         if isinstance(padding, str) and padding not in ("valid", "same"):
@@ -45,13 +58,16 @@ class Conv2d(Module):
         self.kernel_size = _pair(kernel_size, "kernel_size")
         self.stride = _pair(stride, "stride")
         if padding == "same" and self.stride != (1, 1):
-            raise ValueError(f"padding='same' is not supported for strided convolutions, got stride={stride!r}; "
-                             "use stride=1 or an explicit int or pair padding")
+            raise ValueError(
+                f"padding='same' is not supported for strided convolutions, got stride={stride!r}; "
+                "use stride=1 or an explicit int or pair padding"
+            )
         self.padding = padding if isinstance(padding, str) else _pair(padding, "padding")
         self.dilation = _pair(dilation, "dilation")
         self.padding_mode = padding_mode
-        add_weight_and_bias(self, (out_channels, in_channels // groups, *self.kernel_size), out_channels, bias,
-                            device, dtype)
+        add_weight_and_bias(
+            self, (out_channels, in_channels // groups, *self.kernel_size), out_channels, bias, device, dtype
+        )
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

@@ -23,8 +23,9 @@ def check_sizes(layer: str, **sizes: Any) -> None:
             raise ValueError(f"{layer} {name} must be a non-negative int, got {n!r}")
 
 
-def add_weight_and_bias(module: Module, weight_shape: Sequence[int], bias_size: int, bias: bool, device: Any,
-                        dtype: Any) -> None:
+def add_weight_and_bias(
+    module: Module, weight_shape: Sequence[int], bias_size: int, bias: bool, device: Any, dtype: Any
+) -> None:
     """Give ``module`` an (uninitialised) ``weight`` and a ``bias`` parameter, or ``bias = None``."""
     module.weight = Parameter(empty(*weight_shape, device=device, dtype=dtype))
     if bias:
@@ -39,8 +40,9 @@ class Linear(Module):
     Initialised as torch does: weight and bias from U(-1/sqrt(in_features), 1/sqrt(in_features)).
     """
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, device: Any = None,
-                 dtype: Any = None) -> None:
+    def __init__(
+        self, in_features: int, out_features: int, bias: bool = True, device: Any = None, dtype: Any = None
+    ) -> None:
         super().__init__()
         check_sizes("Linear", in_features=in_features, out_features=out_features)
         self.in_features = in_features
@@ -65,8 +67,15 @@ class Bilinear(Module):
     Initialised as torch does: weight and bias from U(-1/sqrt(in1_features), 1/sqrt(in1_features)).
     """
 
-    def __init__(self, in1_features: int, in2_features: int, out_features: int, bias: bool = True,
-                 device: Any = None, dtype: Any = None) -> None:
+    def __init__(
+        self,
+        in1_features: int,
+        in2_features: int,
+        out_features: int,
+        bias: bool = True,
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
         super().__init__()
         check_sizes("Bilinear", in1_features=in1_features, in2_features=in2_features, out_features=out_features)
         self.in1_features = in1_features
@@ -86,8 +95,10 @@ class Bilinear(Module):
         return F.bilinear(input1, input2, self.weight, self.bias)
 
     def extra_repr(self) -> str:
-        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
-                f"out_features={self.out_features}, bias={self.bias is not None}")
+        return (
+            f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+            f"out_features={self.out_features}, bias={self.bias is not None}"
+        )
 
 
 class Identity(Module):

@@ -6,9 +6,23 @@ from ...tensor import Tensor
 from .. import functional as F
 from ..module import Module
 
-__all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "BCELoss", "BCEWithLogitsLoss",
-           "KLDivLoss", "HuberLoss", "MarginRankingLoss", "SoftMarginLoss", "HingeEmbeddingLoss", "PoissonNLLLoss",
-           "CosineEmbeddingLoss", "TripletMarginLoss"]
+__all__ = [
+    "CrossEntropyLoss",
+    "NLLLoss",
+    "MSELoss",
+    "L1Loss",
+    "SmoothL1Loss",
+    "BCELoss",
+    "BCEWithLogitsLoss",
+    "KLDivLoss",
+    "HuberLoss",
+    "MarginRankingLoss",
+    "SoftMarginLoss",
+    "HingeEmbeddingLoss",
+    "PoissonNLLLoss",
+    "CosineEmbeddingLoss",
+    "TripletMarginLoss",
+]
 
 _REDUCTIONS = ("none", "mean", "sum")
 
@@ -33,16 +47,27 @@ class _WeightedLoss(_Loss):
 class CrossEntropyLoss(_WeightedLoss):
     """Cross-entropy between logits (N, C, ...) and class indices (or class probabilities)."""
 
-    def __init__(self, weight: Tensor | None = None, ignore_index: int = -100, reduction: str = "mean",
-                 label_smoothing: float = 0.0) -> None:
+    def __init__(
+        self,
+        weight: Tensor | None = None,
+        ignore_index: int = -100,
+        reduction: str = "mean",
+        label_smoothing: float = 0.0,
+    ) -> None:
         super().__init__(weight, reduction)
         if not 0.0 <= label_smoothing <= 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing!r}")
         self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002 - torch's argument name
-        return F.cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
-                               reduction=self.reduction, label_smoothing=self.label_smoothing)
+        return F.cross_entropy(
+            input,
+            target,
+            weight=self.weight,
+            ignore_index=self.ignore_index,
+            reduction=self.reduction,
+            label_smoothing=self.label_smoothing,
+        )
 
 
 class NLLLoss(_WeightedLoss):
@@ -93,14 +118,14 @@ class BCELoss(_WeightedLoss):
 class BCEWithLogitsLoss(_WeightedLoss):
     """Binary cross-entropy of logits, computed stably; ``pos_weight`` weights the positive term."""
 
-    def __init__(self, weight: Tensor | None = None, reduction: str = "mean",
-                 pos_weight: Tensor | None = None) -> None:
+    def __init__(self, weight: Tensor | None = None, reduction: str = "mean", pos_weight: Tensor | None = None) -> None:
         super().__init__(weight, reduction)
         self.register_buffer("pos_weight", pos_weight)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
-        return F.binary_cross_entropy_with_logits(input, target, weight=self.weight, reduction=self.reduction,
-                                                  pos_weight=self.pos_weight)
+        return F.binary_cross_entropy_with_logits(
+            input, target, weight=self.weight, reduction=self.reduction, pos_weight=self.pos_weight
+        )
 
 
 class KLDivLoss(_Loss):
@@ -160,14 +185,14 @@ class HingeEmbeddingLoss(_Loss):
 class PoissonNLLLoss(_Loss):
     """Poisson negative log-likelihood of count targets given log-rates (or rates with ``log_input=False``)."""
 
-    def __init__(self, log_input: bool = True, full: bool = False, eps: float = 1e-8,
-                 reduction: str = "mean") -> None:
+    def __init__(self, log_input: bool = True, full: bool = False, eps: float = 1e-8, reduction: str = "mean") -> None:
         super().__init__(reduction)
         self.log_input, self.full, self.eps = log_input, full, eps
 
     def forward(self, log_input: Tensor, target: Tensor) -> Tensor:
-        return F.poisson_nll_loss(log_input, target, log_input=self.log_input, full=self.full, eps=self.eps,
-                                  reduction=self.reduction)
+        return F.poisson_nll_loss(
+            log_input, target, log_input=self.log_input, full=self.full, eps=self.eps, reduction=self.reduction
+        )
 
 
 class CosineEmbeddingLoss(_Loss):
@@ -184,13 +209,22 @@ class CosineEmbeddingLoss(_Loss):
 class TripletMarginLoss(_Loss):
     """max(0, margin + d(anchor, positive) - d(anchor, negative)) with the p-norm distance d."""
 
-    def __init__(self, margin: float = 1.0, p: float = 2.0, eps: float = 1e-6, swap: bool = False,
-                 reduction: str = "mean") -> None:
+    def __init__(
+        self, margin: float = 1.0, p: float = 2.0, eps: float = 1e-6, swap: bool = False, reduction: str = "mean"
+    ) -> None:
         super().__init__(reduction)
         if not margin > 0:
             raise ValueError(f"TripletMarginLoss margin must be > 0, got {margin!r}")
         self.margin, self.p, self.eps, self.swap = margin, p, eps, swap
 
     def forward(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
-        return F.triplet_margin_loss(anchor, positive, negative, margin=self.margin, p=self.p, eps=self.eps,
-                                     swap=self.swap, reduction=self.reduction)
+        return F.triplet_margin_loss(
+            anchor,
+            positive,
+            negative,
+            margin=self.margin,
+            p=self.p,
+            eps=self.eps,
+            swap=self.swap,
+            reduction=self.reduction,
+        )

@@ -20,8 +20,15 @@ class LayerNorm(Module):
     """Normalise over the trailing ``normalized_shape`` dimensions, then scale and shift
     (``weight`` ones, ``bias`` zeros)."""
 
-    def __init__(self, normalized_shape: int | Sequence[int], eps: float = 1e-5, elementwise_affine: bool = True,
-                 bias: bool = True, device: Any = None, dtype: Any = None) -> None:
+    def __init__(
+        self,
+        normalized_shape: int | Sequence[int],
+        eps: float = 1e-5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
         super().__init__()
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         self.normalized_shape = shape
@@ -44,8 +51,15 @@ class LayerNorm(Module):
 class GroupNorm(Module):
     """Normalise (N, C, ...) input over ``num_groups`` groups of channels; per-channel affine."""
 
-    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
-                 device: Any = None, dtype: Any = None) -> None:
+    def __init__(
+        self,
+        num_groups: int,
+        num_channels: int,
+        eps: float = 1e-5,
+        affine: bool = True,
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
         super().__init__()
         if num_groups <= 0 or num_channels % num_groups:
             raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
@@ -73,8 +87,16 @@ class BatchNorm2d(Module):
     average when ``momentum`` is None); in eval the running statistics are used.
     """
 
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
-                 track_running_stats: bool = True, device: Any = None, dtype: Any = None) -> None:
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
@@ -109,13 +131,23 @@ class BatchNorm2d(Module):
         use_batch_stats = self.training or self.running_mean is None
         # torch's rule: pass the running stats in eval (to use them) and in training when tracked (to update them).
         running = not self.training or self.track_running_stats
-        out = F.batch_norm(input, self.running_mean if running else None, self.running_var if running else None,
-                           self.weight, self.bias, use_batch_stats, factor, self.eps)
+        out = F.batch_norm(
+            input,
+            self.running_mean if running else None,
+            self.running_var if running else None,
+            self.weight,
+            self.bias,
+            use_batch_stats,
+            factor,
+            self.eps,
+        )
         if counting:  # only after a forward that succeeded, so a refused batch changes no state
             with no_grad():
                 self.num_batches_tracked.add_(1)
         return out
 
     def extra_repr(self) -> str:
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+            f"track_running_stats={self.track_running_stats}"
+        )

@@ -85,7 +85,7 @@ def _blockwise(fn: Callable[..., Any]) -> Callable[..., Any]:
         out = np.empty(x.size, dtype=first.dtype)  # float64 from erf: _lowp still rounds only once
         out[:CHUNK] = first
         for start in range(CHUNK, x.size, CHUNK):
-            out[start:start + CHUNK] = fn(*[f[start:start + CHUNK] for f in flats], approximate)
+            out[start : start + CHUNK] = fn(*[f[start : start + CHUNK] for f in flats], approximate)
         return out.reshape(x.shape)
 
     kernel.__name__ = fn.__name__

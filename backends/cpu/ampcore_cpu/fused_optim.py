@@ -31,14 +31,28 @@ def _writable(a: np.ndarray) -> np.ndarray:
     return a if a.flags.writeable and a.flags.c_contiguous else np.array(a, order="C", copy=True)
 
 
-def _validate(params: Sequence[Any], grads: Sequence[Any], exp_avgs: Sequence[Any],
-              exp_avg_sqs: Sequence[Any], step: int, hyper: dict[str, float]) -> None:
+def _validate(
+    params: Sequence[Any],
+    grads: Sequence[Any],
+    exp_avgs: Sequence[Any],
+    exp_avg_sqs: Sequence[Any],
+    step: int,
+    hyper: dict[str, float],
+) -> None:
     """Every check, before anything is written: NumPy arrays here, then the checks all backends share."""
     for i, arrays in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
         if not all(isinstance(a, np.ndarray) for a in arrays):
             raise TypeError(f"adamw_step tensor {i}: expected NumPy arrays")
-    check_adamw_step(params, grads, exp_avgs, exp_avg_sqs, step, hyper,
-                     shape_of=lambda a: a.shape, dtype_of=lambda a: dt.as_dtype(a.dtype))
+    check_adamw_step(
+        params,
+        grads,
+        exp_avgs,
+        exp_avg_sqs,
+        step,
+        hyper,
+        shape_of=lambda a: a.shape,
+        dtype_of=lambda a: dt.as_dtype(a.dtype),
+    )
 
 
 class _Buffers(threading.local):
@@ -57,8 +71,9 @@ class _Buffers(threading.local):
 _BUFFERS = _Buffers()
 
 
-def _update_block(pc: np.ndarray, gc: np.ndarray, m: np.ndarray, v: np.ndarray, t: np.ndarray, gb: np.ndarray,
-                  c: dict[str, Any]) -> None:
+def _update_block(
+    pc: np.ndarray, gc: np.ndarray, m: np.ndarray, v: np.ndarray, t: np.ndarray, gb: np.ndarray, c: dict[str, Any]
+) -> None:
     """One block of torch's Adam(W) rule, in place on ``pc`` (the parameter in compute precision), ``m``, ``v``."""
     if c["weight_decay"]:
         if c["decoupled"]:
@@ -82,25 +97,44 @@ def _update_block(pc: np.ndarray, gc: np.ndarray, m: np.ndarray, v: np.ndarray, 
     np.subtract(pc, t, out=pc)
 
 
-def adamw_step(params: Sequence[np.ndarray], grads: Sequence[np.ndarray], exp_avgs: Sequence[np.ndarray],
-               exp_avg_sqs: Sequence[np.ndarray], *, step: int, lr: float, beta1: float, beta2: float, eps: float,
-               weight_decay: float, decoupled: bool) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+def adamw_step(
+    params: Sequence[np.ndarray],
+    grads: Sequence[np.ndarray],
+    exp_avgs: Sequence[np.ndarray],
+    exp_avg_sqs: Sequence[np.ndarray],
+    *,
+    step: int,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float,
+    decoupled: bool,
+) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
     """Adam (``decoupled=False``: L2 term added to the gradient) or AdamW (``decoupled=True``:
     ``p *= 1 - lr * weight_decay``) over one parameter group, in place where the arrays allow.
 
     All inputs are validated before any array is written (ValueError/TypeError).
     """
-    hyper = dict(lr=float(lr), beta1=float(beta1), beta2=float(beta2), eps=float(eps),
-                 weight_decay=float(weight_decay))
+    hyper = dict(lr=float(lr), beta1=float(beta1), beta2=float(beta2), eps=float(eps), weight_decay=float(weight_decay))
     _validate(params, grads, exp_avgs, exp_avg_sqs, step, hyper)
     bias_correction1 = 1.0 - hyper["beta1"] ** step
-    consts = dict(weight_decay=hyper["weight_decay"], decoupled=bool(decoupled),
-                  decay=1.0 - hyper["lr"] * hyper["weight_decay"], one_minus_beta1=1.0 - hyper["beta1"],
-                  beta2=hyper["beta2"], one_minus_beta2=1.0 - hyper["beta2"],
-                  bc2_sqrt=math.sqrt(1.0 - hyper["beta2"] ** step), eps=hyper["eps"],
-                  step_size=hyper["lr"] / bias_correction1)
-    out_p, out_m, out_v = [_writable(p) for p in params], [_writable(m) for m in exp_avgs], \
-        [_writable(v) for v in exp_avg_sqs]
+    consts = dict(
+        weight_decay=hyper["weight_decay"],
+        decoupled=bool(decoupled),
+        decay=1.0 - hyper["lr"] * hyper["weight_decay"],
+        one_minus_beta1=1.0 - hyper["beta1"],
+        beta2=hyper["beta2"],
+        one_minus_beta2=1.0 - hyper["beta2"],
+        bc2_sqrt=math.sqrt(1.0 - hyper["beta2"] ** step),
+        eps=hyper["eps"],
+        step_size=hyper["lr"] / bias_correction1,
+    )
+    out_p, out_m, out_v = (
+        [_writable(p) for p in params],
+        [_writable(m) for m in exp_avgs],
+        [_writable(v) for v in exp_avg_sqs],
+    )
     bufs = _BUFFERS
     with np.errstate(all="ignore"):  # inf/NaN propagate as IEEE values, as on a device
         for p, g, m, v in zip(out_p, grads, out_m, out_v):
@@ -108,8 +142,9 @@ def adamw_step(params: Sequence[np.ndarray], grads: Sequence[np.ndarray], exp_av
     return out_p, out_m, out_v
 
 
-def _update_tensor(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, consts: dict[str, Any],
-                   bufs: _Buffers) -> None:
+def _update_tensor(
+    p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, consts: dict[str, Any], bufs: _Buffers
+) -> None:
     cdt = m.dtype
     pf, mf, vf = p.reshape(-1), m.reshape(-1), v.reshape(-1)
     gf = g.reshape(-1)  # a copy if g is not contiguous; only read

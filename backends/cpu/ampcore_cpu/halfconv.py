@@ -53,8 +53,9 @@ def engine() -> str:
     return "numba" if _engine() is not None else "numpy"
 
 
-def convert_bits(a: np.ndarray, out_dtype: np.dtype, in_bits: Any, out_bits: Any,
-             run: Callable[[np.ndarray, np.ndarray], None]) -> np.ndarray:
+def convert_bits(
+    a: np.ndarray, out_dtype: np.dtype, in_bits: Any, out_bits: Any, run: Callable[[np.ndarray, np.ndarray], None]
+) -> np.ndarray:
     """Run ``run(flat_in_bits, flat_out_bits)`` in ``a``'s memory order (C, or F as a transpose).
 
     Shared by the compiled float16 and bfloat16 conversions (:mod:`.bf16conv`).

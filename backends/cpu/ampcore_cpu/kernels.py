@@ -28,7 +28,6 @@ CHUNK = 1 << 16  # elements per cache-sized block in the fused passes
 UNSCALE_BLOCK_BYTES = 1 << 19
 
 
-
 def _np(dtype: Any) -> np.dtype:
     return dtype.numpy if isinstance(dtype, dt.DType) else np.dtype(dtype)
 
@@ -99,6 +98,7 @@ except ImportError:  # NumPy 1.x, or a NumPy that moved them: the public context
 def _quiet(fn: Callable[..., Any]) -> Callable[..., Any]:
     """IEEE results (inf, NaN) without NumPy's floating-point warnings."""
     if _ERRSTATE is None:
+
         def kernel(*args: Any) -> Any:
             with np.errstate(all="ignore"):
                 return fn(*args)
@@ -117,15 +117,36 @@ def _quiet(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 UNARY = {
-    "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": _rsqrt,
-    "tanh": np.tanh, "sigmoid": _sigmoid, "erf": _erf, "sign": _sign, "sin": np.sin, "cos": np.cos,
+    "neg": np.negative,
+    "abs": np.abs,
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
+    "rsqrt": _rsqrt,
+    "tanh": np.tanh,
+    "sigmoid": _sigmoid,
+    "erf": _erf,
+    "sign": _sign,
+    "sin": np.sin,
+    "cos": np.cos,
 }
 BINARY = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
-    "maximum": np.maximum, "minimum": np.minimum,
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "pow": np.power,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
 }
-COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
-           "ge": np.greater_equal}
+COMPARE = {
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+}
 
 
 def cast(x: np.ndarray, dtype: Any) -> np.ndarray:
@@ -150,8 +171,12 @@ def _select_bits(cond: np.ndarray, a: Any, b: Any, dtype: np.dtype) -> np.ndarra
     """
     bits = _BITS.get(dtype.itemsize)
     arrays = [v for v in (a, b) if isinstance(v, np.ndarray)]
-    if (bits is None or cond.ndim == 0 or cond.dtype != np.bool_
-            or any(v.shape != cond.shape or v.dtype != dtype for v in arrays)):
+    if (
+        bits is None
+        or cond.ndim == 0
+        or cond.dtype != np.bool_
+        or any(v.shape != cond.shape or v.dtype != dtype for v in arrays)
+    ):
         return None
     if not all(isinstance(v, np.ndarray) or _is_plus_zero(v) for v in (a, b)):
         return None
@@ -397,7 +422,7 @@ def unscale_and_check(grads: list[np.ndarray], inv_scale: np.ndarray, found_inf:
             flat = g.reshape(-1)
             step = UNSCALE_BLOCK_BYTES // flat.itemsize
             for start in range(0, flat.size, step):
-                block = flat[start:start + step]
+                block = flat[start : start + step]
                 np.multiply(block, inv, out=block)
                 bad = bad or not np.isfinite(block).all()
     if bad:
@@ -405,8 +430,14 @@ def unscale_and_check(grads: list[np.ndarray], inv_scale: np.ndarray, found_inf:
     return out, found_inf
 
 
-def update_scale(scale: np.ndarray, growth_tracker: np.ndarray, found_inf: np.ndarray, growth_factor: float,
-                 backoff_factor: float, growth_interval: int) -> tuple[np.ndarray, np.ndarray]:
+def update_scale(
+    scale: np.ndarray,
+    growth_tracker: np.ndarray,
+    found_inf: np.ndarray,
+    growth_factor: float,
+    backoff_factor: float,
+    growth_interval: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """torch's rule: back off and reset on inf; grow every ``growth_interval`` clean steps (unless that overflows).
 
     The products are taken in float64 and rounded once to float32, as torch's
@@ -439,11 +470,27 @@ def primitive_table() -> dict[str, Callable[..., Any]]:
     for name, fn in COMPARE.items():
         table[name] = _compare(fn)
     table.update(
-        cast=_quiet(cast), where=where, sum=_quiet(reduce_sum), max=_quiet(reduce_max), argmax=argmax,
-        cumsum=_quiet(cumsum), matmul=_quiet(matmul), reshape=reshape, transpose=transpose,
-        broadcast_to=broadcast_to, slice=slice_, slice_assign=slice_assign, pad=pad, concat=concat, take=take,
+        cast=_quiet(cast),
+        where=where,
+        sum=_quiet(reduce_sum),
+        max=_quiet(reduce_max),
+        argmax=argmax,
+        cumsum=_quiet(cumsum),
+        matmul=_quiet(matmul),
+        reshape=reshape,
+        transpose=transpose,
+        broadcast_to=broadcast_to,
+        slice=slice_,
+        slice_assign=slice_assign,
+        pad=pad,
+        concat=concat,
+        take=take,
         scatter_add=_quiet(scatter_add),
-        full=full, arange=arange, uniform=uniform, normal=normal,
-        unscale_and_check=unscale_and_check, update_scale=update_scale,
+        full=full,
+        arange=arange,
+        uniform=uniform,
+        normal=normal,
+        unscale_and_check=unscale_and_check,
+        update_scale=update_scale,
     )
     return table

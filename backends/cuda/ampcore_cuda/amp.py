@@ -7,9 +7,11 @@ GradScaler's read of ``found_inf`` for the skip decision.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
+
 from ampcore import cgen
 from ampcore import dtypes as dt
 
@@ -20,9 +22,13 @@ from .runtime import import_cupy
 
 __all__ = ["sources", "unscale_and_check", "update_scale", "kernels"]
 
+
 def _unscale_source(c: CType) -> str:
     compute = "double" if c.tag == "f64" else "float"
-    return PRELUDE + MULTI_TENSOR_HELPERS + f"""
+    return (
+        PRELUDE
+        + MULTI_TENSOR_HELPERS
+        + f"""
 extern "C" __global__ void __launch_bounds__({BLOCK})
 unscale_and_check_{c.tag}(const long long *__restrict__ meta, int n_tensors, const float *__restrict__ inv_scale,
                           float *__restrict__ found_inf) {{
@@ -43,10 +49,12 @@ unscale_and_check_{c.tag}(const long long *__restrict__ meta, int n_tensors, con
     if (__syncthreads_or(bad) && threadIdx.x == 0) found_inf[0] = 1.0f;
 }}
 """
+    )
 
 
-_UPDATE_SOURCE = PRELUDE + cgen.update_scale_kernel(cgen.CUDA, "double growth, double backoff", "(double)s * growth",
-                                                     "(double)s * backoff")
+_UPDATE_SOURCE = PRELUDE + cgen.update_scale_kernel(
+    cgen.CUDA, "double growth, double backoff", "(double)s * growth", "(double)s * backoff"
+)
 
 
 def sources() -> dict[str, str]:
@@ -68,8 +76,9 @@ def _check_scalar(name: str, a: Any, want: dt.DType, what: str) -> None:
         raise TypeError(f"{what}: {name} must be a 1-element {want.name} cuda array, got {a!r}")
 
 
-def unscale_and_check(grads: Sequence[CuArray], inv_scale: CuArray, found_inf: CuArray
-                      ) -> tuple[list[CuArray], CuArray]:
+def unscale_and_check(
+    grads: Sequence[CuArray], inv_scale: CuArray, found_inf: CuArray
+) -> tuple[list[CuArray], CuArray]:
     """Multiply every gradient in place by ``inv_scale[0]`` (read on the device) and set ``found_inf[0]`` to 1.0
     if any unscaled value is inf/NaN or overflows its dtype; never clears it.
 
@@ -106,8 +115,14 @@ def unscale_and_check(grads: Sequence[CuArray], inv_scale: CuArray, found_inf: C
     return grads, found_inf
 
 
-def update_scale(scale: CuArray, growth_tracker: CuArray, found_inf: CuArray, growth_factor: float,
-                 backoff_factor: float, growth_interval: int) -> tuple[CuArray, CuArray]:
+def update_scale(
+    scale: CuArray,
+    growth_tracker: CuArray,
+    found_inf: CuArray,
+    growth_factor: float,
+    backoff_factor: float,
+    growth_interval: int,
+) -> tuple[CuArray, CuArray]:
     """torch's dynamic loss-scale rule (``_amp_update_scale_``, spelled out in
     :func:`ampcore.cgen.update_scale_kernel`) in one device thread, no host read.
 
@@ -121,12 +136,24 @@ def update_scale(scale: CuArray, growth_tracker: CuArray, found_inf: CuArray, gr
         raise TypeError(f"update_scale: growth_interval must be an int, got {growth_interval!r}")
     device = _one_device([scale, growth_tracker, found_inf], "update_scale")
     cupy = import_cupy()
-    interval = max(min(int(growth_interval), 2 ** 63 - 1), -2 ** 63)
+    interval = max(min(int(growth_interval), 2**63 - 1), -(2**63))
     with cupy.cuda.Device(device):
         out_scale, out_tracker = cupy.empty_like(scale.data), cupy.empty_like(growth_tracker.data)
         kernel = raw_kernel(("update_scale",), lambda: _UPDATE_SOURCE, "update_scale")
-        kernel((1,), (1,), (scale.data, growth_tracker.data, found_inf.data, out_scale, out_tracker,
-                            np.float64(growth_factor), np.float64(backoff_factor), np.int64(interval)))
+        kernel(
+            (1,),
+            (1,),
+            (
+                scale.data,
+                growth_tracker.data,
+                found_inf.data,
+                out_scale,
+                out_tracker,
+                np.float64(growth_factor),
+                np.float64(backoff_factor),
+                np.int64(interval),
+            ),
+        )
     return CuArray(out_scale, dt.float32), CuArray(out_tracker, dt.int32)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from ampcore import cgen
 from ampcore import dtypes as dt
 
@@ -71,8 +72,9 @@ def ctype(dtype: dt.DType) -> CType:
     try:
         return _TABLE[dtype]
     except KeyError:
-        raise TypeError(f"the cuda backend cannot store {dtype!r}; it stores "
-                        f"{', '.join(d.name for d in _TABLE)}") from None
+        raise TypeError(
+            f"the cuda backend cannot store {dtype!r}; it stores {', '.join(d.name for d in _TABLE)}"
+        ) from None
 
 
 # The conversions every kernel loads and stores through: ampcore.cgen's, the opencl backend's bits, rendered

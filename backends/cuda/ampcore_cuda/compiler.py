@@ -18,8 +18,9 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .runtime import import_cupy, import_cupy_module
 
@@ -96,8 +97,9 @@ def _compile(nvrtc: Any, source: str, name: str, options: tuple[str, ...], kind:
         try:
             nvrtc.compileProgram(program, list(options))
         except Exception as exc:  # nvrtc.NVRTCError; the log says what is wrong with the source
-            raise KernelCompileError(f"NVRTC could not compile kernel {name!r} with {' '.join(options)} "
-                                     f"({exc}):\n{_log(nvrtc, program)}") from exc
+            raise KernelCompileError(
+                f"NVRTC could not compile kernel {name!r} with {' '.join(options)} ({exc}):\n{_log(nvrtc, program)}"
+            ) from exc
         return nvrtc.getCUBIN(program) if kind == "cubin" else nvrtc.getPTX(program)
     finally:
         nvrtc.destroyProgram(program)

@@ -27,9 +27,24 @@ __all__ = ["sources", "LOW", "convert", "up", "down", "scalar_storage"]
 
 LOW = frozenset({dt.float16, dt.bfloat16})
 FLOATS = frozenset({dt.float16, dt.bfloat16, dt.float32, dt.float64})
-_PAIRS = (("f16", "f32"), ("bf16", "f32"), ("f32", "f16"), ("f32", "bf16"), ("f64", "f16"), ("f64", "bf16"),
-          ("f16", "bf16"), ("bf16", "f16"), ("f32", "f64"), ("f64", "f32"), ("f16", "f64"), ("bf16", "f64"),
-          ("f16", "b8"), ("bf16", "b8"), ("f32", "b8"), ("f64", "b8"))
+_PAIRS = (
+    ("f16", "f32"),
+    ("bf16", "f32"),
+    ("f32", "f16"),
+    ("f32", "bf16"),
+    ("f64", "f16"),
+    ("f64", "bf16"),
+    ("f16", "bf16"),
+    ("bf16", "f16"),
+    ("f32", "f64"),
+    ("f64", "f32"),
+    ("f16", "f64"),
+    ("bf16", "f64"),
+    ("f16", "b8"),
+    ("bf16", "b8"),
+    ("f32", "b8"),
+    ("f64", "b8"),
+)
 _TAGS = {"f16": dt.float16, "bf16": dt.bfloat16, "f32": dt.float32, "f64": dt.float64, "b8": dt.bool_}
 
 
@@ -38,7 +53,9 @@ def _source(src: str, dst: str) -> str:
     value = s.load("x", "i")
     if src == "f64" and dst in ("f16", "bf16"):
         value = f"double_to_float_odd({value})"
-    return PRELUDE + f"""
+    return (
+        PRELUDE
+        + f"""
 extern "C" __global__ void __launch_bounds__({BLOCK})
 convert_{src}_{dst}(const {s.storage} *__restrict__ x, {d.storage} *__restrict__ out, long long size) {{
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < size;
@@ -47,6 +64,7 @@ convert_{src}_{dst}(const {s.storage} *__restrict__ x, {d.storage} *__restrict__
     }}
 }}
 """
+    )
 
 
 def sources() -> dict[str, str]:

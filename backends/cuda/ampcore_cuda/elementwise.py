@@ -25,13 +25,27 @@ __all__ = ["kernels", "cast", "where"]
 
 # The integer forms: the core calls only these on int/bool arrays (the float-only math casts to float32 first).
 _INT_UNARY: dict[str, Callable[[Any, Any], Any]] = {
-    "neg": lambda cp, x: cp.negative(x), "abs": lambda cp, x: cp.abs(x),
+    "neg": lambda cp, x: cp.negative(x),
+    "abs": lambda cp, x: cp.abs(x),
     "sign": lambda cp, x: x.copy() if x.dtype == np.bool_ else cp.sign(x),
 }
-_INT_BINARY = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "divide", "pow": "power",
-               "maximum": "maximum", "minimum": "minimum"}
-_INT_COMPARE = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal", "gt": "greater",
-                "ge": "greater_equal"}
+_INT_BINARY = {
+    "add": "add",
+    "sub": "subtract",
+    "mul": "multiply",
+    "div": "divide",
+    "pow": "power",
+    "maximum": "maximum",
+    "minimum": "minimum",
+}
+_INT_COMPARE = {
+    "eq": "equal",
+    "ne": "not_equal",
+    "lt": "less",
+    "le": "less_equal",
+    "gt": "greater",
+    "ge": "greater_equal",
+}
 
 
 def _int_operands(a: Any, b: Any) -> tuple[Any, Any, CuArray]:
@@ -64,8 +78,9 @@ def _binary(name: str, cupy_names: dict[str, str], result: dt.DType | None) -> C
         x, y, ref = _int_operands(a, b)
         with cp.cuda.Device(ref.device_index):
             out = cp.asarray(getattr(cp, cupy_names[name])(x, y))
-            return CuArray(out if result is not None else out.astype(ctype(ref.dtype).cupy_dtype, copy=False),
-                           result or ref.dtype)
+            return CuArray(
+                out if result is not None else out.astype(ctype(ref.dtype).cupy_dtype, copy=False), result or ref.dtype
+            )
 
     kernel.__name__ = name
     return kernel

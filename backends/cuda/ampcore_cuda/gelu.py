@@ -54,18 +54,21 @@ def _source(c: CType, approximate: str, backward: bool) -> str:
     gy_param = f"const {c.storage} *__restrict__ gys, " if backward else ""
     gy_load = f"    const double gy = (double){c.load('gys', 'i')};\n" if backward else ""
     prep = _SIGMOID_2Y if approximate == "tanh" else ""
-    return PRELUDE + f"""
+    return (
+        PRELUDE
+        + f"""
 extern "C" __global__ void __launch_bounds__({BLOCK})
 {_name(c, approximate, backward)}(const {c.storage} *__restrict__ xs, {gy_param}{c.storage} *__restrict__ out,
         long long size) {{
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < size;
          i += (long long)gridDim.x * blockDim.x) {{
-        const double x = (double){c.load('xs', 'i')};
+        const double x = (double){c.load("xs", "i")};
 {gy_load}{prep}        const double v = {expr};
         {_store_double(c, "v")}
     }}
 }}
 """
+    )
 
 
 def sources() -> dict[str, str]:
@@ -87,8 +90,11 @@ def _launch(x: CuArray, gy: CuArray | None, approximate: str) -> CuArray:
         out = cupy.empty(x.shape, dtype=c.cupy_dtype)
         if x.size:
             backward = gy is not None
-            kernel = raw_kernel(("gelu", c.tag, approximate, backward), lambda: _source(c, approximate, backward),
-                                _name(c, approximate, backward))
+            kernel = raw_kernel(
+                ("gelu", c.tag, approximate, backward),
+                lambda: _source(c, approximate, backward),
+                _name(c, approximate, backward),
+            )
             inputs = [contiguous(x.data)] + ([contiguous(gy.data)] if backward else [])
             grid = min(-(-x.size // BLOCK), 65535 * 8)  # grid-stride loop beyond this
             kernel((grid,), (BLOCK,), (*inputs, out, np.int64(x.size)))

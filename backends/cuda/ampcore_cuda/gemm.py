@@ -106,9 +106,30 @@ def _gemm_ex(a: CuArray, b: CuArray) -> CuArray:
         cublas.setPointerMode(handle, CUBLAS_POINTER_MODE_HOST)
         kind = CUDA_R[a.dtype]
         cublas.gemmStridedBatchedEx(
-            handle, op_b, op_a, n, m, k, _ONE.ctypes.data,
-            b3.data.ptr, kind, ldb, stride_b, a3.data.ptr, kind, lda, stride_a,
-            _ZERO.ctypes.data, out.data.ptr, kind, n, m * n, count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
+            handle,
+            op_b,
+            op_a,
+            n,
+            m,
+            k,
+            _ONE.ctypes.data,
+            b3.data.ptr,
+            kind,
+            ldb,
+            stride_b,
+            a3.data.ptr,
+            kind,
+            lda,
+            stride_a,
+            _ZERO.ctypes.data,
+            out.data.ptr,
+            kind,
+            n,
+            m * n,
+            count,
+            CUBLAS_COMPUTE_32F,
+            CUBLAS_GEMM_DEFAULT,
+        )
     elif out.size:
         out[...] = 0  # k == 0: an empty sum
     return CuArray(out.reshape(_result_shape(a.shape, b.shape, batch)), a.dtype)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
 from ampcore import cgen
 
 from . import compiler
@@ -64,8 +65,9 @@ def multi_tensor_meta(device: int, groups: Sequence[Sequence[Any]], tile: int = 
     key = (device, tile, tuple((g[0].size, *(a.data.ptr for a in g)) for g in groups))
     meta = _metas.get(key)
     if meta is None:
-        host = np.array(starts + [total] + [g[0].size for g in groups] + [a.data.ptr for g in groups for a in g],
-                        dtype=np.uint64).view(np.int64)
+        host = np.array(
+            starts + [total] + [g[0].size for g in groups] + [a.data.ptr for g in groups for a in g], dtype=np.uint64
+        ).view(np.int64)
         with import_cupy().cuda.Device(device):
             meta = import_cupy().asarray(host)
         _metas[key] = meta

@@ -23,7 +23,10 @@ __all__ = ["sources", "cross_entropy", "cross_entropy_backward"]
 
 
 def _forward(c: CType) -> str:
-    return PRELUDE + reduce_helpers(acc_type(c)) + f"""
+    return (
+        PRELUDE
+        + reduce_helpers(acc_type(c))
+        + f"""
 extern "C" __global__ void __launch_bounds__({ROW_BLOCK})
 cross_entropy_{c.tag}(const {c.storage} *__restrict__ x, const long long *__restrict__ target,
         ACC *__restrict__ loss, ACC *__restrict__ lse_out, int *__restrict__ bad_target, long long n,
@@ -43,10 +46,14 @@ cross_entropy_{c.tag}(const {c.storage} *__restrict__ x, const long long *__rest
     loss[blockIdx.x] = lse - (ACC){c.load("x", "base + t")};
 }}
 """
+    )
 
 
 def _backward(c: CType) -> str:
-    return PRELUDE + reduce_helpers(acc_type(c)) + f"""
+    return (
+        PRELUDE
+        + reduce_helpers(acc_type(c))
+        + f"""
 extern "C" __global__ void __launch_bounds__({ROW_BLOCK})
 cross_entropy_backward_{c.tag}(const {c.storage} *__restrict__ x, const long long *__restrict__ target,
         const ACC *__restrict__ lse_in, const ACC *__restrict__ gy, {c.storage} *__restrict__ gx, long long n,
@@ -62,6 +69,7 @@ cross_entropy_backward_{c.tag}(const {c.storage} *__restrict__ x, const long lon
     }}
 }}
 """
+    )
 
 
 def sources() -> dict[str, str]:
@@ -89,8 +97,9 @@ def cross_entropy(logits: CuArray, target: CuArray, ignore_index: int = -100) ->
         if rows:
             kernel = raw_kernel(("cross_entropy", c.tag), lambda: _forward(c), f"cross_entropy_{c.tag}")
             targets = contiguous(target.data, dtype=np.int64)
-            launch_rows(kernel, rows, n, (contiguous(logits.data), targets, loss, lse, bad, np.int64(n),
-                                          np.int64(ignore_index)))
+            launch_rows(
+                kernel, rows, n, (contiguous(logits.data), targets, loss, lse, bad, np.int64(n), np.int64(ignore_index))
+            )
     return loss, lse, bad
 
 
@@ -102,9 +111,21 @@ def cross_entropy_backward(logits: CuArray, target: CuArray, lse: Any, gy: Any, 
         xs = contiguous(logits.data)
         gx = cupy.empty_like(xs)
         if rows:
-            kernel = raw_kernel(("cross_entropy_backward", c.tag), lambda: _backward(c),
-                                f"cross_entropy_backward_{c.tag}")
-            launch_rows(kernel, rows, n, (xs, contiguous(target.data, dtype=np.int64), lse,
-                                          contiguous(gy, dtype=_acc_np(c)), gx, np.int64(n),
-                                          np.int64(ignore_index)))
+            kernel = raw_kernel(
+                ("cross_entropy_backward", c.tag), lambda: _backward(c), f"cross_entropy_backward_{c.tag}"
+            )
+            launch_rows(
+                kernel,
+                rows,
+                n,
+                (
+                    xs,
+                    contiguous(target.data, dtype=np.int64),
+                    lse,
+                    contiguous(gy, dtype=_acc_np(c)),
+                    gx,
+                    np.int64(n),
+                    np.int64(ignore_index),
+                ),
+            )
     return CuArray(gx, logits.dtype)

@@ -80,8 +80,11 @@ def scatter_add(src: CuArray, indices: CuArray, axis: int, size: int) -> CuArray
         out = cp.zeros((size,) + moved.shape[1:], dtype=acc.dtype)
         cupyx.scatter_add(out, indices.data, acc)
         out = cp.moveaxis(out, 0, axis)
-        return down(out, src.dtype) if src.dtype in LOW else CuArray(
-            contiguous(out).astype(ctype(src.dtype).cupy_dtype, copy=False), src.dtype)
+        return (
+            down(out, src.dtype)
+            if src.dtype in LOW
+            else CuArray(contiguous(out).astype(ctype(src.dtype).cupy_dtype, copy=False), src.dtype)
+        )
 
 
 def full(shape: Sequence[int], value: Any, dtype: Any, device_index: int = 0) -> CuArray:
@@ -124,13 +127,24 @@ def normal(shape: Sequence[int], dtype: Any, seed: int, device_index: int = 0) -
     dtype = dt.as_dtype(dtype)
     cp = import_cupy()
     with cp.cuda.Device(device_index):
-        sample = _generator(seed).standard_normal(tuple(shape),
-                                                  dtype=np.float64 if dtype == dt.float64 else np.float32)
+        sample = _generator(seed).standard_normal(tuple(shape), dtype=np.float64 if dtype == dt.float64 else np.float32)
         return down(sample, dtype)
 
 
 def kernels() -> dict[str, Callable[..., Any]]:
     """This family's kernels by contract name."""
-    return {"reshape": reshape, "transpose": transpose, "broadcast_to": broadcast_to, "slice": slice_,
-            "slice_assign": slice_assign, "pad": pad, "concat": concat, "take": take, "scatter_add": scatter_add,
-            "full": full, "arange": arange, "uniform": uniform, "normal": normal}
+    return {
+        "reshape": reshape,
+        "transpose": transpose,
+        "broadcast_to": broadcast_to,
+        "slice": slice_,
+        "slice_assign": slice_assign,
+        "pad": pad,
+        "concat": concat,
+        "take": take,
+        "scatter_add": scatter_add,
+        "full": full,
+        "arange": arange,
+        "uniform": uniform,
+        "normal": normal,
+    }

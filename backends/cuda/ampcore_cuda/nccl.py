@@ -45,9 +45,15 @@ class NCCLPath(DevicePath):
         self._nccl = nccl
         self._comm = nccl.NcclCommunicator(group.size, uid, group.rank)
         self._size = group.size
-        self._types = {dt.float32: nccl.NCCL_FLOAT32, dt.float16: nccl.NCCL_FLOAT16, dt.float64: nccl.NCCL_FLOAT64,
-                       dt.bfloat16: getattr(nccl, "NCCL_BFLOAT16", None), dt.int32: nccl.NCCL_INT32,
-                       dt.int64: nccl.NCCL_INT64, dt.bool_: nccl.NCCL_UINT8}
+        self._types = {
+            dt.float32: nccl.NCCL_FLOAT32,
+            dt.float16: nccl.NCCL_FLOAT16,
+            dt.float64: nccl.NCCL_FLOAT64,
+            dt.bfloat16: getattr(nccl, "NCCL_BFLOAT16", None),
+            dt.int32: nccl.NCCL_INT32,
+            dt.int64: nccl.NCCL_INT64,
+            dt.bool_: nccl.NCCL_UINT8,
+        }
         self._ops = {"sum": nccl.NCCL_SUM, "avg": nccl.NCCL_SUM, "max": nccl.NCCL_MAX, "min": nccl.NCCL_MIN}
 
     def _type(self, dtype: dt.DType) -> int:

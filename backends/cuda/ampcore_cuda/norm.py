@@ -30,7 +30,10 @@ def _affine_params(c: CType) -> str:
 
 def _forward(c: CType) -> str:
     w, b = c.load("w", "r"), c.load("b", "r")
-    return PRELUDE + reduce_helpers(acc_type(c)) + f"""
+    return (
+        PRELUDE
+        + reduce_helpers(acc_type(c))
+        + f"""
 extern "C" __global__ void __launch_bounds__({ROW_BLOCK})
 layer_norm_{c.tag}(const {c.storage} *__restrict__ x, {_affine_params(c)}, {c.storage} *__restrict__ y,
         ACC *__restrict__ mean_out, ACC *__restrict__ rstd_out, long long n, ACC eps) {{
@@ -52,10 +55,14 @@ layer_norm_{c.tag}(const {c.storage} *__restrict__ x, {_affine_params(c)}, {c.st
     if (threadIdx.x == 0) {{ mean_out[blockIdx.x] = mean; rstd_out[blockIdx.x] = rstd; }}
 }}
 """
+    )
 
 
 def _backward(c: CType) -> str:
-    return PRELUDE + reduce_helpers(acc_type(c)) + f"""
+    return (
+        PRELUDE
+        + reduce_helpers(acc_type(c))
+        + f"""
 extern "C" __global__ void __launch_bounds__({ROW_BLOCK})
 layer_norm_backward_{c.tag}(const {c.storage} *__restrict__ x, const {c.storage} *__restrict__ gy,
         const {c.storage} *__restrict__ w, int affine, const ACC *__restrict__ mean_in,
@@ -78,11 +85,14 @@ layer_norm_backward_{c.tag}(const {c.storage} *__restrict__ x, const {c.storage}
     }}
 }}
 """
+    )
 
 
 def _params_backward(c: CType) -> str:
     acc = acc_type(c)
-    return PRELUDE + f"""
+    return (
+        PRELUDE
+        + f"""
 /* gw[j] = sum_rows gy * xh, gb[j] = sum_rows gy: one thread per column, rows read coalesced across threads. */
 extern "C" __global__ void __launch_bounds__({BLOCK})
 layer_norm_backward_params_{c.tag}(const {c.storage} *__restrict__ x, const {c.storage} *__restrict__ gy,
@@ -100,6 +110,7 @@ layer_norm_backward_params_{c.tag}(const {c.storage} *__restrict__ x, const {c.s
     {c.store("gb", "j", "sb")}
 }}
 """
+    )
 
 
 def sources() -> dict[str, str]:
@@ -116,8 +127,9 @@ def _acc_np(c: CType) -> Any:
     return np.float64 if c.tag == "f64" else np.float32
 
 
-def layer_norm(x: CuArray, weight: CuArray | None, bias: CuArray | None, n: int, eps: float
-               ) -> tuple[CuArray, Any, Any]:
+def layer_norm(
+    x: CuArray, weight: CuArray | None, bias: CuArray | None, n: int, eps: float
+) -> tuple[CuArray, Any, Any]:
     """Normalise each row of ``n`` trailing elements; returns ``y`` and the CuPy ``mean``/``rstd`` per row
     (float32, float64 for float64) that :func:`layer_norm_backward` takes."""
     if (weight is None) != (bias is None):
@@ -128,16 +140,24 @@ def layer_norm(x: CuArray, weight: CuArray | None, bias: CuArray | None, n: int,
         src = contiguous(x.data)
         y, mean, rstd = cupy.empty_like(src), cupy.empty(rows, _acc_np(c)), cupy.empty(rows, _acc_np(c))
         if rows:
-            w, b = (src, src) if weight is None else (contiguous(weight.data),  # the kernel indexes w[r]
-                                                      contiguous(bias.data))  # type: ignore[union-attr]
+            w, b = (
+                (src, src)
+                if weight is None
+                else (
+                    contiguous(weight.data),  # the kernel indexes w[r]
+                    contiguous(bias.data),
+                )
+            )  # type: ignore[union-attr]
             kernel = raw_kernel(("layer_norm", c.tag), lambda: _forward(c), f"layer_norm_{c.tag}")
-            launch_rows(kernel, rows, n, (src, w, b, np.int32(weight is not None), y, mean, rstd, np.int64(n),
-                                          _acc_np(c)(eps)))
+            launch_rows(
+                kernel, rows, n, (src, w, b, np.int32(weight is not None), y, mean, rstd, np.int64(n), _acc_np(c)(eps))
+            )
     return CuArray(y, x.dtype), mean, rstd
 
 
-def layer_norm_backward(x: CuArray, gy: CuArray, weight: CuArray | None, mean: Any, rstd: Any, n: int
-                        ) -> tuple[CuArray, CuArray | None, CuArray | None]:
+def layer_norm_backward(
+    x: CuArray, gy: CuArray, weight: CuArray | None, mean: Any, rstd: Any, n: int
+) -> tuple[CuArray, CuArray | None, CuArray | None]:
     """``(gx, gw, gb)`` of :func:`layer_norm` (``gw``/``gb`` None without a weight)."""
     cupy, c = import_cupy(), ctype(x.dtype)
     rows = x.size // n if n else 0
@@ -151,7 +171,8 @@ def layer_norm_backward(x: CuArray, gy: CuArray, weight: CuArray | None, mean: A
         if weight is None:
             return CuArray(gx, x.dtype), None, None
         gw, gb = cupy.empty(n, c.cupy_dtype), cupy.empty(n, c.cupy_dtype)
-        kernel = raw_kernel(("layer_norm_backward_params", c.tag), lambda: _params_backward(c),
-                            f"layer_norm_backward_params_{c.tag}")
+        kernel = raw_kernel(
+            ("layer_norm_backward_params", c.tag), lambda: _params_backward(c), f"layer_norm_backward_params_{c.tag}"
+        )
         kernel((-(-n // BLOCK),), (BLOCK,), (xs, gys, mean, rstd, gw, gb, np.int64(rows), np.int64(n)))
     return CuArray(gx, x.dtype), CuArray(gw, x.dtype), CuArray(gb, x.dtype)

@@ -12,9 +12,11 @@ with the meta array cached, uploads nothing.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
+
 from ampcore import cgen
 from ampcore import dtypes as dt
 from ampcore.kernels import check_adamw_step
@@ -36,7 +38,10 @@ def _name(p: CType, g: CType) -> str:
 def _source(p: CType, g: CType) -> str:
     c = "double" if p.tag == "f64" else "float"
     scalars = ", ".join(f"{c} {name}" for name in _SCALARS)
-    return PRELUDE + MULTI_TENSOR_HELPERS + f"""
+    return (
+        PRELUDE
+        + MULTI_TENSOR_HELPERS
+        + f"""
 extern "C" __global__ void __launch_bounds__({BLOCK})
 {_name(p, g)}(const long long *__restrict__ meta, int n_tensors, int mode, {scalars}) {{
     const long long blk = blockIdx.x;
@@ -54,6 +59,7 @@ extern "C" __global__ void __launch_bounds__({BLOCK})
 {cgen.adamw_element(cgen.CUDA, p.tag, p.storage, g.tag, ("ps", "gs", "ms", "vs"), "i", " " * 8)}    }}
 }}
 """
+    )
 
 
 def sources() -> dict[str, str]:
@@ -61,29 +67,50 @@ def sources() -> dict[str, str]:
     return {_name(p, g): _source(p, g) for p in FLOAT_CTYPES for g in FLOAT_CTYPES}
 
 
-def _validate(params: Sequence[Any], grads: Sequence[Any], exp_avgs: Sequence[Any], exp_avg_sqs: Sequence[Any],
-              step: Any, hyper: dict[str, float]) -> int:
+def _validate(
+    params: Sequence[Any],
+    grads: Sequence[Any],
+    exp_avgs: Sequence[Any],
+    exp_avg_sqs: Sequence[Any],
+    step: Any,
+    hyper: dict[str, float],
+) -> int:
     """Every check before any write; returns the one device index of all arrays."""
     devices = set()
     for i, arrays in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
         if not all(isinstance(a, CuArray) for a in arrays):
-            raise TypeError(f"adamw_step tensor {i}: expected cuda device arrays, got "
-                            f"{', '.join(type(a).__name__ for a in arrays)}")
+            raise TypeError(
+                f"adamw_step tensor {i}: expected cuda device arrays, got {', '.join(type(a).__name__ for a in arrays)}"
+            )
         devices |= {a.device_index for a in arrays}
         if len(devices) > 1:
-            raise ValueError(f"adamw_step tensor {i}: arrays on different devices "
-                             f"({', '.join(f'cuda:{d}' for d in sorted(devices))})")
-    check_adamw_step(params, grads, exp_avgs, exp_avg_sqs, step, hyper,
-                     shape_of=lambda a: a.shape, dtype_of=lambda a: a.dtype)
+            raise ValueError(
+                f"adamw_step tensor {i}: arrays on different devices "
+                f"({', '.join(f'cuda:{d}' for d in sorted(devices))})"
+            )
+    check_adamw_step(
+        params, grads, exp_avgs, exp_avg_sqs, step, hyper, shape_of=lambda a: a.shape, dtype_of=lambda a: a.dtype
+    )
     for i, arrays in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
         if not all(a.data.flags.c_contiguous for a in arrays):
             raise ValueError(f"adamw_step tensor {i}: arrays must be C-contiguous (the step writes in place)")
     return devices.pop() if devices else 0
 
 
-def adamw_step(params: Sequence[CuArray], grads: Sequence[CuArray], exp_avgs: Sequence[CuArray],
-               exp_avg_sqs: Sequence[CuArray], *, step: int, lr: float, beta1: float, beta2: float, eps: float,
-               weight_decay: float, decoupled: bool) -> tuple[list[CuArray], list[CuArray], list[CuArray]]:
+def adamw_step(
+    params: Sequence[CuArray],
+    grads: Sequence[CuArray],
+    exp_avgs: Sequence[CuArray],
+    exp_avg_sqs: Sequence[CuArray],
+    *,
+    step: int,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float,
+    decoupled: bool,
+) -> tuple[list[CuArray], list[CuArray], list[CuArray]]:
     """Adam (``decoupled=False``: L2 term added to the gradient) or AdamW (``decoupled=True``:
     ``p *= 1 - lr * weight_decay``) over one parameter group, in place; returns the updated lists.
 
@@ -91,8 +118,7 @@ def adamw_step(params: Sequence[CuArray], grads: Sequence[CuArray], exp_avgs: Se
     contiguous arrays) before anything is written.
     """
     params, grads, exp_avgs, exp_avg_sqs = list(params), list(grads), list(exp_avgs), list(exp_avg_sqs)
-    hyper = dict(lr=float(lr), beta1=float(beta1), beta2=float(beta2), eps=float(eps),
-                 weight_decay=float(weight_decay))
+    hyper = dict(lr=float(lr), beta1=float(beta1), beta2=float(beta2), eps=float(eps), weight_decay=float(weight_decay))
     device = _validate(params, grads, exp_avgs, exp_avg_sqs, step, hyper)
     if not params:
         return params, exp_avgs, exp_avg_sqs
@@ -108,8 +134,11 @@ def adamw_step(params: Sequence[CuArray], grads: Sequence[CuArray], exp_avgs: Se
             scalar = np.float64 if pd == dt.float64 else np.float32
             meta, blocks = multi_tensor_meta(device, members)
             kernel = raw_kernel(("adamw_step", pc.tag, gc.tag), lambda: _source(pc, gc), _name(pc, gc))
-            kernel((blocks,), (BLOCK,), (meta, np.int32(len(members)), np.int32(mode),
-                                         *(scalar(value) for value in consts)))
+            kernel(
+                (blocks,),
+                (BLOCK,),
+                (meta, np.int32(len(members)), np.int32(mode), *(scalar(value) for value in consts)),
+            )
     return params, exp_avgs, exp_avg_sqs
 
 

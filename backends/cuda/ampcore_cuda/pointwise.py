@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from ampcore import dtypes as dt
 
 from .array import CuArray, contiguous
@@ -58,8 +59,12 @@ COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 _NAN = {"float": "__int_as_float(0x7fc00000)", "double": "__longlong_as_double(0x7ff8000000000000LL)"}
 _ONE = {"float": "1.0f", "double": "1.0"}
-_BITS = {1: ("unsigned char", np.uint8), 2: ("unsigned short", np.uint16), 4: ("unsigned int", np.uint32),
-         8: ("unsigned long long", np.uint64)}
+_BITS = {
+    1: ("unsigned char", np.uint8),
+    2: ("unsigned short", np.uint16),
+    4: ("unsigned int", np.uint32),
+    8: ("unsigned long long", np.uint64),
+}
 _KINDS = ("aa", "as", "sa")  # each operand an array or a scalar
 
 
@@ -76,7 +81,9 @@ def _operand(kind: str, name: str, c: CType) -> tuple[str, str]:
 
 
 def _kernel(name: str, params: list[str], body: str) -> str:
-    return PRELUDE + f"""
+    return (
+        PRELUDE
+        + f"""
 extern "C" __global__ void __launch_bounds__({BLOCK})
 {name}({", ".join(params)}, long long size) {{
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < size;
@@ -85,6 +92,7 @@ extern "C" __global__ void __launch_bounds__({BLOCK})
     }}
 }}
 """
+    )
 
 
 def _unary_source(op: str, c: CType) -> str:
@@ -98,8 +106,10 @@ def _binary_source(op: str, c: CType, kinds: str) -> str:
     if op in COMPARE:
         body = f"typedef {c.compute} T; const T x = {xa}, y = {xb}; out[i] = x {COMPARE[op]} y;"
         return _kernel(f"{op}_{c.tag}_{kinds}", [pa, pb, "bool *__restrict__ out"], body)
-    body = (f"typedef {c.compute} T; const T x = {xa}, y = {xb}; T r; {_statement(BINARY[op], c)} "
-            f"{c.store('out', 'i', 'r')}")
+    body = (
+        f"typedef {c.compute} T; const T x = {xa}, y = {xb}; T r; {_statement(BINARY[op], c)} "
+        f"{c.store('out', 'i', 'r')}"
+    )
     return _kernel(f"{op}_{c.tag}_{kinds}", [pa, pb, f"{c.storage} *__restrict__ out"], body)
 
 
@@ -108,15 +118,24 @@ def _where_source(width: int, kinds: str) -> str:
     pa = f"{u} a" if kinds[0] == "s" else f"const {u} *__restrict__ a"
     pb = f"{u} b" if kinds[1] == "s" else f"const {u} *__restrict__ b"
     xa, xb = (n if k == "s" else f"{n}[i]" for k, n in zip(kinds, "ab"))
-    return _kernel(f"where_u{8 * width}_{kinds}", ["const bool *__restrict__ cond", pa, pb, f"{u} *__restrict__ out"],
-                   f"out[i] = cond[i] ? {xa} : {xb};")
+    return _kernel(
+        f"where_u{8 * width}_{kinds}",
+        ["const bool *__restrict__ cond", pa, pb, f"{u} *__restrict__ out"],
+        f"out[i] = cond[i] ? {xa} : {xb};",
+    )
 
 
 def sources() -> dict[str, str]:
     """Every kernel source of this family, by kernel name."""
     out = {f"{op}_{c.tag}": _unary_source(op, c) for op in UNARY for c in FLOAT_CTYPES}
-    out.update({f"{op}_{c.tag}_{k}": _binary_source(op, c, k)
-                for op in (*BINARY, *COMPARE) for c in FLOAT_CTYPES for k in _KINDS})
+    out.update(
+        {
+            f"{op}_{c.tag}_{k}": _binary_source(op, c, k)
+            for op in (*BINARY, *COMPARE)
+            for c in FLOAT_CTYPES
+            for k in _KINDS
+        }
+    )
     out.update({f"where_u{8 * w}_{k}": _where_source(w, k) for w in _BITS for k in _KINDS})
     return out
 
@@ -156,8 +175,13 @@ def binary(op: str, a: Any, b: Any) -> CuArray:
         args = [_flat(v.data, shape) if isinstance(v, CuArray) else scalar(v) for v in (a, b)]
         result = dt.bool_ if op in COMPARE else ref.dtype
         out = cp.empty(shape, dtype=ctype(result).cupy_dtype)
-        _launch(("binary", op, c.tag, kinds), lambda: _binary_source(op, c, kinds), f"{op}_{c.tag}_{kinds}",
-                out.size, (*args, out))
+        _launch(
+            ("binary", op, c.tag, kinds),
+            lambda: _binary_source(op, c, kinds),
+            f"{op}_{c.tag}_{kinds}",
+            out.size,
+            (*args, out),
+        )
         return CuArray(out, result)
 
 
@@ -170,10 +194,16 @@ def where(cond: CuArray, a: Any, b: Any, scalar_bits: Any) -> CuArray:
     shape = tuple(np.broadcast_shapes(cond.data.shape, *(v.data.shape for v in (a, b) if isinstance(v, CuArray))))
     with cp.cuda.Device(ref.device_index):
         kinds = "".join("a" if isinstance(v, CuArray) else "s" for v in (a, b))
-        args = [_flat(v.data, shape).view(bits) if isinstance(v, CuArray) else scalar_bits(v).view(bits)
-                for v in (a, b)]
+        args = [
+            _flat(v.data, shape).view(bits) if isinstance(v, CuArray) else scalar_bits(v).view(bits) for v in (a, b)
+        ]
         out = cp.empty(shape, dtype=c.cupy_dtype)
         width = c.itemsize
-        _launch(("where", width, kinds), lambda: _where_source(width, kinds), f"where_u{8 * width}_{kinds}",
-                out.size, (_flat(cond.data, shape), *args, out.view(bits)))
+        _launch(
+            ("where", width, kinds),
+            lambda: _where_source(width, kinds),
+            f"where_u{8 * width}_{kinds}",
+            out.size,
+            (_flat(cond.data, shape), *args, out.view(bits)),
+        )
         return CuArray(out, ref.dtype)

@@ -11,14 +11,25 @@ from __future__ import annotations
 import functools
 import importlib
 import os
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import ampcore
 from ampcore import dtypes as dt
 
-__all__ = ["INSTALL_HINT", "import_cupy", "import_cupy_module", "resolve_module", "simulated", "probe",
-           "device_count", "properties", "capabilities_from_properties",
-           "GEMM_OPS", "MIN_CC_BY_CUDA_MAJOR"]
+__all__ = [
+    "INSTALL_HINT",
+    "import_cupy",
+    "import_cupy_module",
+    "resolve_module",
+    "simulated",
+    "probe",
+    "device_count",
+    "properties",
+    "capabilities_from_properties",
+    "GEMM_OPS",
+    "MIN_CC_BY_CUDA_MAJOR",
+]
 
 INSTALL_HINT = "pip install 'ampcore-cuda[cuda12]' (CUDA 12 driver) or 'ampcore-cuda[cuda13]' (CUDA 13 driver)"
 
@@ -30,8 +41,23 @@ MIN_CC_BY_CUDA_MAJOR = {12: (5, 0), 13: (7, 5)}
 
 # The ops autocast runs in float32 when the device has no tensor cores for the dtype (cuBLAS has no bfloat16
 # GEMM before compute capability 8.0; the backend would widen to float32 anyway, so say so in the trace).
-GEMM_OPS = frozenset({"matmul", "mm", "bmm", "addmm", "addbmm", "baddbmm", "linear", "conv1d", "conv2d", "conv3d",
-                      "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"})
+GEMM_OPS = frozenset(
+    {
+        "matmul",
+        "mm",
+        "bmm",
+        "addmm",
+        "addbmm",
+        "baddbmm",
+        "linear",
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "conv_transpose1d",
+        "conv_transpose2d",
+        "conv_transpose3d",
+    }
+)
 
 
 def import_cupy() -> Any:
@@ -74,7 +100,7 @@ def resolve_module(name: str, import_module: Callable[[str], Any]) -> Any:
 _SIM_ENV = "AMPCORE_CUDA_SIMULATOR"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _simulator(value: str) -> tuple[Any, str]:
     """(the simulator profile to use or None, a note for ``ampcore info``) for ``AMPCORE_CUDA_SIMULATOR=value``.
 
@@ -90,8 +116,10 @@ def _simulator(value: str) -> tuple[Any, str]:
             return None, f"{_SIM_ENV}={value!r} ignored: CuPy and a GPU are present, so the GPU runs the kernels"
     except Exception:  # no CuPy or no GPU: the simulator stands in
         pass
-    return profile, (f"simulated: {_SIM_ENV}={value!r} runs the CUDA kernels on the CPU with g++ (an "
-                     f"sm_{profile.major}{profile.minor} {profile.name}); no GPU, no speed figures")
+    return profile, (
+        f"simulated: {_SIM_ENV}={value!r} runs the CUDA kernels on the CPU with g++ (an "
+        f"sm_{profile.major}{profile.minor} {profile.name}); no GPU, no speed figures"
+    )
 
 
 def simulated() -> bool:
@@ -117,19 +145,27 @@ def _runtime_error_reason(exc: Exception, runtime: Any) -> str:
     if status == _INSUFFICIENT_DRIVER:
         driver = _safe(runtime.driverGetVersion, 0)
         if not driver:
-            return (f"no NVIDIA driver is loaded ({exc}): install the NVIDIA driver and check that "
-                    "`nvidia-smi` lists the GPU")
+            return (
+                f"no NVIDIA driver is loaded ({exc}): install the NVIDIA driver and check that "
+                "`nvidia-smi` lists the GPU"
+            )
         other = "cuda12" if rt_version >= 13000 else "cuda13"
-        return (f"the NVIDIA driver supports CUDA {_cuda_version(driver)} but {_wheel(rt_version)} needs CUDA "
-                f"{_cuda_version(rt_version)} ({exc}): upgrade the driver, or pip uninstall {_wheel(rt_version)} "
-                f"&& pip install 'ampcore-cuda[{other}]'")
+        return (
+            f"the NVIDIA driver supports CUDA {_cuda_version(driver)} but {_wheel(rt_version)} needs CUDA "
+            f"{_cuda_version(rt_version)} ({exc}): upgrade the driver, or pip uninstall {_wheel(rt_version)} "
+            f"&& pip install 'ampcore-cuda[{other}]'"
+        )
     if status == _NO_DEVICE:
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        return (f"no CUDA-capable device is detected ({exc}; CUDA_VISIBLE_DEVICES={visible!r}): check that "
-                "`nvidia-smi` lists a GPU and that CUDA_VISIBLE_DEVICES is unset or names one")
+        return (
+            f"no CUDA-capable device is detected ({exc}; CUDA_VISIBLE_DEVICES={visible!r}): check that "
+            "`nvidia-smi` lists a GPU and that CUDA_VISIBLE_DEVICES is unset or names one"
+        )
     if status == _STUB_LIBRARY:
-        return (f"the CUDA driver library found is the toolkit's stub ({exc}): remove the stubs directory from "
-                "LD_LIBRARY_PATH so the real libcuda.so from the NVIDIA driver loads")
+        return (
+            f"the CUDA driver library found is the toolkit's stub ({exc}): remove the stubs directory from "
+            "LD_LIBRARY_PATH so the real libcuda.so from the NVIDIA driver loads"
+        )
     return f"the CUDA runtime failed to list devices ({type(exc).__name__}: {exc}): check that `nvidia-smi` works"
 
 
@@ -182,8 +218,9 @@ def _probe_cupy() -> ampcore.Availability:
     except Exception as exc:
         if type(exc).__name__ == "CUDARuntimeError":
             return ampcore.Availability(False, _runtime_error_reason(exc, cupy.cuda.runtime))
-        return ampcore.Availability(False, f"CuPy could not query the CUDA runtime ({type(exc).__name__}: {exc}): "
-                                           "check that `nvidia-smi` works")
+        return ampcore.Availability(
+            False, f"CuPy could not query the CUDA runtime ({type(exc).__name__}: {exc}): check that `nvidia-smi` works"
+        )
     if count == 0:
         return ampcore.Availability(False, "the CUDA runtime reports 0 devices: check that `nvidia-smi` lists a GPU")
     supported = _check_supported(runtime, count)
@@ -191,9 +228,13 @@ def _probe_cupy() -> ampcore.Availability:
 
 
 def _broken_cupy(exc: BaseException) -> ampcore.Availability:
-    return ampcore.Availability(False, (
-        f"CuPy is installed but fails to import ({type(exc).__name__}: {exc}): install exactly one CuPy wheel, the "
-        f"one for your driver's CUDA major version: pip uninstall -y cupy-cuda12x cupy-cuda13x && {INSTALL_HINT}"))
+    return ampcore.Availability(
+        False,
+        (
+            f"CuPy is installed but fails to import ({type(exc).__name__}: {exc}): install exactly one CuPy wheel, the "
+            f"one for your driver's CUDA major version: pip uninstall -y cupy-cuda12x cupy-cuda13x && {INSTALL_HINT}"
+        ),
+    )
 
 
 def _check_supported(runtime: Any, count: int) -> ampcore.Availability:
@@ -203,11 +244,15 @@ def _check_supported(runtime: Any, count: int) -> ampcore.Availability:
         props = runtime.getDeviceProperties(index)
         cc = (int(props["major"]), int(props["minor"]))
         if need is not None and cc < need:
-            return ampcore.Availability(False, (
-                f"device {index} ({_name(props)!r}) has compute capability {cc[0]}.{cc[1]}, which CUDA "
-                f"{_cuda_version(rt_version)} ({_wheel(rt_version)}) no longer supports (it needs {need[0]}.{need[1]}"
-                f"+): pip uninstall -y {_wheel(rt_version)} && pip install 'ampcore-cuda[cuda12]', or hide the "
-                "device with CUDA_VISIBLE_DEVICES"))
+            return ampcore.Availability(
+                False,
+                (
+                    f"device {index} ({_name(props)!r}) has compute capability {cc[0]}.{cc[1]}, which CUDA "
+                    f"{_cuda_version(rt_version)} ({_wheel(rt_version)}) no longer supports (it needs {need[0]}.{need[1]}"
+                    f"+): pip uninstall -y {_wheel(rt_version)} && pip install 'ampcore-cuda[cuda12]', or hide the "
+                    "device with CUDA_VISIBLE_DEVICES"
+                ),
+            )
     return ampcore.Availability(True)
 
 
@@ -223,9 +268,13 @@ def _check_libraries(cupy: Any) -> ampcore.Availability:
         try:
             load()
         except Exception as exc:  # DynamicLibNotFoundError (CuPy 14), ImportError, OSError, ...
-            return ampcore.Availability(False, (
-                f"CuPy cannot load {library} ({type(exc).__name__}: {exc}): pip install '{_wheel(rt_version)}[ctk]' "
-                f"(the CUDA libraries from PyPI), or install the CUDA Toolkit {rt_version // 1000}"))
+            return ampcore.Availability(
+                False,
+                (
+                    f"CuPy cannot load {library} ({type(exc).__name__}: {exc}): pip install '{_wheel(rt_version)}[ctk]' "
+                    f"(the CUDA libraries from PyPI), or install the CUDA Toolkit {rt_version // 1000}"
+                ),
+            )
     return ampcore.Availability(True)
 
 

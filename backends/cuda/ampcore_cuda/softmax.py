@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
 from ampcore import cgen
 
 from .array import CuArray, contiguous
@@ -30,11 +31,18 @@ def _source(op: str, c: CType) -> str:
     needs_max, term, result = _OPS[op]
     acc = acc_type(c)
     load_g = c.load("gy", "e") if op.endswith("_backward") else "0"
-    max_pass = f"""    M = NEG_INF;
+    max_pass = (
+        f"""    M = NEG_INF;
     for (long long r = threadIdx.x; r < n; r += blockDim.x) M = nan_max(M, (ACC){c.load("x", "base + r * inner")});
     M = block_reduce(M, true);
-""" if needs_max else ""
-    return PRELUDE + reduce_helpers(acc) + f"""
+"""
+        if needs_max
+        else ""
+    )
+    return (
+        PRELUDE
+        + reduce_helpers(acc)
+        + f"""
 __device__ __forceinline__ ACC term_of(ACC X, ACC G, ACC M) {{ return {term}; }}
 __device__ __forceinline__ ACC result_of(ACC X, ACC G, ACC M, ACC S) {{ return {result}; }}
 
@@ -56,6 +64,7 @@ extern "C" __global__ void __launch_bounds__({ROW_BLOCK})
     }}
 }}
 """
+    )
 
 
 def sources() -> dict[str, str]:
@@ -100,5 +109,9 @@ def log_softmax_backward(y: CuArray, gy: CuArray, axis: int) -> CuArray:
 
 def kernels() -> dict[str, Callable[..., Any]]:
     """The fused softmax family by contract name."""
-    return {"softmax": softmax, "log_softmax": log_softmax, "softmax_backward": softmax_backward,
-            "log_softmax_backward": log_softmax_backward}
+    return {
+        "softmax": softmax,
+        "log_softmax": log_softmax,
+        "softmax_backward": softmax_backward,
+        "log_softmax_backward": log_softmax_backward,
+    }

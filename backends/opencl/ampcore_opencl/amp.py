@@ -26,10 +26,12 @@ nothing) and scalars as arguments, so nothing recompiles from step to step.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
+
 from ampcore import cgen
 from ampcore import dtypes as dt
 
@@ -37,8 +39,21 @@ from .array import CLArray
 from .codegen import CType, ctype, prelude
 from .devices import DeviceState
 
-__all__ = ["VARIANTS", "LOCAL_SIZE", "CPU_TILE", "TileShape", "tile_shape", "Launch", "plan_launches", "select_code",
-           "unscale_and_check", "update_scale", "gelu", "gelu_backward", "kernels"]
+__all__ = [
+    "VARIANTS",
+    "LOCAL_SIZE",
+    "CPU_TILE",
+    "TileShape",
+    "tile_shape",
+    "Launch",
+    "plan_launches",
+    "select_code",
+    "unscale_and_check",
+    "update_scale",
+    "gelu",
+    "gelu_backward",
+    "kernels",
+]
 
 VARIANTS = (1, 2, 4, 8, 16, 32)
 # Work-items per group on a GPU, one element each: a tile of LOCAL_SIZE consecutive elements of one buffer.
@@ -103,7 +118,7 @@ def plan_launches(state: DeviceState, groups: Sequence[tuple[CLArray, ...]], max
     tile = tile_shape(state).tile
     work = [g for g in groups if g[0].size]
     for start in range(0, len(work), max_k):
-        chunk = work[start:start + max_k]
+        chunk = work[start : start + max_k]
         k = next(v for v in VARIANTS if v >= len(chunk))
         starts, total = cgen.tile_starts([g[0].size for g in chunk], tile)
         # Unused slots start at ``total``: the search never lands on them.
@@ -131,9 +146,11 @@ def select_code(k: int, shape: TileShape, pointers: Sequence[tuple[str, str]]) -
     """
     lines = ["    const long grp = (long)get_group_id(0);", "    int b = 0;"]
     lines += [f"    if (meta[b + {h}] <= grp) b += {h};" for h in (16, 8, 4, 2, 1) if h < k]
-    lines += [f"    const long n = meta[{k} + b];",
-              f"    const long first = (grp - meta[b]) * {shape.tile} + (long)get_local_id(0) * {shape.per_item};",
-              f"    const long last = min(first + {shape.per_item}, n);"]
+    lines += [
+        f"    const long n = meta[{k} + b];",
+        f"    const long first = (grp - meta[b]) * {shape.tile} + (long)get_local_id(0) * {shape.per_item};",
+        f"    const long last = min(first + {shape.per_item}, n);",
+    ]
     lines += [f"    {ptype} *{name} = {name}0;" for name, ptype in pointers]
     if k > 1:
         lines.append("    switch (b) {")
@@ -166,7 +183,10 @@ def _same_state(arrays: Sequence[Any], what: str) -> DeviceState:
 def _unscale_source(c: CType, k: int, shape: TileShape, fp64: bool) -> str:
     compute = "double" if c.tag == "f64" else "float"
     g = [("g", f"__global {c.storage}")]
-    return prelude(fp64) + NO_CONTRACT + f"""
+    return (
+        prelude(fp64)
+        + NO_CONTRACT
+        + f"""
 __kernel __attribute__((reqd_work_group_size({shape.local}, 1, 1)))
 void unscale_and_check({pointer_params(k, g)}, __constant long *meta,
                        __constant float *inv_scale, __global float *restrict found_inf) {{
@@ -178,10 +198,12 @@ void unscale_and_check({pointer_params(k, g)}, __constant long *meta,
     if (bad) found_inf[0] = 1.0f;  /* once per work-item, and only ever set: the flag accumulates over calls */
 }}
 """
+    )
 
 
-def unscale_and_check(grads: Sequence[CLArray], inv_scale: CLArray, found_inf: CLArray
-                      ) -> tuple[list[CLArray], CLArray]:
+def unscale_and_check(
+    grads: Sequence[CLArray], inv_scale: CLArray, found_inf: CLArray
+) -> tuple[list[CLArray], CLArray]:
     """Multiply every gradient in place by ``inv_scale[0]`` (read on the device) and set ``found_inf[0]`` to
     1.0 if any unscaled value is inf/NaN (or overflows its dtype); never clears it.
 
@@ -205,10 +227,20 @@ def unscale_and_check(grads: Sequence[CLArray], inv_scale: CLArray, found_inf: C
     for dtype, groups in by_dtype.items():
         c = ctype(dtype)
         for launch in plan_launches(state, groups, max_variant(state, 1, 24)):
-            kernel = state.kernel(("unscale_and_check", c.tag, launch.k, shape),
-                                  lambda: _unscale_source(c, launch.k, shape, state.fp64), "unscale_and_check")
-            state.launch(kernel, (launch.n_groups * shape.local,), (shape.local,), *buffer_args(launch, 1),
-                         launch.meta, inv_scale.buffer, found_inf.buffer)
+            kernel = state.kernel(
+                ("unscale_and_check", c.tag, launch.k, shape),
+                lambda: _unscale_source(c, launch.k, shape, state.fp64),
+                "unscale_and_check",
+            )
+            state.launch(
+                kernel,
+                (launch.n_groups * shape.local,),
+                (shape.local,),
+                *buffer_args(launch, 1),
+                launch.meta,
+                inv_scale.buffer,
+                found_inf.buffer,
+            )
     return grads, found_inf
 
 
@@ -230,8 +262,14 @@ def _split(value: float) -> tuple[float, float]:
     return hi, float(np.float32(value - hi))
 
 
-def update_scale(scale: CLArray, growth_tracker: CLArray, found_inf: CLArray, growth_factor: float,
-                 backoff_factor: float, growth_interval: int) -> tuple[CLArray, CLArray]:
+def update_scale(
+    scale: CLArray,
+    growth_tracker: CLArray,
+    found_inf: CLArray,
+    growth_factor: float,
+    backoff_factor: float,
+    growth_interval: int,
+) -> tuple[CLArray, CLArray]:
     """torch's dynamic loss-scale rule (``_amp_update_scale_``, spelled out in
     :func:`ampcore.cgen.update_scale_kernel`) on the device, one work-item, no host read.
 
@@ -242,13 +280,23 @@ def update_scale(scale: CLArray, growth_tracker: CLArray, found_inf: CLArray, gr
     return _update_scale(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval, None)
 
 
-def _update_scale(scale: CLArray, growth_tracker: CLArray, found_inf: CLArray, growth_factor: float,
-                  backoff_factor: float, growth_interval: int, use64: bool | None) -> tuple[CLArray, CLArray]:
+def _update_scale(
+    scale: CLArray,
+    growth_tracker: CLArray,
+    found_inf: CLArray,
+    growth_factor: float,
+    backoff_factor: float,
+    growth_interval: int,
+    use64: bool | None,
+) -> tuple[CLArray, CLArray]:
     """:func:`update_scale`; ``use64=False`` takes the no-fp64 (fma) path even where the device has fp64."""
     state = _same_state([scale, growth_tracker, found_inf], "update_scale")
     use64 = state.fp64 if use64 is None else use64 and state.fp64
-    for name, a, want in (("scale", scale, dt.float32), ("growth_tracker", growth_tracker, dt.int32),
-                          ("found_inf", found_inf, dt.float32)):
+    for name, a, want in (
+        ("scale", scale, dt.float32),
+        ("growth_tracker", growth_tracker, dt.int32),
+        ("found_inf", found_inf, dt.float32),
+    ):
         if a.dtype != want or a.size != 1:
             raise TypeError(f"update_scale: {name} must be a 1-element {want.name} array, got {a!r}")
     if isinstance(growth_interval, bool) or not isinstance(growth_interval, (int, np.integer)):
@@ -259,12 +307,23 @@ def _update_scale(scale: CLArray, growth_tracker: CLArray, found_inf: CLArray, g
     else:
         factors = [*_split(float(growth_factor)), *_split(float(backoff_factor))]
         types = [np.float32] * 4
-    kernel = state.kernel(("update_scale", use64), lambda: _update_source(use64), "update_scale",
-                          [None] * 5 + types + [np.int64])
+    kernel = state.kernel(
+        ("update_scale", use64), lambda: _update_source(use64), "update_scale", [None] * 5 + types + [np.int64]
+    )
     out_scale, out_tracker = CLArray(state, scale.shape, dt.float32), CLArray(state, growth_tracker.shape, dt.int32)
-    interval = max(min(int(growth_interval), 2 ** 63 - 1), -2 ** 63)  # the int32 tracker never equals a bigger one
-    state.launch(kernel, (1,), (1,), scale.buffer, growth_tracker.buffer, found_inf.buffer, out_scale.buffer,
-                 out_tracker.buffer, *factors, interval)
+    interval = max(min(int(growth_interval), 2**63 - 1), -(2**63))  # the int32 tracker never equals a bigger one
+    state.launch(
+        kernel,
+        (1,),
+        (1,),
+        scale.buffer,
+        growth_tracker.buffer,
+        found_inf.buffer,
+        out_scale.buffer,
+        out_tracker.buffer,
+        *factors,
+        interval,
+    )
     return out_scale, out_tracker
 
 
@@ -286,8 +345,15 @@ _SIGMOID_2Y = """    const {c} y2 = TWO_C * (x + GELU_C * x * x * x);
     const {c} p = ONE / (ONE + a);
     const {c} s = y2 >= 0 ? p : a * p;
 """
-_CONSTANTS = {"HALF": 0.5, "ONE": 1.0, "THREE": 3.0, "SQRT1_2": 0.7071067811865476, "TWO_C": 1.5957691216057308,
-              "GELU_C": 0.044715, "INV_SQRT_2PI": 0.3989422804014327}
+_CONSTANTS = {
+    "HALF": 0.5,
+    "ONE": 1.0,
+    "THREE": 3.0,
+    "SQRT1_2": 0.7071067811865476,
+    "TWO_C": 1.5957691216057308,
+    "GELU_C": 0.044715,
+    "INV_SQRT_2PI": 0.3989422804014327,
+}
 
 
 # erfc from S. L. Moshier's Cephes (ndtr.c, release 2.2), the rational approximations the CPU backend's erf
@@ -295,20 +361,60 @@ _CONSTANTS = {"HALF": 0.5, "ONE": 1.0, "THREE": 3.0, "SQRT1_2": 0.70710678118654
 # x < 0; 0 or 2 past 27), relative error ~1e-16.  Every branch is computed and one selected (no control
 # flow for PoCL's vectoriser): gelu ran 2x faster than with PoCL's builtin erfc.
 _CEPHES = {
-    "T": (9.60497373987051638749e0, 9.00260197203842689217e1, 2.23200534594684319226e3,
-          7.00332514112805075473e3, 5.55923013010394962768e4),
-    "U": (1.0, 3.35617141647503099647e1, 5.21357949780152679795e2, 4.59432382970980127987e3,
-          2.26290000613890934246e4, 4.92673942608635921086e4),
-    "P": (2.46196981473530512524e-10, 5.64189564831068821977e-1, 7.46321056442269912687e0,
-          4.86371970985681366614e1, 1.96520832956077098242e2, 5.26445194995477358631e2,
-          9.34528527171957607540e2, 1.02755188689515710272e3, 5.57535335369399327526e2),
-    "Q": (1.0, 1.32281951154744992508e1, 8.67072140885989742329e1, 3.54937778887819891062e2,
-          9.75708501743205489753e2, 1.82390916687909736289e3, 2.24633760818710981792e3,
-          1.65666309194161350182e3, 5.57535340817727675546e2),
-    "R": (5.64189583547755073984e-1, 1.27536670759978104416e0, 5.01905042251180477414e0,
-          6.16021097993053585195e0, 7.40974269950448939160e0, 2.97886665372100240670e0),
-    "S": (1.0, 2.26052863220117276590e0, 9.39603524938001434673e0, 1.20489539808096656605e1,
-          1.70814450747565897222e1, 9.60896809063285878198e0, 3.36907645100081516050e0),
+    "T": (
+        9.60497373987051638749e0,
+        9.00260197203842689217e1,
+        2.23200534594684319226e3,
+        7.00332514112805075473e3,
+        5.55923013010394962768e4,
+    ),
+    "U": (
+        1.0,
+        3.35617141647503099647e1,
+        5.21357949780152679795e2,
+        4.59432382970980127987e3,
+        2.26290000613890934246e4,
+        4.92673942608635921086e4,
+    ),
+    "P": (
+        2.46196981473530512524e-10,
+        5.64189564831068821977e-1,
+        7.46321056442269912687e0,
+        4.86371970985681366614e1,
+        1.96520832956077098242e2,
+        5.26445194995477358631e2,
+        9.34528527171957607540e2,
+        1.02755188689515710272e3,
+        5.57535335369399327526e2,
+    ),
+    "Q": (
+        1.0,
+        1.32281951154744992508e1,
+        8.67072140885989742329e1,
+        3.54937778887819891062e2,
+        9.75708501743205489753e2,
+        1.82390916687909736289e3,
+        2.24633760818710981792e3,
+        1.65666309194161350182e3,
+        5.57535340817727675546e2,
+    ),
+    "R": (
+        5.64189583547755073984e-1,
+        1.27536670759978104416e0,
+        5.01905042251180477414e0,
+        6.16021097993053585195e0,
+        7.40974269950448939160e0,
+        2.97886665372100240670e0,
+    ),
+    "S": (
+        1.0,
+        2.26052863220117276590e0,
+        9.39603524938001434673e0,
+        1.20489539808096656605e1,
+        1.70814450747565897222e1,
+        9.60896809063285878198e0,
+        3.36907645100081516050e0,
+    ),
 }
 
 
@@ -320,8 +426,9 @@ def _horner(c: str, coefficients: tuple[float, ...], x: str, suffix: str) -> str
 
 
 def _erfc_source(c: str, suffix: str) -> str:
-    poly = {name: _horner(c, coefficients, "zz" if name in "TU" else "ao", suffix)
-            for name, coefficients in _CEPHES.items()}
+    poly = {
+        name: _horner(c, coefficients, "zz" if name in "TU" else "ao", suffix) for name, coefficients in _CEPHES.items()
+    }
     return f"""
 inline {c} erfc_({c} z) {{
     const {c} a = fabs(z);
@@ -360,7 +467,12 @@ def _gelu_source(c: CType, compute: str, approximate: str, backward: bool, local
         loads += _SIGMOID_2Y.format(c=compute)
     expr = (_GELU_BACKWARD if backward else _GELU)[approximate]
     erfc = _erfc_source(compute, suffix) if approximate == "none" else ""
-    return prelude(fp64) + NO_CONTRACT + consts + erfc + f"""
+    return (
+        prelude(fp64)
+        + NO_CONTRACT
+        + consts
+        + erfc
+        + f"""
 __kernel __attribute__((reqd_work_group_size({local}, 1, 1)))
 void gelu_kernel({params}__global {c.storage} *y, long size) {{
     const long i = (long)get_global_id(0);
@@ -369,6 +481,7 @@ void gelu_kernel({params}__global {c.storage} *y, long size) {{
     {c.store("y", "i", "r", compute)}
 }}
 """
+    )
 
 
 def _gelu_launch(x: CLArray, gy: CLArray | None, approximate: str) -> CLArray:
@@ -385,8 +498,12 @@ def _gelu_launch(x: CLArray, gy: CLArray | None, approximate: str) -> CLArray:
         return out
     c, compute, local = x.ctype, gelu_compute_type(state, x.dtype), local_size(state)
     key = (what, c.tag, compute, approximate, local)
-    kernel = state.kernel(key, lambda: _gelu_source(c, compute, approximate, gy is not None, local, state.fp64),
-                          "gelu_kernel", [None] * (2 if gy is None else 3) + [np.int64])
+    kernel = state.kernel(
+        key,
+        lambda: _gelu_source(c, compute, approximate, gy is not None, local, state.fp64),
+        "gelu_kernel",
+        [None] * (2 if gy is None else 3) + [np.int64],
+    )
     buffers = [x.buffer] if gy is None else [x.buffer, gy.buffer]
     state.launch(kernel, (-(-x.size // local) * local,), (local,), *buffers, out.buffer, x.size)
     return out
@@ -406,5 +523,10 @@ def kernels() -> dict[str, Callable[..., Any]]:
     """The AMP family's kernels by contract name (adamw_step from :mod:`.optim`)."""
     from .optim import adamw_step
 
-    return {"unscale_and_check": unscale_and_check, "update_scale": update_scale, "gelu": gelu,
-            "gelu_backward": gelu_backward, "adamw_step": adamw_step}
+    return {
+        "unscale_and_check": unscale_and_check,
+        "update_scale": update_scale,
+        "gelu": gelu,
+        "gelu_backward": gelu_backward,
+        "adamw_step": adamw_step,
+    }

@@ -28,11 +28,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from ampcore import cgen
 from ampcore import dtypes as dt
 
-__all__ = ["CType", "ctype", "prelude", "INDEX_HELPERS", "HALF_CONVERSIONS", "HALF_TYPE_DEFINE",
-           "half_conversions"]
+__all__ = ["CType", "ctype", "prelude", "INDEX_HELPERS", "HALF_CONVERSIONS", "HALF_TYPE_DEFINE", "half_conversions"]
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,9 @@ def ctype(dtype: dt.DType) -> CType:
     try:
         return _TABLE[dtype]
     except KeyError:
-        raise TypeError(f"the opencl backend cannot store {dtype!r}; it stores {', '.join(d.name for d in _TABLE)}") from None
+        raise TypeError(
+            f"the opencl backend cannot store {dtype!r}; it stores {', '.join(d.name for d in _TABLE)}"
+        ) from None
 
 
 # float16 <-> float32, two implementations with one interface (``half_to_float(ushort)``,
@@ -112,8 +114,7 @@ HALF_TYPE_DEFINE = "AMPCORE_HALF_TYPE"
 
 def half_conversions() -> str:
     """Both float16 conversion implementations, the one compiled chosen by :data:`HALF_TYPE_DEFINE`."""
-    return (f"#ifdef {HALF_TYPE_DEFINE}\n{HALF_CONVERSIONS['half']}#else\n"
-            f"{HALF_CONVERSIONS['integer']}#endif\n")
+    return f"#ifdef {HALF_TYPE_DEFINE}\n{HALF_CONVERSIONS['half']}#else\n{HALF_CONVERSIONS['integer']}#endif\n"
 
 
 INDEX_HELPERS = """

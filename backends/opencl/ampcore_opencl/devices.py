@@ -173,8 +173,7 @@ class DeviceState:
         self.build_options += self.half_convert.build_options
 
     # --- kernels -------------------------------------------------------
-    def kernel(self, key: Any, source: Callable[[], str], name: str,
-               scalar_types: Sequence[Any] | None = None) -> Any:
+    def kernel(self, key: Any, source: Callable[[], str], name: str, scalar_types: Sequence[Any] | None = None) -> Any:
         """The compiled kernel ``name`` for ``key``, building ``source()`` on the first call only.
 
         ``scalar_types`` lists, per argument, the NumPy dtype of a scalar
@@ -210,8 +209,10 @@ class DeviceState:
                 return pyopencl.Program(self.context, source).build(options=list(self.build_options))
         except pyopencl.Error as exc:
             log = _write_build_log(self.device, source, exc)
-            raise BuildError(f"OpenCL build failed on {describe(self.device)}: {compiler_message(exc)} "
-                             f"(compiler log and source: {log})") from exc
+            raise BuildError(
+                f"OpenCL build failed on {describe(self.device)}: {compiler_message(exc)} "
+                f"(compiler log and source: {log})"
+            ) from exc
 
     def launch(self, kernel: Any, global_size: Sequence[int], local_size: Sequence[int] | None, *args: Any) -> Any:
         """Enqueue ``kernel`` (no wait).  Kernel objects hold their arguments, so setting and enqueueing is
@@ -245,8 +246,9 @@ class DeviceState:
         if found is None:
             pyopencl = cl()
             host = np.array(key or (0,), dtype=np.int64)
-            found = pyopencl.Buffer(self.context, pyopencl.mem_flags.READ_ONLY | pyopencl.mem_flags.COPY_HOST_PTR,
-                                    hostbuf=host)
+            found = pyopencl.Buffer(
+                self.context, pyopencl.mem_flags.READ_ONLY | pyopencl.mem_flags.COPY_HOST_PTR, hostbuf=host
+            )
             if len(self._meta) > 4096:  # bounded: layouts of a long-running process with varying shapes
                 self._meta.clear()
             self._meta[key] = found

@@ -95,8 +95,9 @@ def arange(start: Any, stop: Any, step: Any, dtype: Any, device_index: int = 0) 
         first, delta = np.int64(start), np.int64(step)
     else:  # NumPy fills start + i * delta with delta = (start + step) - start
         first, delta = float(start), (float(start) + float(step)) - float(start)
-        first, delta = (np.float64(first), np.float64(delta)) if work == "double" else \
-            (np.float32(first), np.float32(delta))
+        first, delta = (
+            (np.float64(first), np.float64(delta)) if work == "double" else (np.float32(first), np.float32(delta))
+        )
     value = f"first + ({work})i * delta" if not integral else "(long)((ulong)first + (ulong)i * (ulong)delta)"
     if ct.tag == "f16" and work == "double":
         value = f"double_to_float_odd({value})"
@@ -104,8 +105,15 @@ def arange(start: Any, stop: Any, step: Any, dtype: Any, device_index: int = 0) 
     name = f"ew_arange_{ct.tag}_{work}"
     params = [f"__global {ct.storage} *out", f"{work} first", f"{work} delta", "long base", "long n"]
     source = prelude(state.fp64) + kernel_pair(name, params, "long i = base + get_global_id(0);", "i >= n", store)
-    launch_linear(state, ("arange", ct.tag, work), name, lambda: source, [None, first.dtype, delta.dtype],
-                  [out.buffer, first, delta], out.size)
+    launch_linear(
+        state,
+        ("arange", ct.tag, work),
+        name,
+        lambda: source,
+        [None, first.dtype, delta.dtype],
+        [out.buffer, first, delta],
+        out.size,
+    )
     return out
 
 
@@ -125,10 +133,20 @@ def _random(kind: str) -> Callable[..., CLArray]:
         store = ct.store("out", "i", "v", value_type="double" if wide else "float")
         name = f"ew_{kind}_{ct.tag}"
         params = [f"__global {ct.storage} *out", "ulong key", "long base", "long n"]
-        source = prelude(state.fp64) + _RANDOM_HELPERS + kernel_pair(
-            name, params, "long i = base + get_global_id(0);", "i >= n", f"{sample}\n    {store}")
-        launch_linear(state, (kind, ct.tag), name, lambda: source, [None, np.uint64],
-                      [out.buffer, np.uint64(splitmix64(int(seed)))], out.size)
+        source = (
+            prelude(state.fp64)
+            + _RANDOM_HELPERS
+            + kernel_pair(name, params, "long i = base + get_global_id(0);", "i >= n", f"{sample}\n    {store}")
+        )
+        launch_linear(
+            state,
+            (kind, ct.tag),
+            name,
+            lambda: source,
+            [None, np.uint64],
+            [out.buffer, np.uint64(splitmix64(int(seed)))],
+            out.size,
+        )
         return out
 
     kernel.__name__ = kind

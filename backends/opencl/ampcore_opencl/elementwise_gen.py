@@ -26,8 +26,18 @@ from .array import CLArray, broadcast_strides, collapse
 from .codegen import CType, ctype, prelude
 from .devices import DeviceState
 
-__all__ = ["Operand", "Plan", "plan", "source", "kernel_pair", "launch_linear", "run", "scalar_arg", "storage_scalar",
-           "CAP"]
+__all__ = [
+    "Operand",
+    "Plan",
+    "plan",
+    "source",
+    "kernel_pair",
+    "launch_linear",
+    "run",
+    "scalar_arg",
+    "storage_scalar",
+    "CAP",
+]
 
 CAP = 256  # work-group size: PoCL vectorises a work-group's loop; GPUs like 256 too
 
@@ -120,8 +130,9 @@ class Plan:
 def plan(out_shape: Sequence[int], operands: Sequence[Any]) -> Plan:
     """The addressing of ``operands`` (CLArrays or Python numbers) broadcast to ``out_shape``."""
     n = math.prod(out_shape)
-    modes = "".join("s" if not isinstance(v, CLArray) else "c" if v.size == n else "p" if v.size == 1 else "b"
-                    for v in operands)
+    modes = "".join(
+        "s" if not isinstance(v, CLArray) else "c" if v.size == n else "p" if v.size == 1 else "b" for v in operands
+    )
     if "b" not in modes:
         return Plan(modes, n)
     strides = [broadcast_strides(v.shape, out_shape) for v, m in zip(operands, modes) if m == "b"]
@@ -134,12 +145,23 @@ def kernel_pair(name: str, params: Sequence[str], index: str, check: str, body: 
     ``name_tail`` with ``check``.  PoCL vectorises a work-group's loop only without the early return: the
     unchecked kernel is 3-10x faster."""
     head = f"({', '.join(params)}) {{\n    {index}\n"
-    return (f"\n__kernel void {name}{head}    {body}\n}}\n"
-            f"\n__kernel void {name}_tail{head}    if ({check}) return;\n    {body}\n}}\n")
+    return (
+        f"\n__kernel void {name}{head}    {body}\n}}\n"
+        f"\n__kernel void {name}_tail{head}    if ({check}) return;\n    {body}\n}}\n"
+    )
 
 
-def source(name: str, out: CType, store: Callable[[str], str], operands: Sequence[Operand], expr: str,
-           helpers: str, strided: bool, fp64: bool, native_half: bool = False) -> str:
+def source(
+    name: str,
+    out: CType,
+    store: Callable[[str], str],
+    operands: Sequence[Operand],
+    expr: str,
+    helpers: str,
+    strided: bool,
+    fp64: bool,
+    native_half: bool = False,
+) -> str:
     """The OpenCL source of one elementwise kernel pair (see :func:`kernel_pair`): ``out[i] = expr(v0, ...)``."""
     params = [f"__global {out.storage} *restrict out"] + [op.param(k) for k, op in enumerate(operands)]
     broadcast = [k for k, op in enumerate(operands) if op.mode == "b"]
@@ -151,8 +173,13 @@ def source(name: str, out: CType, store: Callable[[str], str], operands: Sequenc
         check = "j >= inner || m >= mid"
         lines += ["long i = (o * mid + m) * inner + j;"]
         lines += [f"long off{k} = j * sj{k} + m * sm{k};" for k in broadcast]
-        lines += ["if (nd > 2) {", "    long r = o;", "    for (int d = nd - 3; d > 0; --d) {",
-                  "        long s = meta[d], c = r % s;", "        r /= s;"]
+        lines += [
+            "if (nd > 2) {",
+            "    long r = o;",
+            "    for (int d = nd - 3; d > 0; --d) {",
+            "        long s = meta[d], c = r % s;",
+            "        r /= s;",
+        ]
         lines += [f"        off{k} += c * meta[{b + 1} * nd + d];" for b, k in enumerate(broadcast)]
         lines += ["    }"] + [f"    off{k} += r * meta[{b + 1} * nd];" for b, k in enumerate(broadcast)]
         lines += ["}"]
@@ -163,12 +190,23 @@ def source(name: str, out: CType, store: Callable[[str], str], operands: Sequenc
         var_type = op.ct.storage if op.raw else op.work
         lines.append(f"{var_type} v{k} = {op.read(k, f'off{k}' if op.mode == 'b' else 'i')};")
     lines.append(store(expr.format(*[f"v{k}" for k in range(len(operands))])))
-    return prelude(fp64, native_half) + ODD_HELPERS + helpers + kernel_pair(name, params, index, check,
-                                                                            "\n    ".join(lines))
+    return (
+        prelude(fp64, native_half)
+        + ODD_HELPERS
+        + helpers
+        + kernel_pair(name, params, index, check, "\n    ".join(lines))
+    )
 
 
-def launch_linear(state: DeviceState, key: Any, name: str, make_source: Callable[[], str], types: list[Any],
-                  args: Sequence[Any], n: int) -> None:
+def launch_linear(
+    state: DeviceState,
+    key: Any,
+    name: str,
+    make_source: Callable[[], str],
+    types: list[Any],
+    args: Sequence[Any],
+    n: int,
+) -> None:
     """Enqueue a linear kernel pair over ``n`` items: the unchecked kernel on whole work-groups, the
     checked one on the remainder (one more work-group)."""
     cap = min(CAP, state.max_work_group_size)
@@ -185,8 +223,16 @@ def _pow2_divisor(n: int, cap: int) -> int:
     return min(cap, n & -n)
 
 
-def run(state: DeviceState, key: Any, name: str, make_source: Callable[[], str], out: CLArray,
-        operands: Sequence[Operand], values: Sequence[Any], p: Plan) -> CLArray:
+def run(
+    state: DeviceState,
+    key: Any,
+    name: str,
+    make_source: Callable[[], str],
+    out: CLArray,
+    operands: Sequence[Operand],
+    values: Sequence[Any],
+    p: Plan,
+) -> CLArray:
     """Compile (once per key) and enqueue one elementwise kernel writing ``out``; nothing for empty outputs."""
     if out.size == 0:
         return out
@@ -205,8 +251,9 @@ def run(state: DeviceState, key: Any, name: str, make_source: Callable[[], str],
         l0 = min(cap, 1 << (inner - 1).bit_length())
         l1, kname = min(cap // l0, 1 << (mid - 1).bit_length()), name + "_tail"
     inner_strides = [s for strides in p.strides for s in (strides[-1], strides[-2] if len(strides) > 1 else 0)]
-    kernel = state.kernel(key, make_source, kname,
-                          types + [np.int64, np.int64, np.int32, None] + [np.int64] * len(inner_strides))
+    kernel = state.kernel(
+        key, make_source, kname, types + [np.int64, np.int64, np.int32, None] + [np.int64] * len(inner_strides)
+    )
     meta = state.meta(list(p.shape) + [s for strides in p.strides for s in strides])
     glob = (-(-inner // l0) * l0, -(-mid // l1) * l1, rest)
     state.launch(kernel, glob, (l0, l1, 1), *args, inner, mid, len(p.shape), meta, *inner_strides)

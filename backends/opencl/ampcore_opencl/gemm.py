@@ -60,7 +60,9 @@ _I32 = np.int32
 def _pack_a_source(c: CType, fp64: bool) -> str:
     mr, _ = BLOCKS[c.compute]
     copy = "\n".join(f"    d[{r}] = i0 + {r} < m ? {c.load('s', f'{r} * k')} : ({c.compute})0;" for r in range(mr))
-    return prelude(fp64) + f"""
+    return (
+        prelude(fp64)
+        + f"""
 /* A (z, m, k) -> ap (z, P, k, MR), rows past m zero: one column of one panel per work-item. */
 __kernel void pack_a(__global const {c.storage} *a, __global {c.compute} *ap, long m, long k, long P) {{
     long kk = get_global_id(0), p = get_global_id(1), z = get_global_id(2);
@@ -71,12 +73,15 @@ __kernel void pack_a(__global const {c.storage} *a, __global {c.compute} *ap, lo
 {copy}
 }}
 """
+    )
 
 
 def _pack_b_source(c: CType, fp64: bool) -> str:
     _, nr = BLOCKS[c.compute]
     copy = "\n".join(f"    d[{j}] = j0 + {j} < n ? {c.load('s', str(j))} : ({c.compute})0;" for j in range(nr))
-    return prelude(fp64) + f"""
+    return (
+        prelude(fp64)
+        + f"""
 /* B (z, k, n) -> bp (z, Q, k, NR), columns past n zero: one row of one panel per work-item. */
 __kernel void pack_b(__global const {c.storage} *b, __global {c.compute} *bp, long k, long n, long Q) {{
     long kk = get_global_id(0), q = get_global_id(1), z = get_global_id(2);
@@ -87,13 +92,16 @@ __kernel void pack_b(__global const {c.storage} *b, __global {c.compute} *bp, lo
 {copy}
 }}
 """
+    )
 
 
 def _gemm_source(c: CType, fp64: bool) -> str:
     mr, nr = BLOCKS[c.compute]
     vt = f"{c.compute}{nr}"
     rows = range(mr)
-    lines = [prelude(fp64), f"""
+    lines = [
+        prelude(fp64),
+        f"""
 /* One MR x NR block of C per work-item: (panel of A, panel of B, output batch index). */
 __kernel void gemm(__global const {c.compute} *ap, __global const {c.compute} *bp, __global {c.storage} *out,
                    long m, long n, long k, long P, long Q, int nd, __global const long *meta) {{
@@ -101,7 +109,8 @@ __kernel void gemm(__global const {c.compute} *ap, __global const {c.compute} *b
     long za = strided_offset(z, nd, meta, meta + nd), zb = strided_offset(z, nd, meta, meta + 2 * nd);
     __global const {c.compute} *A = ap + (za * P + p) * k * {mr};
     __global const {c.compute} *B = bp + (zb * Q + q) * k * {nr};
-"""]
+""",
+    ]
     lines += [f"    {vt} c{r} = ({vt})(0);" for r in rows]
     lines.append(f"""    for (long kk = 0; kk < k; ++kk) {{
         {vt} bv = *(__global const {vt} *)(B + kk * {nr});
@@ -114,8 +123,9 @@ __kernel void gemm(__global const {c.compute} *ap, __global const {c.compute} *b
     for r in rows:
         full = " ".join(c.store("o", f"{r} * n + {j}", f"c{r}.s{j:x}") for j in range(nr))
         part = " ".join(f"if ({j} < cols) {{ {c.store('o', f'{r} * n + {j}', f'c{r}.s{j:x}')} }}" for j in range(nr))
-        lines.append(f"    if ({r} < rows) {{\n        if (cols == {nr}) {{ {full} }}\n"
-                     f"        else {{ {part} }}\n    }}")
+        lines.append(
+            f"    if ({r} < rows) {{\n        if (cols == {nr}) {{ {full} }}\n        else {{ {part} }}\n    }}"
+        )
     lines.append("}")
     return "\n".join(lines)
 
@@ -129,7 +139,9 @@ def _direct_source(c: CType, fp64: bool) -> str:
         acc = c.compute
         body = f"acc += {c.load('A', 'kk')} * {c.load('B', 'kk * n')};"
         store = c.store("out", "(z * m + i) * n + j", "acc", value_type=acc)
-    return prelude(fp64) + f"""
+    return (
+        prelude(fp64)
+        + f"""
 /* One element of C per work-item, j fastest. */
 __kernel void direct(__global const {c.storage} *a, __global const {c.storage} *b, __global {c.storage} *out,
                      long m, long n, long k, int nd, __global const long *meta) {{
@@ -143,6 +155,7 @@ __kernel void direct(__global const {c.storage} *a, __global const {c.storage} *
     {store}
 }}
 """
+    )
 
 
 # ----------------------------------------------------------------------------------------------- launch
@@ -155,8 +168,9 @@ def _kernel(state: Any, variant: str, c: CType, source: Callable[[CType, bool], 
     return state.kernel(key, lambda: source(c, state.fp64), variant, scalars)
 
 
-def _batch_meta(state: Any, a_batch: tuple[int, ...], b_batch: tuple[int, ...],
-                batch: tuple[int, ...]) -> tuple[int, Any]:
+def _batch_meta(
+    state: Any, a_batch: tuple[int, ...], b_batch: tuple[int, ...], batch: tuple[int, ...]
+) -> tuple[int, Any]:
     """(nd, meta buffer) describing where output matrix z reads its A and B matrices (in matrix units)."""
     sa = broadcast_strides(a_batch, batch)
     sb = broadcast_strides(b_batch, batch)
@@ -177,8 +191,7 @@ def _packed(a: CLArray, b: CLArray, out: CLArray, m: int, n: int, k: int, z: int
         pack_b = _kernel(state, "pack_b", c, _pack_b_source, [None, None, _I64, _I64, _I64])
         state.launch(pack_a, (_round_up(k, _ROW), panels_a, za), (_ROW, 1, 1), a.buffer, ap, m, k, panels_a)
         state.launch(pack_b, (_round_up(k, _ROW), panels_b, zb), (_ROW, 1, 1), b.buffer, bp, k, n, panels_b)
-    gemm = _kernel(state, "gemm", c, _gemm_source,
-                   [None, None, None, _I64, _I64, _I64, _I64, _I64, _I32, None])
+    gemm = _kernel(state, "gemm", c, _gemm_source, [None, None, None, _I64, _I64, _I64, _I64, _I64, _I32, None])
     # One work-item per work-group: PoCL's implicit vectoriser would otherwise try to widen the already
     # vectorised block across work-items (measured slower).
     state.launch(gemm, (panels_a, panels_b, z), (1, 1, 1), ap, bp, out.buffer, m, n, k, panels_a, panels_b, nd, meta)

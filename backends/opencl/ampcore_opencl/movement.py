@@ -187,9 +187,12 @@ _TILE = 32
 
 # Accumulator per dtype tag: (type, zero, combine(a, b)); ints wrap as NumPy's do, bool is a logical or.
 _ACC = {
-    "f16": ("float", "0.0f", "({a} + {b})"), "bf16": ("float", "0.0f", "({a} + {b})"),
-    "f32": ("float", "0.0f", "({a} + {b})"), "f64": ("double", "0.0", "({a} + {b})"),
-    "i32": ("uint", "0u", "({a} + (uint)({b}))"), "i64": ("ulong", "0ul", "({a} + (ulong)({b}))"),
+    "f16": ("float", "0.0f", "({a} + {b})"),
+    "bf16": ("float", "0.0f", "({a} + {b})"),
+    "f32": ("float", "0.0f", "({a} + {b})"),
+    "f64": ("double", "0.0", "({a} + {b})"),
+    "i32": ("uint", "0u", "({a} + (uint)({b}))"),
+    "i64": ("ulong", "0ul", "({a} + (ulong)({b}))"),
     "b8": ("int", "0", "({a} | {b})"),
 }
 
@@ -223,8 +226,17 @@ def _local(state: DeviceState) -> tuple[int] | None:
     return (1,) if is_cpu(state.device) else None
 
 
-def _copy(state: DeviceState, itemsize: int, shape: Sequence[int], out: Any, out_off: int,
-          out_strides: Sequence[int], src: Any, in_off: int, in_strides: Sequence[int]) -> None:
+def _copy(
+    state: DeviceState,
+    itemsize: int,
+    shape: Sequence[int],
+    out: Any,
+    out_off: int,
+    out_strides: Sequence[int],
+    src: Any,
+    in_off: int,
+    in_strides: Sequence[int],
+) -> None:
     """Enqueue ``out[out_off + c . out_strides] = src[in_off + c . in_strides]`` for every coordinate of ``shape``
     (element units); nothing when ``shape`` is empty."""
     if math.prod(shape) == 0:
@@ -240,15 +252,39 @@ def _copy(state: DeviceState, itemsize: int, shape: Sequence[int], out: Any, out
         _copy_tiled(state, itemsize, shape, out, out_off, outs, src, in_off, ins)
         return
     chunk = _chunk(state, total)
-    kernel = _raw_kernel(state, itemsize, "copy_strided",
-                         [None, _I64, _I64, None, _I64, _I64, _I64, _I64, _I64, _I32, None])
+    kernel = _raw_kernel(
+        state, itemsize, "copy_strided", [None, _I64, _I64, None, _I64, _I64, _I64, _I64, _I64, _I32, None]
+    )
     meta = state.meta(tuple(rest) + tuple(ins[:-1]) + tuple(outs[:-1]))
-    state.launch(kernel, (-(-total // chunk),), _local(state), out, out_off, outs[-1], src, in_off, ins[-1],
-                 shape[-1], total, chunk, len(rest), meta)
+    state.launch(
+        kernel,
+        (-(-total // chunk),),
+        _local(state),
+        out,
+        out_off,
+        outs[-1],
+        src,
+        in_off,
+        ins[-1],
+        shape[-1],
+        total,
+        chunk,
+        len(rest),
+        meta,
+    )
 
 
-def _copy_tiled(state: DeviceState, itemsize: int, shape: Sequence[int], out: Any, out_off: int,
-                outs: Sequence[int], src: Any, in_off: int, ins: Sequence[int]) -> None:
+def _copy_tiled(
+    state: DeviceState,
+    itemsize: int,
+    shape: Sequence[int],
+    out: Any,
+    out_off: int,
+    outs: Sequence[int],
+    src: Any,
+    in_off: int,
+    ins: Sequence[int],
+) -> None:
     """A collapsed copy whose output's last axis is strided in the input while another axis is contiguous there
     (a transpose): copied in tiles, on a CPU device, where walking the input at a large stride would miss the
     cache on every element."""
@@ -259,10 +295,31 @@ def _copy_tiled(state: DeviceState, itemsize: int, shape: Sequence[int], out: An
     units = math.prod(shape[d] for d in batch) * tiles_l * tiles_a
     per = max(1, -(-units // (8 * state.device.max_compute_units)))
     meta = state.meta(tuple(shape[d] for d in batch) + tuple(ins[d] for d in batch) + tuple(outs[d] for d in batch))
-    kernel = _raw_kernel(state, itemsize, "copy_tiled",
-                         [None, _I64, None, _I64, _I64, _I64, _I64, _I64, _I64, _I64, _I64, _I64, _I32, None])
-    state.launch(kernel, (-(-units // per),), _local(state), out, out_off, src, in_off, ins[-1],
-                 n0, na, outs[a], tiles_l, tiles_a, units, per, len(batch), meta)
+    kernel = _raw_kernel(
+        state,
+        itemsize,
+        "copy_tiled",
+        [None, _I64, None, _I64, _I64, _I64, _I64, _I64, _I64, _I64, _I64, _I64, _I32, None],
+    )
+    state.launch(
+        kernel,
+        (-(-units // per),),
+        _local(state),
+        out,
+        out_off,
+        src,
+        in_off,
+        ins[-1],
+        n0,
+        na,
+        outs[a],
+        tiles_l,
+        tiles_a,
+        units,
+        per,
+        len(batch),
+        meta,
+    )
 
 
 def _fill_bits(out: CLArray, value: Any) -> None:
@@ -306,8 +363,17 @@ def transpose(x: CLArray, axes: Sequence[int]) -> CLArray:
     own = contiguous_strides(x.shape)
     shape = tuple(x.shape[a] for a in axes)
     out = empty(x.state, shape, x.dtype)
-    _copy(x.state, x.ctype.itemsize, shape, out.buffer, 0, contiguous_strides(shape),
-          x.buffer, 0, tuple(own[a] for a in axes))
+    _copy(
+        x.state,
+        x.ctype.itemsize,
+        shape,
+        out.buffer,
+        0,
+        contiguous_strides(shape),
+        x.buffer,
+        0,
+        tuple(own[a] for a in axes),
+    )
     return out
 
 
@@ -319,8 +385,17 @@ def broadcast_to(x: CLArray, shape: Sequence[int]) -> CLArray:
     if math.prod(shape) == x.size:  # only size-1 axes added or kept: the same elements in the same order
         return x.reshaped(shape)
     out = empty(x.state, shape, x.dtype)
-    _copy(x.state, x.ctype.itemsize, shape, out.buffer, 0, contiguous_strides(shape),
-          x.buffer, 0, broadcast_strides(x.shape, shape))
+    _copy(
+        x.state,
+        x.ctype.itemsize,
+        shape,
+        out.buffer,
+        0,
+        contiguous_strides(shape),
+        x.buffer,
+        0,
+        broadcast_strides(x.shape, shape),
+    )
     return out
 
 
@@ -345,8 +420,8 @@ def _region(shape: Sequence[int], index: tuple) -> tuple[int, tuple[int, ...], t
             if not -n <= k < n:
                 raise IndexError(f"index {k} is out of bounds for axis {axis} with size {n}")
             offset += (k % n) * own[axis]
-    out_shape += shape[len(index):]
-    strides += own[len(index):]
+    out_shape += shape[len(index) :]
+    strides += own[len(index) :]
     return offset, tuple(out_shape), tuple(strides)
 
 
@@ -368,8 +443,17 @@ def slice_assign(base: CLArray, index: tuple, values: Any) -> CLArray:
     pad = len(shape) - values.ndim
     if pad < 0 or any(n != 1 and n != shape[pad + i] for i, n in enumerate(values.shape)):
         raise ValueError(f"values of shape {values.shape} cannot be assigned to a region of shape {shape}")
-    _copy(base.state, base.ctype.itemsize, shape, out.buffer, offset, strides,
-          values.buffer, 0, broadcast_strides(values.shape, shape))
+    _copy(
+        base.state,
+        base.ctype.itemsize,
+        shape,
+        out.buffer,
+        offset,
+        strides,
+        values.buffer,
+        0,
+        broadcast_strides(values.shape, shape),
+    )
     return out
 
 
@@ -398,24 +482,38 @@ def concat(xs: Sequence[CLArray], axis: int) -> CLArray:
     first = xs[0]
     axis = int(axis) % max(first.ndim, 1)
     for x in xs[1:]:
-        if x.dtype != first.dtype or x.ndim != first.ndim or \
-                any(a != b for i, (a, b) in enumerate(zip(x.shape, first.shape)) if i != axis):
-            raise ValueError(f"concat of {x.shape} {x.dtype.name} with {first.shape} {first.dtype.name} "
-                             f"along axis {axis}: dtypes and the other axes must match")
-    shape = first.shape[:axis] + (sum(x.shape[axis] for x in xs),) + first.shape[axis + 1:]
+        if (
+            x.dtype != first.dtype
+            or x.ndim != first.ndim
+            or any(a != b for i, (a, b) in enumerate(zip(x.shape, first.shape)) if i != axis)
+        ):
+            raise ValueError(
+                f"concat of {x.shape} {x.dtype.name} with {first.shape} {first.dtype.name} "
+                f"along axis {axis}: dtypes and the other axes must match"
+            )
+    shape = first.shape[:axis] + (sum(x.shape[axis] for x in xs),) + first.shape[axis + 1 :]
     out = empty(first.state, shape, first.dtype)
     own = contiguous_strides(shape)
     start = 0
     for x in xs:
-        _copy(first.state, first.ctype.itemsize, x.shape, out.buffer, start * own[axis], own,
-              x.buffer, 0, contiguous_strides(x.shape))
+        _copy(
+            first.state,
+            first.ctype.itemsize,
+            x.shape,
+            out.buffer,
+            start * own[axis],
+            own,
+            x.buffer,
+            0,
+            contiguous_strides(x.shape),
+        )
         start += x.shape[axis]
     return out
 
 
 # --------------------------------------------------------------------------- gather / scatter
 def _split(shape: Sequence[int], axis: int) -> tuple[int, int, int]:
-    return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+    return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
 
 
 def take(x: CLArray, indices: CLArray, axis: int) -> CLArray:
@@ -424,7 +522,7 @@ def take(x: CLArray, indices: CLArray, axis: int) -> CLArray:
         raise TypeError(f"take needs 1-D int64 indices, got {indices.dtype.name} of shape {indices.shape}")
     outer, n, inner = _split(x.shape, axis)
     m = indices.size
-    out = empty(x.state, x.shape[:axis] + (m,) + x.shape[axis + 1:], x.dtype)
+    out = empty(x.state, x.shape[:axis] + (m,) + x.shape[axis + 1 :], x.dtype)
     if out.size:
         kernel = _raw_kernel(x.state, x.ctype.itemsize, "take", [None, None, None, _I64, _I64, _I64])
         x.state.launch(kernel, (inner, m, outer), None, out.buffer, x.buffer, indices.buffer, n, m, inner)
@@ -454,12 +552,30 @@ def _ordered_buckets(state: DeviceState, indices: CLArray, size: int) -> Any:
         state.launch(k("count", None, _I64, None), (m,), None, indices.buffer, size, counts)
     state.launch(k("scan_chunks", None, _I64, _I64, None), (p,), None, counts, size, chunk, sums)
     state.launch(k("scan_sums", None, _I32), (1,), None, sums, p)
-    state.launch(k("scan_apply", None, _I64, _I64, None, _I32, None, None), (p,), None,
-                 counts, size, chunk, sums, p, offsets, cursor)
+    state.launch(
+        k("scan_apply", None, _I64, _I64, None, _I32, None, None),
+        (p,),
+        None,
+        counts,
+        size,
+        chunk,
+        sums,
+        p,
+        offsets,
+        cursor,
+    )
     if m:
         state.launch(k("fill_buckets", None, _I64, None, None), (m,), None, indices.buffer, size, cursor, unordered)
-        state.launch(k("order_buckets", None, _I64, None, None, None), (m,), None,
-                     indices.buffer, size, offsets, unordered, ordered)
+        state.launch(
+            k("order_buckets", None, _I64, None, None, None),
+            (m,),
+            None,
+            indices.buffer,
+            size,
+            offsets,
+            unordered,
+            ordered,
+        )
     return offsets, ordered
 
 
@@ -470,10 +586,23 @@ def _gather_sum_kernel(state: DeviceState, dtype: dt.DType) -> Any:
     store = c.store("out", "d", "a") if c.tag != "b8" else "out[d] = (uchar)(a != 0);"
     if c.tag in ("i32", "i64"):
         store = f"out[d] = ({c.storage})a;"
-    source = _source(state, _GATHER_SUM, TILE=str(_TILE), STORE=c.storage, ACC=acc, ZERO=zero, LOAD=load,
-                     STORE_STMT=store, **{"COMBINE(a, b)": combine.format(a="(a)", b="(b)")})
-    return state.kernel(("movement", "gather_sum", c.tag), source, "gather_sum",
-                        [None, None, None, None, _I64, _I64, _I64, _I64, _I64, _I64])
+    source = _source(
+        state,
+        _GATHER_SUM,
+        TILE=str(_TILE),
+        STORE=c.storage,
+        ACC=acc,
+        ZERO=zero,
+        LOAD=load,
+        STORE_STMT=store,
+        **{"COMBINE(a, b)": combine.format(a="(a)", b="(b)")},
+    )
+    return state.kernel(
+        ("movement", "gather_sum", c.tag),
+        source,
+        "gather_sum",
+        [None, None, None, None, _I64, _I64, _I64, _I64, _I64, _I64],
+    )
 
 
 def scatter_add(src: CLArray, indices: CLArray, axis: int, size: int) -> CLArray:
@@ -492,24 +621,44 @@ def scatter_add(src: CLArray, indices: CLArray, axis: int, size: int) -> CLArray
     outer, m, inner = _split(src.shape, axis)
     if m != indices.size:
         raise ValueError(f"scatter_add: {indices.size} indices for {m} source rows along axis {axis} of {src.shape}")
-    if m >= 2 ** 31 or size >= 2 ** 31:
+    if m >= 2**31 or size >= 2**31:
         raise ValueError(f"scatter_add of {m} rows into {size} supports fewer than 2**31 of each")
     state = src.state
-    out = empty(state, src.shape[:axis] + (size,) + src.shape[axis + 1:], src.dtype)
+    out = empty(state, src.shape[:axis] + (size,) + src.shape[axis + 1 :], src.dtype)
     if not out.size:
         return out
     offsets, ordered = _ordered_buckets(state, indices, size)
     tiles = -(-inner // _TILE)
     units = outer * size * tiles
     per = 1 if not is_cpu(state.device) else -(-units // (8 * state.device.max_compute_units))
-    state.launch(_gather_sum_kernel(state, src.dtype), (-(-units // per),), _local(state),
-                 out.buffer, src.buffer, offsets, ordered, m, size, inner, tiles, units, per)
+    state.launch(
+        _gather_sum_kernel(state, src.dtype),
+        (-(-units // per),),
+        _local(state),
+        out.buffer,
+        src.buffer,
+        offsets,
+        ordered,
+        m,
+        size,
+        inner,
+        tiles,
+        units,
+        per,
+    )
     return out
 
 
 def kernels() -> dict[str, Callable[..., Any]]:
     """The movement family's kernels, keyed by their contract names."""
     return {
-        "reshape": reshape, "transpose": transpose, "broadcast_to": broadcast_to, "slice": slice_,
-        "slice_assign": slice_assign, "pad": pad, "concat": concat, "take": take, "scatter_add": scatter_add,
+        "reshape": reshape,
+        "transpose": transpose,
+        "broadcast_to": broadcast_to,
+        "slice": slice_,
+        "slice_assign": slice_assign,
+        "pad": pad,
+        "concat": concat,
+        "take": take,
+        "scatter_add": scatter_add,
     }

@@ -12,15 +12,26 @@ allows (the optimizer passes arrays it owns).  The step-dependent scalars
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+
 from ampcore import cgen
 from ampcore import dtypes as dt
 from ampcore.kernels import check_adamw_step
 
-from .amp import (NO_CONTRACT, Launch, TileShape, buffer_args, max_variant, plan_launches, pointer_params,
-                  select_code, tile_shape)
+from .amp import (
+    NO_CONTRACT,
+    Launch,
+    TileShape,
+    buffer_args,
+    max_variant,
+    plan_launches,
+    pointer_params,
+    select_code,
+    tile_shape,
+)
 from .array import CLArray
 from .codegen import CType, ctype, prelude
 
@@ -29,31 +40,49 @@ __all__ = ["adamw_step"]
 _SCALARS = cgen.ADAMW_SCALARS
 
 
-def _validate(params: Sequence[Any], grads: Sequence[Any], exp_avgs: Sequence[Any], exp_avg_sqs: Sequence[Any],
-              step: Any, hyper: dict[str, float]) -> None:
+def _validate(
+    params: Sequence[Any],
+    grads: Sequence[Any],
+    exp_avgs: Sequence[Any],
+    exp_avg_sqs: Sequence[Any],
+    step: Any,
+    hyper: dict[str, float],
+) -> None:
     """Every check, before any write: opencl arrays on one device, then the checks all backends share."""
     state = None
     for i, arrays in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
         if not all(isinstance(a, CLArray) for a in arrays):
-            raise TypeError(f"adamw_step tensor {i}: expected opencl device arrays, got "
-                            f"{', '.join(type(a).__name__ for a in arrays)}")
+            raise TypeError(
+                f"adamw_step tensor {i}: expected opencl device arrays, got "
+                f"{', '.join(type(a).__name__ for a in arrays)}"
+            )
         for a in arrays:
             if state is None:
                 state = a.state
             elif a.state is not state:
-                raise ValueError(f"adamw_step tensor {i}: arrays on different devices "
-                                 f"(opencl:{state.index} and opencl:{a.state.index})")
-    check_adamw_step(params, grads, exp_avgs, exp_avg_sqs, step, hyper,
-                     shape_of=lambda a: a.shape, dtype_of=lambda a: a.dtype)
+                raise ValueError(
+                    f"adamw_step tensor {i}: arrays on different devices "
+                    f"(opencl:{state.index} and opencl:{a.state.index})"
+                )
+    check_adamw_step(
+        params, grads, exp_avgs, exp_avg_sqs, step, hyper, shape_of=lambda a: a.shape, dtype_of=lambda a: a.dtype
+    )
 
 
 def _source(p_type: CType, g_type: CType, k: int, shape: TileShape, fp64: bool) -> str:
     c = "double" if p_type.tag == "f64" else "float"
-    pointers = [("p", f"__global {p_type.storage}"), ("g", f"__global const {g_type.storage}"),
-                ("m", f"__global {c}"), ("v", f"__global {c}")]
+    pointers = [
+        ("p", f"__global {p_type.storage}"),
+        ("g", f"__global const {g_type.storage}"),
+        ("m", f"__global {c}"),
+        ("v", f"__global {c}"),
+    ]
     scalars = ", ".join(f"{c} {name}" for name in _SCALARS)
     body = cgen.adamw_element(cgen.OPENCL, p_type.tag, p_type.storage, g_type.tag, ("p", "g", "m", "v"), "i", " " * 12)
-    return prelude(fp64) + NO_CONTRACT + f"""
+    return (
+        prelude(fp64)
+        + NO_CONTRACT
+        + f"""
 __kernel __attribute__((reqd_work_group_size({shape.local}, 1, 1)))
 void adamw_step({pointer_params(k, pointers)}, __constant long *meta, int mode, {scalars}) {{
 {select_code(k, shape, pointers)}
@@ -61,11 +90,23 @@ void adamw_step({pointer_params(k, pointers)}, __constant long *meta, int mode, 
 {body}    }}
 }}
 """
+    )
 
 
-def adamw_step(params: Sequence[CLArray], grads: Sequence[CLArray], exp_avgs: Sequence[CLArray],
-               exp_avg_sqs: Sequence[CLArray], *, step: int, lr: float, beta1: float, beta2: float, eps: float,
-               weight_decay: float, decoupled: bool) -> tuple[list[CLArray], list[CLArray], list[CLArray]]:
+def adamw_step(
+    params: Sequence[CLArray],
+    grads: Sequence[CLArray],
+    exp_avgs: Sequence[CLArray],
+    exp_avg_sqs: Sequence[CLArray],
+    *,
+    step: int,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float,
+    decoupled: bool,
+) -> tuple[list[CLArray], list[CLArray], list[CLArray]]:
     """Adam (``decoupled=False``: L2 term added to the gradient) or AdamW (``decoupled=True``:
     ``p *= 1 - lr * weight_decay``) over one parameter group, in place; returns the updated lists.
 
@@ -74,8 +115,7 @@ def adamw_step(params: Sequence[CLArray], grads: Sequence[CLArray], exp_avgs: Se
     gradient dtype) for up to K tensors (K = 16 on a 1024-byte argument limit).
     """
     params, grads, exp_avgs, exp_avg_sqs = list(params), list(grads), list(exp_avgs), list(exp_avg_sqs)
-    hyper = dict(lr=float(lr), beta1=float(beta1), beta2=float(beta2), eps=float(eps),
-                 weight_decay=float(weight_decay))
+    hyper = dict(lr=float(lr), beta1=float(beta1), beta2=float(beta2), eps=float(eps), weight_decay=float(weight_decay))
     _validate(params, grads, exp_avgs, exp_avg_sqs, step, hyper)
     if not params:
         return params, exp_avgs, exp_avg_sqs
@@ -94,10 +134,23 @@ def adamw_step(params: Sequence[CLArray], grads: Sequence[CLArray], exp_avgs: Se
     return params, exp_avgs, exp_avg_sqs
 
 
-def _run(state: Any, launch: Launch, p_type: CType, g_type: CType, shape: TileShape, mode: int, scalar_type: Any,
-         scalars: list[float]) -> None:
+def _run(
+    state: Any,
+    launch: Launch,
+    p_type: CType,
+    g_type: CType,
+    shape: TileShape,
+    mode: int,
+    scalar_type: Any,
+    scalars: list[float],
+) -> None:
     types = [None] * (4 * launch.k + 1) + [np.int32] + [scalar_type] * len(_SCALARS)
-    kernel = state.kernel(("adamw_step", p_type.tag, g_type.tag, launch.k, shape),
-                          lambda: _source(p_type, g_type, launch.k, shape, state.fp64), "adamw_step", types)
-    state.launch(kernel, (launch.n_groups * shape.local,), (shape.local,), *buffer_args(launch, 4), launch.meta,
-                 mode, *scalars)
+    kernel = state.kernel(
+        ("adamw_step", p_type.tag, g_type.tag, launch.k, shape),
+        lambda: _source(p_type, g_type, launch.k, shape, state.fp64),
+        "adamw_step",
+        types,
+    )
+    state.launch(
+        kernel, (launch.n_groups * shape.local,), (shape.local,), *buffer_args(launch, 4), launch.meta, mode, *scalars
+    )

@@ -20,8 +20,10 @@ from ampcore.plugins import hookimpl
 from .array import CLArray
 from .codegen import ctype
 
-_RUNTIME_HINT = ("pip install 'ampcore-opencl[intel]' (Intel's OpenCL CPU runtime, any x86-64 CPU) or "
-                 "'ampcore-opencl[pocl]' (PoCL); no driver needed")
+_RUNTIME_HINT = (
+    "pip install 'ampcore-opencl[intel]' (Intel's OpenCL CPU runtime, any x86-64 CPU) or "
+    "'ampcore-opencl[pocl]' (PoCL); no driver needed"
+)
 
 
 class OpenCLBackend(ampcore.Backend):
@@ -57,16 +59,19 @@ class OpenCLBackend(ampcore.Backend):
             return ampcore.Availability(False, f"pyopencl is not importable ({exc}): pip install ampcore-opencl")
         except Exception as exc:  # noqa: BLE001 - the ICD loader reports "no platforms" as an error
             problems = "".join(f"; {p}" for p in runtimes.problems())
-            return ampcore.Availability(False, f"no OpenCL platform ({type(exc).__name__}: {exc}){problems}; "
-                                               f"{_RUNTIME_HINT}")
+            return ampcore.Availability(
+                False, f"no OpenCL platform ({type(exc).__name__}: {exc}){problems}; {_RUNTIME_HINT}"
+            )
         notes = runtimes.problems()
         if not devices:
             return ampcore.Availability(False, "; ".join(["OpenCL platforms have no devices", *notes, _RUNTIME_HINT]))
         statuses = [self.device_status(i) for i in range(len(devices))]
         if not any(statuses):
-            return ampcore.Availability(False, "no OpenCL device can build kernels here: "
-                                               + "; ".join([*(f"opencl:{i} {s.reason}" for i, s in enumerate(statuses)),
-                                                            *notes]))
+            return ampcore.Availability(
+                False,
+                "no OpenCL device can build kernels here: "
+                + "; ".join([*(f"opencl:{i} {s.reason}" for i, s in enumerate(statuses)), *notes]),
+            )
         return ampcore.Availability(True, "; ".join(notes))
 
     def device_count(self) -> int:
@@ -129,8 +134,10 @@ class OpenCLBackend(ampcore.Backend):
         dtype = dt.as_dtype(dtype)
         state = self._state(device_index)
         if dtype == dt.float64 and not state.fp64:
-            raise TypeError(f"device opencl:{device_index} ({state.device.name.strip()!r}) cannot store float64: "
-                            "it lacks cl_khr_fp64; use float32")
+            raise TypeError(
+                f"device opencl:{device_index} ({state.device.name.strip()!r}) cannot store float64: "
+                "it lacks cl_khr_fp64; use float32"
+            )
         host = np.asarray(dt.convert(np.asarray(array), dtype), order="C").view(ctype(dtype).host)  # 0-d stays 0-d
         out = CLArray(state, host.shape, dtype)
         if out.size:

@@ -106,10 +106,10 @@ def compiler_message(error: BaseException) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     for line in lines:
         if "error:" in line.lower():
-            return line[line.lower().index("error:"):][:300]
+            return line[line.lower().index("error:") :][:300]
     first = lines[0].split(" - ")[0] if lines else type(error).__name__
     starts = [i + 1 for i, line in enumerate(lines) if line.startswith("Build on ")]
-    log = [line for line in lines[starts[0]:] if not line.startswith("(")] if starts else []
+    log = [line for line in lines[starts[0] :] if not line.startswith("(")] if starts else []
     return (f"{first} ({log[0]})" if log else first)[:300]  # e.g. PoCL's "Invalid build option: -mcpu=..."
 
 
@@ -233,8 +233,9 @@ class HalfConvert:
 def _convert_source() -> str:
     parts = []
     for path, code in HALF_CONVERSIONS.items():
-        parts.append(code.replace("half_to_float", f"half_to_float_{path}").replace("float_to_half",
-                                                                                    f"float_to_half_{path}"))
+        parts.append(
+            code.replace("half_to_float", f"half_to_float_{path}").replace("float_to_half", f"float_to_half_{path}")
+        )
         parts.append(f"""
 __kernel void convert_{path}(__global const ushort *h, __global float *f, __global const float *x,
                              __global ushort *y) {{
@@ -259,15 +260,37 @@ def convert_operands(items: int = CONVERT_ITEMS) -> tuple[np.ndarray, np.ndarray
     v = h.view(np.float16)
     base = np.where(np.isfinite(v), v, np.float16(0)).astype(np.float64)
     _, exponent = np.frexp(base)
-    gap = np.maximum(np.ldexp(1.0, exponent - 11), 2.0 ** -24)  # 32 above 65504: its tie is 65520 (-> inf)
+    gap = np.maximum(np.ldexp(1.0, exponent - 11), 2.0**-24)  # 32 above 65504: its tie is 65520 (-> inf)
     away = np.where(np.signbit(v), -gap, gap)
     kind = np.arange(items) % 8
     x = (base + np.array([0.0, 0.5, 0.5, 0.5, 0.25, 0.75, 0.5, 0.0])[kind] * away).astype(np.float32)
     x[kind == 2] = np.nextafter(x[kind == 2], np.float32(0))
     x[kind == 3] = np.nextafter(x[kind == 3], np.copysign(np.float32(np.inf), x[kind == 3]))
-    edges = np.array([65504, 65519.996, 65520, 65536, 3.4e38, np.inf, -np.inf, np.nan, -np.nan, -0.0, 1e-45,
-                      -1e-45, 1.2e-38, 2.0 ** -25, 2.0 ** -25 * 1.0000001, -(2.0 ** -25), 2.0 ** -24 * 1.5,
-                      2.0 ** -14 * (1 - 2.0 ** -11), 1.0 + 2.0 ** -11, 1.0 + 3 * 2.0 ** -11], dtype=np.float32)
+    edges = np.array(
+        [
+            65504,
+            65519.996,
+            65520,
+            65536,
+            3.4e38,
+            np.inf,
+            -np.inf,
+            np.nan,
+            -np.nan,
+            -0.0,
+            1e-45,
+            -1e-45,
+            1.2e-38,
+            2.0**-25,
+            2.0**-25 * 1.0000001,
+            -(2.0**-25),
+            2.0**-24 * 1.5,
+            2.0**-14 * (1 - 2.0**-11),
+            1.0 + 2.0**-11,
+            1.0 + 3 * 2.0**-11,
+        ],
+        dtype=np.float32,
+    )
     slots = np.flatnonzero(kind == 7)
     x[slots] = edges[np.arange(slots.size) % edges.size]
     return h, x
@@ -296,11 +319,15 @@ def choose_half_convert(state: Any) -> HalfConvert:
     forced = os.environ.get(CONVERT_ENV, "").strip().lower()
     if forced:
         if forced not in HALF_CONVERSIONS:
-            raise ValueError(f"{CONVERT_ENV}={forced!r} is not a float16 conversion path; valid values are "
-                             f"{', '.join(map(repr, HALF_CONVERSIONS))}, or unset to measure")
+            raise ValueError(
+                f"{CONVERT_ENV}={forced!r} is not a float16 conversion path; valid values are "
+                f"{', '.join(map(repr, HALF_CONVERSIONS))}, or unset to measure"
+            )
         if forced == "half" and not claimed:
-            raise ValueError(f"{CONVERT_ENV}=half needs cl_khr_fp16, which {state.device.name.strip()!r} lacks; "
-                             "use 'integer' or unset it")
+            raise ValueError(
+                f"{CONVERT_ENV}=half needs cl_khr_fp16, which {state.device.name.strip()!r} lacks; "
+                "use 'integer' or unset it"
+            )
         return HalfConvert(forced, f"forced by {CONVERT_ENV}={forced}")
     if not claimed:
         return HalfConvert("integer", "no cl_khr_fp16")
@@ -313,8 +340,10 @@ def choose_half_convert(state: Any) -> HalfConvert:
         found = ", ".join(f"{p} {n}" for p, n in wrong.items())
         return HalfConvert(path, f"wrong results in the probe's {2 * CONVERT_ITEMS} cases: {found}")
     if times["integer"] == float("inf"):
-        return HalfConvert("integer", "checked, not timed: the device took over "
-                                      f"{CONVERT_BUDGET_S * 1e3:.0f} ms for {CONVERT_ITEMS} items")
+        return HalfConvert(
+            "integer",
+            f"checked, not timed: the device took over {CONVERT_BUDGET_S * 1e3:.0f} ms for {CONVERT_ITEMS} items",
+        )
     per_m = {path: 1e3 * t * (1 << 20) / CONVERT_TIMED_ITEMS for path, t in times.items()}  # ms per M values
     measured = f"measured {per_m['half']:.2f} ms vs integer {per_m['integer']:.2f} ms per M values"
     return HalfConvert("half" if times["half"] <= CONVERT_MARGIN * times["integer"] else "integer", measured)
@@ -330,10 +359,12 @@ def _measure_convert(state: Any) -> tuple[dict[str, float], dict[str, int]]:
     queue = cl.CommandQueue(state.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
     h, x = convert_operands(CONVERT_TIMED_ITEMS)
     flags = cl.mem_flags
-    bufs = [cl.Buffer(state.context, flags.READ_ONLY | flags.COPY_HOST_PTR, hostbuf=h),
-            cl.Buffer(state.context, flags.WRITE_ONLY, 4 * h.size),
-            cl.Buffer(state.context, flags.READ_ONLY | flags.COPY_HOST_PTR, hostbuf=x),
-            cl.Buffer(state.context, flags.WRITE_ONLY, 2 * h.size)]
+    bufs = [
+        cl.Buffer(state.context, flags.READ_ONLY | flags.COPY_HOST_PTR, hostbuf=h),
+        cl.Buffer(state.context, flags.WRITE_ONLY, 4 * h.size),
+        cl.Buffer(state.context, flags.READ_ONLY | flags.COPY_HOST_PTR, hostbuf=x),
+        cl.Buffer(state.context, flags.WRITE_ONLY, 2 * h.size),
+    ]
     local = (min(64, state.max_work_group_size),)
     kernels = {path: cl.Kernel(program, f"convert_{path}") for path in HALF_CONVERSIONS}
     wrong: dict[str, int] = {}

@@ -119,8 +119,13 @@ def reduce_steps(shape: Sequence[int], axes: Sequence[int]) -> list[tuple[int, i
         first = last
         while first > 0 and dims[first - 1][1]:
             first -= 1
-        steps.append((math.prod(n for n, _ in dims[:first]), math.prod(n for n, _ in dims[first:last]),
-                      math.prod(n for n, _ in dims[last:])))
+        steps.append(
+            (
+                math.prod(n for n, _ in dims[:first]),
+                math.prod(n for n, _ in dims[first:last]),
+                math.prod(n for n, _ in dims[last:]),
+            )
+        )
         dims = dims[:first] + dims[last:]
     return steps
 
@@ -231,12 +236,22 @@ def _reduce_source(state: DeviceState, op: str, dtype: dt.DType, acc_input: bool
         final, final_t = out.store("out", "o", "(a)", value_type="double" if acc == "double" else ""), out.storage
     in_t, load = (acc, "x[e]") if acc_input else (src.storage, src.load("x", "e"))
     head = _REDUCE_HEAD.format(
-        acc=acc, is_nan="isnan(v)" if is_float_c(acc) else "(0)", init="0" if op == "sum" else lowest(acc),
-        load=load, index="xidx[e]" if acc_input and op == "argmax" else "(r)", with_index=int(op == "argmax"),
-        combine=_COMBINE[op], in_t=in_t)
+        acc=acc,
+        is_nan="isnan(v)" if is_float_c(acc) else "(0)",
+        init="0" if op == "sum" else lowest(acc),
+        load=load,
+        index="xidx[e]" if acc_input and op == "argmax" else "(r)",
+        with_index=int(op == "argmax"),
+        combine=_COMBINE[op],
+        in_t=in_t,
+    )
     to_acc = "out[o] = a;" + (" out_idx[o] = ai;" if op == "argmax" else "")
-    return (prelude(state.fp64) + head + _REDUCE_KERNELS.format(kind="final", out_t=final_t, write=final)
-            + _REDUCE_KERNELS.format(kind="acc", out_t="ACC", write=to_acc))
+    return (
+        prelude(state.fp64)
+        + head
+        + _REDUCE_KERNELS.format(kind="final", out_t=final_t, write=final)
+        + _REDUCE_KERNELS.format(kind="acc", out_t="ACC", write=to_acc)
+    )
 
 
 _HEAD_TYPES = [None, None, _I64, _I64, _I64, None, None]
@@ -276,10 +291,14 @@ def _pass(state: DeviceState, op: str, dtype: dt.DType, src: _Values, dst: _Valu
     if nchunks == 1:
         state.launch(group, (rows * wg,), (wg,), *head, dst.buffer, dst.indices, rlen, 1, *scratch)
         return
-    partials = _Values(state.allocate(rows * nchunks * size),
-                       state.allocate(rows * nchunks * 8) if op == "argmax" else dummy(state), True)
-    state.launch(group, (rows * nchunks * wg,), (wg,), *head, partials.buffer, partials.indices, CHUNK, nchunks,
-                 *scratch)
+    partials = _Values(
+        state.allocate(rows * nchunks * size),
+        state.allocate(rows * nchunks * 8) if op == "argmax" else dummy(state),
+        True,
+    )
+    state.launch(
+        group, (rows * nchunks * wg,), (wg,), *head, partials.buffer, partials.indices, CHUNK, nchunks, *scratch
+    )
     _pass(state, op, dtype, partials, dst, (rows, nchunks, 1))
 
 
@@ -292,8 +311,9 @@ def _reduce(op: str, x: CLArray, axes: Sequence[int], out_shape: tuple[int, ...]
         return out
     steps = reduce_steps(x.shape, axes)
     if op != "sum" and any(rlen == 0 for _, rlen, _ in steps):
-        raise ValueError(f"{op} over an empty axis of a {x.shape} array has no identity; "
-                         "reduce over non-empty axes or use sum")
+        raise ValueError(
+            f"{op} over an empty axis of a {x.shape} array has no identity; reduce over non-empty axes or use sum"
+        )
     src = _Values(x.buffer, dummy(state), False)
     for i, step in enumerate(steps):
         if i == len(steps) - 1:
@@ -373,8 +393,12 @@ def _cumsum_kernel(state: DeviceState, dtype: dt.DType, name: str, types: list[A
 
     def source() -> str:
         return prelude(state.fp64) + _CUMSUM_SOURCE.format(
-            acc=acc, load=src.load("x", "e"), in_t=src.storage, out_t=out.storage,
-            store=out.store("out", "e", "s", value_type="double" if acc == "double" else ""))
+            acc=acc,
+            load=src.load("x", "e"),
+            in_t=src.storage,
+            out_t=out.storage,
+            store=out.store("out", "e", "s", value_type="double" if acc == "double" else ""),
+        )
 
     return state.kernel(("cumsum", src.tag), source, name, types)
 
@@ -390,7 +414,7 @@ def cumsum(x: CLArray, axis: int) -> CLArray:
     if out.size == 0:
         return out
     n = x.shape[axis]
-    inner = math.prod(x.shape[axis + 1:])
+    inner = math.prod(x.shape[axis + 1 :])
     lines = out.size // n
     nchunks = 1
     if lines < CUMSUM_ITEMS // 2 and n > CUMSUM_MIN_CHUNK:

@@ -86,8 +86,9 @@ def _register_intel() -> None:
     for name in _COMPILER_RUNTIME:
         found = _installed_file("intel-cmplr-lib-rt", name)
         if found is None:
-            _problems.append(f"Intel's OpenCL CPU runtime is installed but {name} (from intel-cmplr-lib-rt) is "
-                             f"not; {INTEL_HINT}")
+            _problems.append(
+                f"Intel's OpenCL CPU runtime is installed but {name} (from intel-cmplr-lib-rt) is not; {INTEL_HINT}"
+            )
             return
         ctypes.CDLL(str(found), mode=ctypes.RTLD_LOCAL)
     try:

@@ -15,9 +15,11 @@ The four kernels share one template; each is two pieces of C:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+
 from ampcore import cgen
 
 from .array import CLArray, empty
@@ -106,9 +108,18 @@ def _kernel(state: DeviceState, op: str, x: CLArray, name: str) -> Any:
             store = "out[e] = out[e] / S;"
         load_g = c.load("gy", "e") if op.endswith("_backward") else "0"  # forward kernels get a dummy gy
         return prelude(state.fp64) + _SOURCE.format(
-            acc=acc, t=c.storage, load_x=c.load("x", "e"), load_g=load_g, needs_max=int(needs_max),
-            term=term, result=result, store=store, sum_term=sum_term, nan_max=cgen.nan_max(cgen.OPENCL),
-            row_base=cgen.ROW_BASE)
+            acc=acc,
+            t=c.storage,
+            load_x=c.load("x", "e"),
+            load_g=load_g,
+            needs_max=int(needs_max),
+            term=term,
+            result=result,
+            store=store,
+            sum_term=sum_term,
+            nan_max=cgen.nan_max(cgen.OPENCL),
+            row_base=cgen.ROW_BASE,
+        )
 
     types = [None, None, None, _I64, _I64] + ([None] if name == "sm_group" else [])
     return state.kernel(("softmax", op, c.tag), source, name, types)
@@ -155,5 +166,9 @@ def log_softmax_backward(y: CLArray, gy: CLArray, axis: int) -> CLArray:
 
 def kernels() -> dict[str, Callable[..., Any]]:
     """The fused softmax family by contract name."""
-    return {"softmax": softmax, "log_softmax": log_softmax, "softmax_backward": softmax_backward,
-            "log_softmax_backward": log_softmax_backward}
+    return {
+        "softmax": softmax,
+        "log_softmax": log_softmax,
+        "softmax_backward": softmax_backward,
+        "log_softmax_backward": log_softmax_backward,
+    }

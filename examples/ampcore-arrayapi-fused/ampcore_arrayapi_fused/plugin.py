@@ -31,7 +31,7 @@ def fused_table(xp: Any, low: Any | None) -> dict[str, Callable[..., Any]]:
     def lowp(fn: Callable[..., Any]) -> Callable[..., Any]:
         def kernel(x: Any, *rest: Any) -> Any:
             dtype = x.dtype
-            up = (lambda v: xp.astype(v, xp.float32) if low is not None and v.dtype == low else v)  # noqa: E731
+            up = lambda v: xp.astype(v, xp.float32) if low is not None and v.dtype == low else v  # noqa: E731
             with np.errstate(all="ignore"):  # IEEE inf/NaN, no warnings from NumPy-backed namespaces
                 out = fn(up(x), *(up(r) if hasattr(r, "dtype") else r for r in rest))
             return out if out.dtype == dtype else xp.astype(out, dtype)

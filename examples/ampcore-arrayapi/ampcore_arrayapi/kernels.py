@@ -32,9 +32,19 @@ from .namespace import Namespace
 Kernel = Callable[..., Any]
 
 _FUNCTIONS = {
-    "add": "add", "sub": "subtract", "mul": "multiply", "div": "divide", "pow": "pow",
-    "maximum": "maximum", "minimum": "minimum",
-    "eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
+    "add": "add",
+    "sub": "subtract",
+    "mul": "multiply",
+    "div": "divide",
+    "pow": "pow",
+    "maximum": "maximum",
+    "minimum": "minimum",
+    "eq": "equal",
+    "ne": "not_equal",
+    "lt": "less",
+    "le": "less_equal",
+    "gt": "greater",
+    "ge": "greater_equal",
 }
 
 
@@ -59,8 +69,9 @@ def _quiet(fn: Kernel) -> Kernel:
 class _Kernels:
     """The kernels of one namespace: small methods over ``self.xp``."""
 
-    def __init__(self, ns: Namespace, put: Callable[[np.ndarray, dt.DType, int], Any],
-                 get: Callable[[Any], np.ndarray]):
+    def __init__(
+        self, ns: Namespace, put: Callable[[np.ndarray, dt.DType, int], Any], get: Callable[[Any], np.ndarray]
+    ):
         self.ns, self.xp, self.put, self.get = ns, ns.xp, put, get
         self.low = ns.float16
         self.f32 = self.xp.float32
@@ -81,8 +92,9 @@ class _Kernels:
         xp = self.xp
         array = next(a for a in args if not _scalar(a))
         compute = self.f32 if self.is_low(array) else array.dtype
-        return array.dtype, [xp.asarray(a, dtype=compute, device=array.device) if _scalar(a)
-                             else self.up(a) for a in args]
+        return array.dtype, [
+            xp.asarray(a, dtype=compute, device=array.device) if _scalar(a) else self.up(a) for a in args
+        ]
 
     def lowp(self, fn: Kernel) -> Kernel:
         """``fn`` on the operands in their compute dtype, rounded once to the input dtype."""
@@ -115,8 +127,7 @@ class _Kernels:
     def where(self, cond: Any, a: Any, b: Any) -> Any:
         xp = self.xp
         array = next(v for v in (a, b) if not _scalar(v))
-        a, b = (xp.asarray(v, dtype=array.dtype, device=array.device) if _scalar(v) else v
-                for v in (a, b))
+        a, b = (xp.asarray(v, dtype=array.dtype, device=array.device) if _scalar(v) else v for v in (a, b))
         return xp.where(cond, a, b)
 
     def _probe_double_rounding(self) -> bool:
@@ -263,8 +274,15 @@ class _Kernels:
             found_inf = xp.where(xp.all(xp.isfinite(u)), found_inf, xp.ones_like(found_inf))
         return out, found_inf
 
-    def update_scale(self, scale: Any, tracker: Any, found_inf: Any, growth_factor: float, backoff_factor: float,
-                     growth_interval: int) -> tuple[Any, Any]:
+    def update_scale(
+        self,
+        scale: Any,
+        tracker: Any,
+        found_inf: Any,
+        growth_factor: float,
+        backoff_factor: float,
+        growth_interval: int,
+    ) -> tuple[Any, Any]:
         """torch's rule with ``where`` instead of branches (no host sync); products in float64, rounded once."""
         xp = self.xp
         wide = xp.astype(scale, self.wide)
@@ -279,23 +297,50 @@ class _Kernels:
         return new_scale, new_tracker
 
 
-def primitive_table(ns: Namespace, put: Callable[[np.ndarray, dt.DType, int], Any],
-                    get: Callable[[Any], np.ndarray]) -> dict[str, Kernel]:
+def primitive_table(
+    ns: Namespace, put: Callable[[np.ndarray, dt.DType, int], Any], get: Callable[[Any], np.ndarray]
+) -> dict[str, Kernel]:
     """Every primitive kernel for namespace ``ns``, keyed by its contract name."""
     k, xp = _Kernels(ns, put, get), ns.xp
-    unary = {"neg": xp.negative, "abs": xp.abs, "exp": xp.exp, "log": xp.log, "sqrt": xp.sqrt, "rsqrt": k.rsqrt,
-             "tanh": xp.tanh, "sigmoid": k.sigmoid, "sin": xp.sin, "cos": xp.cos}
+    unary = {
+        "neg": xp.negative,
+        "abs": xp.abs,
+        "exp": xp.exp,
+        "log": xp.log,
+        "sqrt": xp.sqrt,
+        "rsqrt": k.rsqrt,
+        "tanh": xp.tanh,
+        "sigmoid": k.sigmoid,
+        "sin": xp.sin,
+        "cos": xp.cos,
+    }
     table: dict[str, Kernel] = {name: k.lowp(fn) for name, fn in unary.items()}
     table.update({name: k.lowp(getattr(xp, _FUNCTIONS[name])) for name in BINARY})
     table.update({name: k.compare(getattr(xp, _FUNCTIONS[name])) for name in COMPARISON})
     table.update(
-        erf=k.erf, sign=k.sign, cast=k.cast, where=k.where, sum=k.sum, max=k.max, argmax=k.argmax, cumsum=k.cumsum,
-        matmul=k.matmul, reshape=lambda x, shape: xp.reshape(x, tuple(shape)),
+        erf=k.erf,
+        sign=k.sign,
+        cast=k.cast,
+        where=k.where,
+        sum=k.sum,
+        max=k.max,
+        argmax=k.argmax,
+        cumsum=k.cumsum,
+        matmul=k.matmul,
+        reshape=lambda x, shape: xp.reshape(x, tuple(shape)),
         transpose=lambda x, axes: xp.permute_dims(x, tuple(axes)),
-        broadcast_to=lambda x, shape: xp.broadcast_to(x, tuple(shape)), slice=k.slice,
-        slice_assign=k.slice_assign, pad=k.pad, concat=lambda xs, axis: xp.concat(list(xs), axis=axis),
-        take=lambda x, indices, axis: xp.take(x, indices, axis=axis), scatter_add=k.scatter_add,
-        full=k.full, arange=k.arange, uniform=k.uniform, normal=k.normal,
-        unscale_and_check=k.unscale_and_check, update_scale=k.update_scale,
+        broadcast_to=lambda x, shape: xp.broadcast_to(x, tuple(shape)),
+        slice=k.slice,
+        slice_assign=k.slice_assign,
+        pad=k.pad,
+        concat=lambda xs, axis: xp.concat(list(xs), axis=axis),
+        take=lambda x, indices, axis: xp.take(x, indices, axis=axis),
+        scatter_add=k.scatter_add,
+        full=k.full,
+        arange=k.arange,
+        uniform=k.uniform,
+        normal=k.normal,
+        unscale_and_check=k.unscale_and_check,
+        update_scale=k.update_scale,
     )
     return {name: _quiet(fn) for name, fn in table.items()}

@@ -80,16 +80,19 @@ def _as_namespace(name: str) -> Any:
     try:
         module = importlib.import_module(name)
     except ImportError as exc:
-        raise NamespaceError(f"Array API namespace {name!r}: cannot import it ({exc}); "
-                             f"pip install {name.replace('_', '-')}, or pick another with ${ENV}") from exc
+        raise NamespaceError(
+            f"Array API namespace {name!r}: cannot import it ({exc}); "
+            f"pip install {name.replace('_', '-')}, or pick another with ${ENV}"
+        ) from exc
     if hasattr(module, "__array_namespace_info__"):
         return module
     try:
         return importlib.import_module(f"array_api_compat.{name}")
     except ImportError as exc:
-        raise NamespaceError(f"Array API namespace {name!r}: {name} is not an Array API namespace by itself "
-                             f"and array_api_compat.{name} is unavailable ({exc}); pip install array-api-compat"
-                             ) from exc
+        raise NamespaceError(
+            f"Array API namespace {name!r}: {name} is not an Array API namespace by itself "
+            f"and array_api_compat.{name} is unavailable ({exc}); pip install array-api-compat"
+        ) from exc
 
 
 def _offered(xp: Any, device: Any) -> dict[str, Any]:
@@ -108,10 +111,12 @@ def _usable(xp: Any) -> tuple[Any, ...]:
 def _check_version(name: str, xp: Any) -> None:
     version = str(getattr(xp, "__array_api_version__", "unknown"))
     if not MIN_VERSION <= version <= "9999":
-        raise NamespaceError(f"Array API namespace {name!r} implements the standard's version {version!r}; this "
-                             f"backend needs {MIN_VERSION} or later (maximum, minimum, nextafter, cumulative_sum and "
-                             f"the inspection API); upgrade it, pick another with ${ENV}, or for array-api-strict "
-                             "unset ARRAY_API_STRICT_API_VERSION")
+        raise NamespaceError(
+            f"Array API namespace {name!r} implements the standard's version {version!r}; this "
+            f"backend needs {MIN_VERSION} or later (maximum, minimum, nextafter, cumulative_sum and "
+            f"the inspection API); upgrade it, pick another with ${ENV}, or for array-api-strict "
+            "unset ARRAY_API_STRICT_API_VERSION"
+        )
 
 
 def _default_name() -> str:
@@ -129,11 +134,13 @@ def load(name: str | None = None) -> Namespace:
 
     Raises NamespaceError naming the module and the fix when it cannot be used.
     """
-    name = (name or os.environ.get(ENV, "").strip() or _default_name())
+    name = name or os.environ.get(ENV, "").strip() or _default_name()
     xp = _as_namespace(name)
     _check_version(name, xp)
     devices = _usable(xp)
     if not devices:
-        raise NamespaceError(f"Array API namespace {name!r}: no device of {name} has both {' and '.join(REQUIRED)}, "
-                             "which ampcore-arrayapi needs (see REQUIRED)")
+        raise NamespaceError(
+            f"Array API namespace {name!r}: no device of {name} has both {' and '.join(REQUIRED)}, "
+            "which ampcore-arrayapi needs (see REQUIRED)"
+        )
     return Namespace(xp, name, devices)

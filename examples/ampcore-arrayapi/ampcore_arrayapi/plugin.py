@@ -82,11 +82,16 @@ class ArrayAPIBackend(ampcore.Backend):
         emulated = frozenset({dt.float16} & stored)
         return ampcore.Capabilities(
             device_name=f"{ns.module} {ns.version()} on {ns.devices[index]}",
-            storable=stored, native=stored - emulated, emulated=emulated,
+            storable=stored,
+            native=stored - emulated,
+            emulated=emulated,
             autocast_dtype=dt.float16 if emulated else None,
             policy="cuda",  # the float16 table: range-sensitive ops stay in float32
-            extra={"namespace": ns.module, "api_version": getattr(ns.xp, "__array_api_version__", "unknown"),
-                   "bfloat16": "not stored: not in the Array API standard"},
+            extra={
+                "namespace": ns.module,
+                "api_version": getattr(ns.xp, "__array_api_version__", "unknown"),
+                "bfloat16": "not stored: not in the Array API standard",
+            },
         )
 
     def kernel_functions(self) -> Mapping[str, Callable[..., Any]]:
@@ -114,8 +119,10 @@ class ArrayAPIBackend(ampcore.Backend):
         for theirs, ours in self._dtypes:
             if array.dtype == theirs:
                 return ours
-        raise TypeError(f"arrayapi arrays of dtype {array.dtype!r} have no ampcore dtype; "
-                        f"ampcore uses {', '.join(d.name for _, d in self._dtypes)}")
+        raise TypeError(
+            f"arrayapi arrays of dtype {array.dtype!r} have no ampcore dtype; "
+            f"ampcore uses {', '.join(d.name for _, d in self._dtypes)}"
+        )
 
     def nbytes(self, array: Any) -> int:
         own = getattr(array, "nbytes", None)  # NumPy, CuPy, PyTorch count their own bytes

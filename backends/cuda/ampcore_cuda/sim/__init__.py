@@ -30,8 +30,10 @@ def requested_profile(value: str | None = None) -> Profile | None:
     try:
         return PROFILES[value.lower()]
     except KeyError:
-        raise ValueError(f"{ENV}={value!r} is not a simulator profile; use one of "
-                         f"{', '.join(repr(k) for k in PROFILES)}, or unset it") from None
+        raise ValueError(
+            f"{ENV}={value!r} is not a simulator profile; use one of "
+            f"{', '.join(repr(k) for k in PROFILES)}, or unset it"
+        ) from None
 
 
 def cupy_module(profile: Profile) -> types.ModuleType:
@@ -46,8 +48,18 @@ def cupy_module(profile: Profile) -> types.ModuleType:
 # What ``importlib.import_module`` finds in CuPy 14: ``cupy.cuda.cublas`` and ``cupy.cuda.nvrtc`` are attributes
 # of ``cupy.cuda`` only (its module ``__getattr__`` loads cupy_backends.cuda.libs.*), so importing them by name
 # raises ModuleNotFoundError here as there; runtime.resolve_module falls back to the parent's attribute.
-IMPORTABLE = frozenset({"cupy", "cupy.cuda", "cupy.cuda.device", "cupy.cuda.function", "cupy.cuda.runtime",
-                        "cupyx", "cupyx.scipy", "cupyx.scipy.special"})
+IMPORTABLE = frozenset(
+    {
+        "cupy",
+        "cupy.cuda",
+        "cupy.cuda.device",
+        "cupy.cuda.function",
+        "cupy.cuda.runtime",
+        "cupyx",
+        "cupyx.scipy",
+        "cupyx.scipy.special",
+    }
+)
 
 
 def module(name: str, profile: Profile) -> Any:

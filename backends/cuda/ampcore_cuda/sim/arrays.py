@@ -15,8 +15,7 @@ import numpy as np
 
 from .devices import MemoryPool, current_device
 
-__all__ = ["ndarray", "MemoryPointer", "POOL", "to_device", "check_no_host_arrays", "flush_float32",
-           "FTZ_EXEMPT"]
+__all__ = ["ndarray", "MemoryPointer", "POOL", "to_device", "check_no_host_arrays", "flush_float32", "FTZ_EXEMPT"]
 
 POOL = MemoryPool()
 _TINY32 = np.float32(np.finfo(np.float32).tiny)
@@ -86,8 +85,14 @@ class ndarray(np.ndarray):  # noqa: N801 - CuPy's name
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         check_no_host_arrays(inputs, ufunc.__name__)
         flush = ufunc.__name__ not in FTZ_EXEMPT
-        args = [flush_float32(x.view(np.ndarray)) if flush and isinstance(x, ndarray) else
-                x.view(np.ndarray) if isinstance(x, ndarray) else x for x in inputs]
+        args = [
+            flush_float32(x.view(np.ndarray))
+            if flush and isinstance(x, ndarray)
+            else x.view(np.ndarray)
+            if isinstance(x, ndarray)
+            else x
+            for x in inputs
+        ]
         if "out" in kwargs:
             kwargs["out"] = tuple(o.view(np.ndarray) if isinstance(o, ndarray) else o for o in kwargs["out"])
         with np.errstate(all="ignore"):  # a GPU raises no floating-point warnings
@@ -123,8 +128,10 @@ def check_no_host_arrays(values: Any, what: str) -> None:
     """TypeError (CuPy's) when a NumPy array meets device arrays in a device function."""
     for v in values:
         if isinstance(v, np.ndarray) and not isinstance(v, ndarray):
-            raise TypeError(f"Unsupported type {type(v)} in {what}: a host (NumPy) array in a device function; "
-                            "copy it with cupy.asarray first")
+            raise TypeError(
+                f"Unsupported type {type(v)} in {what}: a host (NumPy) array in a device function; "
+                "copy it with cupy.asarray first"
+            )
         if isinstance(v, (list, tuple)):
             check_no_host_arrays(v, what)
 

@@ -16,26 +16,57 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SimulatorBuildError", "Signature", "Param", "signature", "build", "cache_dir", "compiler",
-           "SUPPORTED"]
+__all__ = ["SimulatorBuildError", "Signature", "Param", "signature", "build", "cache_dir", "compiler", "SUPPORTED"]
 
 SHIM = Path(__file__).with_name("shim.h")
 FLAGS = ("-std=c++17", "-O1", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-U_FORTIFY_SOURCE", "-w")
 
 # Every double-underscore name the shim defines (or g++ knows); any other one in a kernel is refused by name.
-SUPPORTED = frozenset({
-    "__global__", "__device__", "__host__", "__forceinline__", "__noinline__", "__shared__", "__launch_bounds__",
-    "__restrict__", "__syncthreads", "__syncthreads_or", "__syncthreads_and", "__syncthreads_count",
-    "__shfl_down_sync", "__shfl_up_sync", "__shfl_xor_sync", "__shfl_sync", "__float_as_uint", "__float_as_int",
-    "__uint_as_float", "__int_as_float", "__double_as_longlong", "__longlong_as_double", "__fadd_rn",
-    "__fmul_rn", "__double2float_rn", "__double2float_rz", "__half", "__nv_bfloat16", "__half_as_ushort",
-    "__ushort_as_half", "__bfloat16_as_ushort", "__ushort_as_bfloat16", "__half2float", "__float2half_rn",
-    "__bfloat162float", "__float2bfloat16_rn",
-})
+SUPPORTED = frozenset(
+    {
+        "__global__",
+        "__device__",
+        "__host__",
+        "__forceinline__",
+        "__noinline__",
+        "__shared__",
+        "__launch_bounds__",
+        "__restrict__",
+        "__syncthreads",
+        "__syncthreads_or",
+        "__syncthreads_and",
+        "__syncthreads_count",
+        "__shfl_down_sync",
+        "__shfl_up_sync",
+        "__shfl_xor_sync",
+        "__shfl_sync",
+        "__float_as_uint",
+        "__float_as_int",
+        "__uint_as_float",
+        "__int_as_float",
+        "__double_as_longlong",
+        "__longlong_as_double",
+        "__fadd_rn",
+        "__fmul_rn",
+        "__double2float_rn",
+        "__double2float_rz",
+        "__half",
+        "__nv_bfloat16",
+        "__half_as_ushort",
+        "__ushort_as_half",
+        "__bfloat16_as_ushort",
+        "__ushort_as_bfloat16",
+        "__half2float",
+        "__float2half_rn",
+        "__bfloat162float",
+        "__float2bfloat16_rn",
+    }
+)
 # Headers whose part the kernels may use the shim defines itself: their #include is dropped, any other refused.
 PROVIDED_HEADERS = ("cuda_fp16.h", "cuda_bf16.h")
-_PROVIDED_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](?:' + "|".join(map(re.escape, PROVIDED_HEADERS)) + r')[>"]\s*$',
-                               re.M)
+_PROVIDED_INCLUDE = re.compile(
+    r'^\s*#\s*include\s*[<"](?:' + "|".join(map(re.escape, PROVIDED_HEADERS)) + r')[>"]\s*$', re.M
+)
 # Constructs outside the double-underscore names that the shim cannot honour.
 _REFUSED = (
     (re.compile(r"^\s*#\s*include\b.*$", re.M), "#include of a header other than " + " and ".join(PROVIDED_HEADERS)),
@@ -44,10 +75,14 @@ _REFUSED = (
     (re.compile(r"\b(texture|surface)\s*<"), "texture/surface references"),
     (re.compile(r"\bcooperative_groups\b"), "cooperative_groups"),
 )
-_SIGNATURE = re.compile(r'extern\s+"C"\s+__global__\s+void\s+'
-                        r'(?:__launch_bounds__\((\d+)[^)]*\)\s*)?(\w+)\s*\(([^)]*)\)')
-_UNDECLARED = re.compile(r"['\u2018](\w+)['\u2019] "
-                         r"(?:was not declared in this scope|has not been declared|does not name a type)")
+_SIGNATURE = re.compile(
+    r'extern\s+"C"\s+__global__\s+void\s+'
+    r"(?:__launch_bounds__\((\d+)[^)]*\)\s*)?(\w+)\s*\(([^)]*)\)"
+)
+_UNDECLARED = re.compile(
+    r"['\u2018](\w+)['\u2019] "
+    r"(?:was not declared in this scope|has not been declared|does not name a type)"
+)
 
 
 class SimulatorBuildError(RuntimeError):
@@ -93,8 +128,10 @@ def check_constructs(source: str) -> None:
     source = _PROVIDED_INCLUDE.sub("", source)
     defined = set(re.findall(r"#\s*define\s+(__\w+)", source))
     for name in sorted(set(re.findall(r"\b__\w+", source)) - SUPPORTED - defined):
-        raise SimulatorBuildError(f"the CUDA simulator does not support {name!r} (used in the kernel source); "
-                                  f"it supports {', '.join(sorted(SUPPORTED))}")
+        raise SimulatorBuildError(
+            f"the CUDA simulator does not support {name!r} (used in the kernel source); "
+            f"it supports {', '.join(sorted(SUPPORTED))}"
+        )
     for pattern, what in _REFUSED:
         if pattern.search(source):
             raise SimulatorBuildError(f"the CUDA simulator does not support {what}")
@@ -104,8 +141,9 @@ def compiler() -> str:
     """The host C++ compiler: $CXX, else g++ on PATH; SimulatorBuildError saying how to get one."""
     cxx = os.environ.get("CXX") or shutil.which("g++")
     if not cxx:
-        raise SimulatorBuildError("the CUDA simulator needs a host C++ compiler: install g++ (apt-get install g++) "
-                                  "or set CXX")
+        raise SimulatorBuildError(
+            "the CUDA simulator needs a host C++ compiler: install g++ (apt-get install g++) or set CXX"
+        )
     return cxx
 
 
@@ -120,10 +158,12 @@ def cache_dir() -> Path:
 
 def _translation_unit(source: str, name: str) -> str:
     source = _PROVIDED_INCLUDE.sub("// (provided by the simulator's shim)", source)
-    return (f'#include "{SHIM}"\n#line 1 "{name}.cu"\n{source}\n#line 1 "ampsim-launch.cpp"\n'
-            f'extern "C" int ampsim_launch(void **args, const unsigned *grid, const unsigned *block, int fibered, '
-            f'char *err, int err_len) {{\n'
-            f'    return ampsim::launch({name}, args, grid, block, fibered, err, err_len);\n}}\n')
+    return (
+        f'#include "{SHIM}"\n#line 1 "{name}.cu"\n{source}\n#line 1 "ampsim-launch.cpp"\n'
+        f'extern "C" int ampsim_launch(void **args, const unsigned *grid, const unsigned *block, int fibered, '
+        f"char *err, int err_len) {{\n"
+        f"    return ampsim::launch({name}, args, grid, block, fibered, err, err_len);\n}}\n"
+    )
 
 
 def build(source: str, name: str) -> Path:
@@ -152,6 +192,8 @@ def _explain(stderr: str, name: str) -> str:
     undeclared = _UNDECLARED.findall(stderr)
     errors = [line for line in stderr.splitlines() if "error" in line][:5]
     if undeclared:
-        return (f"the CUDA simulator does not support {undeclared[0]!r} (kernel {name!r}): the shim does not "
-                f"define it\n" + "\n".join(errors))
+        return (
+            f"the CUDA simulator does not support {undeclared[0]!r} (kernel {name!r}): the shim does not "
+            f"define it\n" + "\n".join(errors)
+        )
     return f"the CUDA simulator could not build kernel {name!r}:\n" + "\n".join(errors or stderr.splitlines()[-5:])

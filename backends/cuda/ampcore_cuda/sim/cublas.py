@@ -13,8 +13,17 @@ import numpy as np
 
 from ampcore import dtypes as dt
 
-__all__ = ["CublasSimError", "gemmStridedBatchedEx", "setPointerMode", "get_cublas_handle",
-           "CUBLAS_OP_N", "CUBLAS_OP_T", "CUDA_R_16F", "CUDA_R_16BF", "CUBLAS_COMPUTE_32F"]
+__all__ = [
+    "CublasSimError",
+    "gemmStridedBatchedEx",
+    "setPointerMode",
+    "get_cublas_handle",
+    "CUBLAS_OP_N",
+    "CUBLAS_OP_T",
+    "CUDA_R_16F",
+    "CUDA_R_16BF",
+    "CUBLAS_COMPUTE_32F",
+]
 
 CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
 CUDA_R_16F, CUDA_R_16BF, CUDA_R_32F = 2, 14, 0
@@ -37,8 +46,10 @@ def get_cublas_handle() -> int:
 
 def setPointerMode(handle: int, mode: int) -> None:  # noqa: N802 - cuBLAS's name
     if mode != _POINTER_MODE_HOST:
-        raise CublasSimError(f"cublasSetPointerMode({mode}): the simulator implements only "
-                             f"CUBLAS_POINTER_MODE_HOST ({_POINTER_MODE_HOST})")
+        raise CublasSimError(
+            f"cublasSetPointerMode({mode}): the simulator implements only "
+            f"CUBLAS_POINTER_MODE_HOST ({_POINTER_MODE_HOST})"
+        )
     _pointer_mode[handle] = mode
 
 
@@ -46,19 +57,22 @@ def _host_float(ptr: int) -> np.float32:
     return np.float32(ctypes.c_float.from_address(ptr).value)
 
 
-def _matrices(ptr: int, kind: int, op: int, rows: int, cols: int, ld: int, stride: int, batch: int,
-              what: str) -> np.ndarray:
+def _matrices(
+    ptr: int, kind: int, op: int, rows: int, cols: int, ld: int, stride: int, batch: int, what: str
+) -> np.ndarray:
     """``op(X)`` for each batch entry as a (batch, rows, cols) float32 array, ``X`` column-major at ``ptr``."""
     stored_rows, stored_cols = (rows, cols) if op == CUBLAS_OP_N else (cols, rows)
     if ld < max(1, stored_rows):
-        raise CublasSimError(f"gemmStridedBatchedEx: ld{what} = {ld} < {max(1, stored_rows)} "
-                             "(CUBLAS_STATUS_INVALID_VALUE)")
+        raise CublasSimError(
+            f"gemmStridedBatchedEx: ld{what} = {ld} < {max(1, stored_rows)} (CUBLAS_STATUS_INVALID_VALUE)"
+        )
     item = _STORAGE[kind].itemsize
     span = (batch - 1) * stride + (stored_cols - 1) * ld + stored_rows if rows and cols and batch else 0
     raw = np.ctypeslib.as_array((ctypes.c_uint8 * (span * item)).from_address(ptr)) if span else np.zeros(0, np.uint8)
     flat = raw.view(_STORAGE[kind])
-    stored = np.lib.stride_tricks.as_strided(flat, (batch, stored_rows, stored_cols),
-                                             (stride * item, item, ld * item), writeable=False)
+    stored = np.lib.stride_tricks.as_strided(
+        flat, (batch, stored_rows, stored_cols), (stride * item, item, ld * item), writeable=False
+    )
     mats = stored if op == CUBLAS_OP_N else stored.transpose(0, 2, 1)
     if kind == CUDA_R_16BF:
         return (mats.astype(np.uint32) << 16).view(np.float32)
@@ -66,21 +80,46 @@ def _matrices(ptr: int, kind: int, op: int, rows: int, cols: int, ld: int, strid
 
 
 def gemmStridedBatchedEx(  # noqa: N802 - cuBLAS's name
-                         handle: int, transa: int, transb: int, m: int, n: int, k: int, alpha: int, a: int,
-                         atype: int, lda: int, stride_a: int, b: int, btype: int, ldb: int, stride_b: int, beta: int,
-                         c: int, ctype: int, ldc: int, stride_c: int, batch: int, compute_type: int,
-                         algo: int) -> None:
+    handle: int,
+    transa: int,
+    transb: int,
+    m: int,
+    n: int,
+    k: int,
+    alpha: int,
+    a: int,
+    atype: int,
+    lda: int,
+    stride_a: int,
+    b: int,
+    btype: int,
+    ldb: int,
+    stride_b: int,
+    beta: int,
+    c: int,
+    ctype: int,
+    ldc: int,
+    stride_c: int,
+    batch: int,
+    compute_type: int,
+    algo: int,
+) -> None:
     """``C[i] = alpha * op(A[i]) @ op(B[i]) + beta * C[i]`` for ``i < batch``, column-major (cuBLAS's contract)."""
     for name, op in (("transa", transa), ("transb", transb)):
         if op not in (CUBLAS_OP_N, CUBLAS_OP_T):
-            raise CublasSimError(f"gemmStridedBatchedEx: {name} = {op}; the simulator implements CUBLAS_OP_N (0) "
-                                 "and CUBLAS_OP_T (1)")
+            raise CublasSimError(
+                f"gemmStridedBatchedEx: {name} = {op}; the simulator implements CUBLAS_OP_N (0) and CUBLAS_OP_T (1)"
+            )
     if compute_type != CUBLAS_COMPUTE_32F or algo != CUBLAS_GEMM_DEFAULT:
-        raise CublasSimError(f"gemmStridedBatchedEx: computeType {compute_type}, algo {algo}; the simulator "
-                             f"implements CUBLAS_COMPUTE_32F ({CUBLAS_COMPUTE_32F}) with CUBLAS_GEMM_DEFAULT (-1)")
+        raise CublasSimError(
+            f"gemmStridedBatchedEx: computeType {compute_type}, algo {algo}; the simulator "
+            f"implements CUBLAS_COMPUTE_32F ({CUBLAS_COMPUTE_32F}) with CUBLAS_GEMM_DEFAULT (-1)"
+        )
     if not atype == btype == ctype or atype not in (CUDA_R_16F, CUDA_R_16BF):
-        raise CublasSimError(f"gemmStridedBatchedEx: types A={atype}, B={btype}, C={ctype}; the simulator "
-                             f"implements all CUDA_R_16F ({CUDA_R_16F}) or all CUDA_R_16BF ({CUDA_R_16BF})")
+        raise CublasSimError(
+            f"gemmStridedBatchedEx: types A={atype}, B={btype}, C={ctype}; the simulator "
+            f"implements all CUDA_R_16F ({CUDA_R_16F}) or all CUDA_R_16BF ({CUDA_R_16BF})"
+        )
     if _pointer_mode.get(handle) != _POINTER_MODE_HOST:
         raise CublasSimError(f"gemmStridedBatchedEx: unknown handle {handle!r}")
     if min(m, n, k, batch) < 0:
@@ -88,18 +127,54 @@ def gemmStridedBatchedEx(  # noqa: N802 - cuBLAS's name
     if ldc < max(1, m):
         raise CublasSimError(f"gemmStridedBatchedEx: ldc = {ldc} < {max(1, m)} (CUBLAS_STATUS_INVALID_VALUE)")
     if batch > 1 and stride_c < ldc * n:
-        raise CublasSimError(f"gemmStridedBatchedEx: strideC = {stride_c} < ldc * n = {ldc * n}: output matrices "
-                             "would overlap")
+        raise CublasSimError(
+            f"gemmStridedBatchedEx: strideC = {stride_c} < ldc * n = {ldc * n}: output matrices would overlap"
+        )
     if not (m and n and batch):
         return
     with np.errstate(all="ignore"):  # a GPU raises no floating-point warnings: inf/NaN are values here
-        _compute(transa, transb, m, n, k, _host_float(alpha), a, atype, lda, stride_a, b, ldb, stride_b,
-                 _host_float(beta), c, ldc, stride_c, batch)
+        _compute(
+            transa,
+            transb,
+            m,
+            n,
+            k,
+            _host_float(alpha),
+            a,
+            atype,
+            lda,
+            stride_a,
+            b,
+            ldb,
+            stride_b,
+            _host_float(beta),
+            c,
+            ldc,
+            stride_c,
+            batch,
+        )
 
 
-def _compute(transa: int, transb: int, m: int, n: int, k: int, alpha32: np.float32, a: int, atype: int, lda: int,
-             stride_a: int, b: int, ldb: int, stride_b: int, beta32: np.float32, c: int, ldc: int, stride_c: int,
-             batch: int) -> None:
+def _compute(
+    transa: int,
+    transb: int,
+    m: int,
+    n: int,
+    k: int,
+    alpha32: np.float32,
+    a: int,
+    atype: int,
+    lda: int,
+    stride_a: int,
+    b: int,
+    ldb: int,
+    stride_b: int,
+    beta32: np.float32,
+    c: int,
+    ldc: int,
+    stride_c: int,
+    batch: int,
+) -> None:
     ctype = btype = atype
     acc = np.zeros((batch, m, n), np.float32)
     if k:

@@ -21,14 +21,20 @@ class Profile:
     multiprocessors: int
 
     def properties(self) -> dict[str, Any]:
-        return {"name": f"{self.name} (ampcore CUDA simulator)".encode(), "major": self.major, "minor": self.minor,
-                "totalGlobalMem": self.memory_bytes, "multiProcessorCount": self.multiprocessors,
-                "warpSize": 32, "maxThreadsPerBlock": 1024}
+        return {
+            "name": f"{self.name} (ampcore CUDA simulator)".encode(),
+            "major": self.major,
+            "minor": self.minor,
+            "totalGlobalMem": self.memory_bytes,
+            "multiProcessorCount": self.multiprocessors,
+            "warpSize": 32,
+            "maxThreadsPerBlock": 1024,
+        }
 
 
 PROFILES = {
-    "h100": Profile("h100", "NVIDIA H100 80GB HBM3", 9, 0, 80 * 2 ** 30, 132),
-    "t4": Profile("t4", "Tesla T4", 7, 5, 15 * 2 ** 30, 40),
+    "h100": Profile("h100", "NVIDIA H100 80GB HBM3", 9, 0, 80 * 2**30, 132),
+    "t4": Profile("t4", "Tesla T4", 7, 5, 15 * 2**30, 40),
 }
 RUNTIME_VERSION = 12080  # the CUDA 12.8 runtime: what cupy-cuda12x reports
 

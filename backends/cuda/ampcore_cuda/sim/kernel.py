@@ -20,13 +20,33 @@ from .arrays import ndarray
 
 __all__ = ["RawKernel", "LaunchError"]
 
-_SCALARS = {"float": np.float32, "double": np.float64, "int": np.int32, "unsigned int": np.uint32,
-            "long long": np.int64, "unsigned long long": np.uint64, "short": np.int16,
-            "unsigned short": np.uint16, "bool": np.bool_, "char": np.int8, "unsigned char": np.uint8}
-_POINTEES = {"float": (np.float32,), "double": (np.float64,), "int": (np.int32,), "unsigned int": (np.uint32,),
-             "long long": (np.int64,), "unsigned long long": (np.uint64,), "bool": (np.bool_,),
-             "unsigned short": (np.uint16, np.float16), "short": (np.int16,), "char": (np.int8,),
-             "unsigned char": (np.uint8,), "void": None}
+_SCALARS = {
+    "float": np.float32,
+    "double": np.float64,
+    "int": np.int32,
+    "unsigned int": np.uint32,
+    "long long": np.int64,
+    "unsigned long long": np.uint64,
+    "short": np.int16,
+    "unsigned short": np.uint16,
+    "bool": np.bool_,
+    "char": np.int8,
+    "unsigned char": np.uint8,
+}
+_POINTEES = {
+    "float": (np.float32,),
+    "double": (np.float64,),
+    "int": (np.int32,),
+    "unsigned int": (np.uint32,),
+    "long long": (np.int64,),
+    "unsigned long long": (np.uint64,),
+    "bool": (np.bool_,),
+    "unsigned short": (np.uint16, np.float16),
+    "short": (np.int16,),
+    "char": (np.int8,),
+    "unsigned char": (np.uint8,),
+    "void": None,
+}
 _FIBERED = re.compile(r"\b(__syncthreads\w*|__shfl\w*)\b")
 _MAX_BLOCK = 1024
 
@@ -49,8 +69,14 @@ class RawKernel:
             lib = ctypes.CDLL(str(_build.build(self.code, self.name)))
             fn = lib.ampsim_launch
             fn.restype = ctypes.c_int
-            fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_uint),
-                           ctypes.POINTER(ctypes.c_uint), ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+            fn.argtypes = [
+                ctypes.POINTER(ctypes.c_void_p),
+                ctypes.POINTER(ctypes.c_uint),
+                ctypes.POINTER(ctypes.c_uint),
+                ctypes.c_int,
+                ctypes.c_char_p,
+                ctypes.c_int,
+            ]
             self._lib = (lib, fn)
         return self._lib[1]
 
@@ -61,16 +87,20 @@ class RawKernel:
         if threads > bound:
             raise LaunchError(f"{self.name}: a block of {threads} threads exceeds its launch bound of {bound}")
         if len(args) != len(self._sig.params):
-            raise LaunchError(f"{self.name} takes {len(self._sig.params)} arguments "
-                              f"({', '.join(p.name for p in self._sig.params)}), got {len(args)}")
+            raise LaunchError(
+                f"{self.name} takes {len(self._sig.params)} arguments "
+                f"({', '.join(p.name for p in self._sig.params)}), got {len(args)}"
+            )
         keep = [_marshal(self.name, i, p, a) for i, (p, a) in enumerate(zip(self._sig.params, args))]
         pointers = (ctypes.c_void_p * max(len(keep), 1))(*[ctypes.addressof(k) for k in keep])
         if 0 in grid3 or threads == 0:
-            raise LaunchError(f"{self.name}: an empty grid {tuple(grid3)} or block {tuple(block3)} "
-                              "(cudaErrorInvalidConfiguration)")
+            raise LaunchError(
+                f"{self.name}: an empty grid {tuple(grid3)} or block {tuple(block3)} (cudaErrorInvalidConfiguration)"
+            )
         err = ctypes.create_string_buffer(512)
-        rc = self._library()(pointers, (ctypes.c_uint * 3)(*grid3), (ctypes.c_uint * 3)(*block3),
-                             int(self._fibered), err, len(err))
+        rc = self._library()(
+            pointers, (ctypes.c_uint * 3)(*grid3), (ctypes.c_uint * 3)(*block3), int(self._fibered), err, len(err)
+        )
         if rc:
             raise LaunchError(f"{self.name}: {err.value.decode(errors='replace')}")
 

@@ -17,21 +17,58 @@ import numpy as np
 
 from . import cublas as _cublas
 from .arrays import FTZ_EXEMPT, POOL, MemoryPointer, check_no_host_arrays, flush_float32, ndarray, to_device
-from .devices import Device, Profile, Runtime
 from .build import SimulatorBuildError
+from .devices import Device, Profile, Runtime
 from .kernel import RawKernel
 from .nvrtc import Module, Nvrtc
 
 __all__ = ["make_cupy", "make_cupyx"]
 
 _HOST_IN = frozenset({"asarray", "array"})
-_NOT_ARRAY_FUNCTIONS = frozenset({"dtype", "float16", "float32", "float64", "int32", "int64", "uint16", "uint32",
-                                  "uint64", "bool_", "int8", "uint8", "int16", "newaxis", "pi", "inf", "nan", "e"})
+_NOT_ARRAY_FUNCTIONS = frozenset(
+    {
+        "dtype",
+        "float16",
+        "float32",
+        "float64",
+        "int32",
+        "int64",
+        "uint16",
+        "uint32",
+        "uint64",
+        "bool_",
+        "int8",
+        "uint8",
+        "int16",
+        "newaxis",
+        "pi",
+        "inf",
+        "nan",
+        "e",
+    }
+)
 
 
 # Reductions CuPy runs as its own (flushing) kernels; ufuncs flush too, but for FTZ_EXEMPT.
-_FLUSHING_REDUCTIONS = frozenset({"sum", "max", "min", "amax", "amin", "cumsum", "mean", "prod", "argmax", "argmin",
-                                  "nansum", "nanmax", "nanmin", "var", "std"})
+_FLUSHING_REDUCTIONS = frozenset(
+    {
+        "sum",
+        "max",
+        "min",
+        "amax",
+        "amin",
+        "cumsum",
+        "mean",
+        "prod",
+        "argmax",
+        "argmin",
+        "nansum",
+        "nanmax",
+        "nanmin",
+        "var",
+        "std",
+    }
+)
 
 
 def _device_function(name: str) -> Callable[..., Any]:
@@ -43,9 +80,14 @@ def _device_function(name: str) -> Callable[..., Any]:
         if name not in _HOST_IN:
             check_no_host_arrays(args, f"cupy.{name}")
             check_no_host_arrays(kwargs.values(), f"cupy.{name}")
-        plain = [a.view(np.ndarray) if isinstance(a, ndarray) else
-                 [x.view(np.ndarray) if isinstance(x, ndarray) else x for x in a] if isinstance(a, (list, tuple))
-                 else a for a in args]
+        plain = [
+            a.view(np.ndarray)
+            if isinstance(a, ndarray)
+            else [x.view(np.ndarray) if isinstance(x, ndarray) else x for x in a]
+            if isinstance(a, (list, tuple))
+            else a
+            for a in args
+        ]
         if flush:  # CuPy's kernels are built with -ftz=true: float32 subnormals read and written as zeros
             plain = [flush_float32(a) for a in plain]
         with np.errstate(all="ignore"):  # a GPU raises no floating-point warnings
@@ -101,7 +143,8 @@ def _cupy_raw_kernel(code: str, name: str, options: Any = (), **_: Any) -> RawKe
     raise SimulatorBuildError(
         f"cupy.RawKernel({name!r}) compiles with -ftz=true (CuPy appends it to every NVRTC compile), flushing "
         "float32 subnormals, which the CUDA simulator cannot model: build kernels with "
-        "ampcore_cuda.launch.raw_kernel (NVRTC directly, --ftz=false)")
+        "ampcore_cuda.launch.raw_kernel (NVRTC directly, --ftz=false)"
+    )
 
 
 def make_cupy(profile: Profile) -> types.ModuleType:

@@ -11,7 +11,8 @@ a flushing build would pass here and fail on a GPU.  The "cubin" it produces is 
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from . import build as _build
 from .kernel import RawKernel
@@ -46,8 +47,13 @@ class Nvrtc:
     def getSupportedArchs(self) -> tuple[int, ...]:  # noqa: N802
         return SUPPORTED_ARCHS
 
-    def createProgram(self, src: str, name: str, headers: Sequence[Any],  # noqa: N802
-                      include_names: Sequence[Any]) -> _Program:
+    def createProgram(
+        self,
+        src: str,
+        name: str,
+        headers: Sequence[Any],  # noqa: N802
+        include_names: Sequence[Any],
+    ) -> _Program:
         if headers or include_names:
             raise NVRTCError("NVRTC_ERROR_INVALID_INPUT (the simulator takes no headers)")
         return _Program(src, name)
@@ -70,8 +76,10 @@ class Nvrtc:
     def _check_options(self, options: list[str]) -> str | None:
         flush = [o for o in options if o in _FTZ]
         if flush:
-            return (f"the CUDA simulator computes with IEEE subnormals and cannot run a kernel built with {flush[0]} "
-                    "(flush-to-zero); build with --ftz=false, as ampcore_cuda.compiler does")
+            return (
+                f"the CUDA simulator computes with IEEE subnormals and cannot run a kernel built with {flush[0]} "
+                "(flush-to-zero); build with --ftz=false, as ampcore_cuda.compiler does"
+            )
         archs = [o.split("=", 1)[1] for o in options if o.startswith("-arch=")]
         if len(archs) != 1:
             return f"exactly one -arch=sm_XY or -arch=compute_XY option is needed, got {archs}"
@@ -109,7 +117,7 @@ class Module:
     def load(self, image: bytes) -> None:
         if not isinstance(image, bytes) or not image.startswith(_MAGIC):
             raise RuntimeError("CUDA_ERROR_INVALID_IMAGE: not an image the simulator's NVRTC produced")
-        payload = json.loads(image[len(_MAGIC):])
+        payload = json.loads(image[len(_MAGIC) :])
         self._code, self._options = payload["source"], tuple(payload["options"])
 
     def get_function(self, name: str) -> RawKernel:
