@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .hooks import STATE
 from .kernels import KernelError, KernelGate
@@ -49,7 +49,7 @@ def is_grad_enabled() -> bool:
     return getattr(_state, "enabled", True)
 
 
-class set_grad_enabled:
+class set_grad_enabled:  # noqa: N801 - torch's name; used like a function (with ..., @...)
     """Context manager (and decorator) that sets grad mode for a block on this thread."""
 
     def __init__(self, mode: bool):
@@ -72,14 +72,14 @@ class set_grad_enabled:
         return wrapper
 
 
-class no_grad(set_grad_enabled):
+class no_grad(set_grad_enabled):  # noqa: N801 - torch's name; used like a function
     """Disable graph recording in a block (``with ampcore.no_grad(): ...``) or a decorated function."""
 
     def __init__(self) -> None:
         super().__init__(False)
 
 
-class enable_grad(set_grad_enabled):
+class enable_grad(set_grad_enabled):  # noqa: N801 - torch's name; used like a function
     """Re-enable graph recording inside a ``no_grad`` block."""
 
     def __init__(self) -> None:
@@ -90,6 +90,15 @@ class Context:
     """What an op's forward saves for its backward (attributes set freely)."""
 
     __slots__ = ("__dict__",)
+
+    # Set by dispatch.call before the op's forward runs.
+    needs_input_grad: tuple[bool, ...]
+    device_index: int
+
+    if TYPE_CHECKING:
+        # Each op's forward saves its own attributes for its backward: to the type checker, any name is Any.
+        def __getattr__(self, name: str) -> Any: ...
+        def __setattr__(self, name: str, value: Any) -> None: ...
 
 
 class Node:
@@ -272,6 +281,11 @@ class FunctionCtx:
         self.needs_input_grad = needs_input_grad
         self.saved_tensors: tuple[Any, ...] = ()
 
+    if TYPE_CHECKING:
+        # forward keeps whatever else backward needs on ctx (``ctx.scale = s``), as in torch.
+        def __getattr__(self, name: str) -> Any: ...
+        def __setattr__(self, name: str, value: Any) -> None: ...
+
     def save_for_backward(self, *tensors: Any) -> None:
         """Keep tensors for backward (read them back as ``ctx.saved_tensors``)."""
         self.saved_tensors = tensors
@@ -282,7 +296,7 @@ class _FunctionOp:
 
     differentiable = True
 
-    def __init__(self, fn_cls: type, positions: tuple[int, ...], n_args: int):
+    def __init__(self, fn_cls: type[Function], positions: tuple[int, ...], n_args: int):
         self.fn_cls = fn_cls
         self.name = fn_cls.__name__
         self.positions = positions  # where the tensor inputs were among forward's arguments
@@ -296,7 +310,7 @@ class _FunctionOp:
                 f"{self.name}.backward returned {len(grads)} gradients, but forward took "
                 f"{self.n_args} arguments; return one per argument (None for non-tensors)"
             )
-        out = []
+        out: list[Any] = []
         for pos, inp in zip(self.positions, ctx.inputs):
             gi = grads[pos]
             if gi is None:

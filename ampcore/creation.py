@@ -7,9 +7,10 @@ reproducible on a given backend without any host-side array.
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -50,7 +51,7 @@ class Generator:
 
     def __init__(self, seed: int | None = None):
         self._lock = threading.Lock()
-        self.manual_seed(seed if seed is not None else int(np.random.SeedSequence().entropy % (2**63)))
+        self.manual_seed(seed if seed is not None else secrets.randbits(63))
 
     def manual_seed(self, seed: int) -> Generator:
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
@@ -153,7 +154,7 @@ def as_tensor(data: Any, dtype: Any = None, device: DeviceLike | None = None) ->
         and (dtype is None or data.dtype == dt.as_dtype(dtype))
         and (device is None or data.device == registry.resolve(device))
     ):
-        return data
+        return cast("Tensor", data)  # every TensorBase is a Tensor: ampcore.tensor installs its class on import
     return tensor(data, dtype=dtype, device=device)
 
 

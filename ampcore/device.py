@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Union
 
 __all__ = ["Device", "DeviceLike", "parse_device"]
 
@@ -31,7 +30,7 @@ class Device:
         return f"device({str(self)!r})"
 
 
-DeviceLike = Union[str, Device]
+DeviceLike = str | Device
 
 
 def parse_device(value: DeviceLike) -> Device:

@@ -26,7 +26,10 @@ __all__ = ["OUTPUT_RULES", "expected_output"]
 _SCALARS = (int, float, bool, np.number)
 Shape = tuple[int, ...]
 Expected = tuple["Shape | None", "DType | None"]
-Rule = Callable[[Callable[[Any], Shape], Callable[[Any], DType], tuple[Any, ...]], Expected]
+ShapeOf = Callable[[Any], Shape]
+DTypeOf = Callable[[Any], DType]
+Args = tuple[Any, ...]
+Rule = Callable[[ShapeOf, DTypeOf, Args], Expected]
 
 
 def _broadcast(shapes: Sequence[Shape]) -> Shape | None:
@@ -39,7 +42,7 @@ def _broadcast(shapes: Sequence[Shape]) -> Shape | None:
         return None  # the core checked broadcasting before the call; a direct caller gets the kernel's own error
 
 
-def _same(shape_of, dtype_of, args):
+def _same(shape_of: ShapeOf, dtype_of: DTypeOf, args: Args) -> Expected:
     return shape_of(args[0]), dtype_of(args[0])
 
 
@@ -48,7 +51,7 @@ def _one_dtype(a: DType, b: DType) -> DType | None:
     return a if a is b or a == b else None
 
 
-def _binary(shape_of, dtype_of, args):
+def _binary(shape_of: ShapeOf, dtype_of: DTypeOf, args: Args) -> Expected:
     """Broadcasting binary kernels: either operand may be a Python scalar; output dtype = the operands'."""
     a, b = args
     if isinstance(a, _SCALARS):
@@ -59,7 +62,7 @@ def _binary(shape_of, dtype_of, args):
     return (sa if sa == sb else _broadcast((sa, sb))), _one_dtype(dtype_of(a), dtype_of(b))
 
 
-def _comparison(shape_of, dtype_of, args):
+def _comparison(shape_of: ShapeOf, dtype_of: DTypeOf, args: Args) -> Expected:
     a, b = args
     if isinstance(a, _SCALARS):
         return shape_of(b), bool_
@@ -69,7 +72,7 @@ def _comparison(shape_of, dtype_of, args):
     return (sa if sa == sb else _broadcast((sa, sb))), bool_
 
 
-def _where(shape_of, dtype_of, args):
+def _where(shape_of: ShapeOf, dtype_of: DTypeOf, args: Args) -> Expected:
     cond, branches = args[0], [a for a in args[1:3] if not isinstance(a, _SCALARS)]
     shape = _broadcast([shape_of(cond)] + [shape_of(a) for a in branches])
     if not branches:
@@ -83,7 +86,7 @@ def _integer_to_int64(d: DType) -> DType:
 
 
 def _reduce(int64_for_integers: bool) -> Rule:
-    def rule(shape_of, dtype_of, args):
+    def rule(shape_of: ShapeOf, dtype_of: DTypeOf, args: Args) -> Expected:
         x, axes, keepdims = args[0], tuple(args[1]), bool(args[2])
         shape = shape_of(x)
         out = (
@@ -97,16 +100,16 @@ def _reduce(int64_for_integers: bool) -> Rule:
     return rule
 
 
-def _argmax(shape_of, dtype_of, args):
+def _argmax(shape_of: ShapeOf, dtype_of: DTypeOf, args: Args) -> Expected:
     x, axis = args[0], args[1]
     return tuple(n for i, n in enumerate(shape_of(x)) if i != axis), int64
 
 
-def _cumsum(shape_of, dtype_of, args):
+def _cumsum(shape_of: ShapeOf, dtype_of: DTypeOf, args: Args) -> Expected:
     return shape_of(args[0]), _integer_to_int64(dtype_of(args[0]))
 
 
-def _matmul(shape_of, dtype_of, args):
+def _matmul(shape_of: ShapeOf, dtype_of: DTypeOf, args: Args) -> Expected:
     a, b = shape_of(args[0]), shape_of(args[1])
     d = _one_dtype(dtype_of(args[0]), dtype_of(args[1]))
     if len(a) < 2 or len(b) < 2:
@@ -115,21 +118,21 @@ def _matmul(shape_of, dtype_of, args):
     return (None if batch is None else batch + (a[-2], b[-1])), d
 
 
-def _reshape(shape_of, dtype_of, args):
+def _reshape(shape_of: ShapeOf, dtype_of: DTypeOf, args: Args) -> Expected:
     shape = tuple(args[1])
     return (None if -1 in shape else shape), dtype_of(args[0])
 
 
-def _transpose(shape_of, dtype_of, args):
+def _transpose(shape_of: ShapeOf, dtype_of: DTypeOf, args: Args) -> Expected:
     shape = shape_of(args[0])
     return tuple(shape[i] for i in args[1]), dtype_of(args[0])
 
 
-def _broadcast_to(shape_of, dtype_of, args):
+def _broadcast_to(shape_of: ShapeOf, dtype_of: DTypeOf, args: Args) -> Expected:
     return tuple(args[1]), dtype_of(args[0])
 
 
-def _concat(shape_of, dtype_of, args):
+def _concat(shape_of: ShapeOf, dtype_of: DTypeOf, args: Args) -> Expected:
     xs, axis = list(args[0]), args[1]
     if not xs:
         return None, None
@@ -138,38 +141,38 @@ def _concat(shape_of, dtype_of, args):
     return first[:axis] + (total,) + first[axis + 1 :], dtype_of(xs[0])
 
 
-def _take(shape_of, dtype_of, args):
+def _take(shape_of: ShapeOf, dtype_of: DTypeOf, args: Args) -> Expected:
     x, indices, axis = args[0], args[1], args[2]
     shape = shape_of(x)
     return shape[:axis] + tuple(shape_of(indices)) + shape[axis + 1 :], dtype_of(x)
 
 
-def _scatter_add(shape_of, dtype_of, args):
+def _scatter_add(shape_of: ShapeOf, dtype_of: DTypeOf, args: Args) -> Expected:
     src, axis, size = args[0], args[2], args[3]
     shape = shape_of(src)
     return shape[:axis] + (size,) + shape[axis + 1 :], dtype_of(src)
 
 
-def _pad(shape_of, dtype_of, args):
+def _pad(shape_of: ShapeOf, dtype_of: DTypeOf, args: Args) -> Expected:
     x, widths = args[0], args[1]
     return tuple(n + lo + hi for n, (lo, hi) in zip(shape_of(x), widths)), dtype_of(x)
 
 
-def _cast(shape_of, dtype_of, args):
+def _cast(shape_of: ShapeOf, dtype_of: DTypeOf, args: Args) -> Expected:
     return shape_of(args[0]), as_dtype(args[1])
 
 
-def _created(shape_of, dtype_of, args):
+def _created(shape_of: ShapeOf, dtype_of: DTypeOf, args: Args) -> Expected:
     shape = args[0]
     return ((shape,) if isinstance(shape, int) else tuple(shape)), as_dtype(args[1])
 
 
-def _full(shape_of, dtype_of, args):
+def _full(shape_of: ShapeOf, dtype_of: DTypeOf, args: Args) -> Expected:
     shape = args[0]
     return ((shape,) if isinstance(shape, int) else tuple(shape)), as_dtype(args[2])
 
 
-def _arange(shape_of, dtype_of, args):
+def _arange(shape_of: ShapeOf, dtype_of: DTypeOf, args: Args) -> Expected:
     start, stop, step = args[0], args[1], args[2]
     return (max(0, math.ceil((stop - start) / step)),), as_dtype(args[3])
 

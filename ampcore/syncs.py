@@ -23,7 +23,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -119,6 +119,10 @@ def run_deferred_checks(device: Any = None) -> None:
             read_with_checks(None, d)
 
 
+@overload
+def read_with_checks(values: Tensor, device: Any = None) -> np.ndarray: ...
+@overload
+def read_with_checks(values: None, device: Any = None) -> None: ...
 def read_with_checks(values: Tensor | None, device: Any = None) -> np.ndarray | None:
     """Read the 1-D float32 ``values`` and the queued checks of its device in one transfer.
 

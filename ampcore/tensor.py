@@ -7,9 +7,10 @@ never leaves a tensor half-written.
 
 from __future__ import annotations
 
+import builtins
 import copy
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, SupportsIndex
 
 import numpy as np
 
@@ -128,11 +129,11 @@ class Tensor(TensorBase):
         return self._backend.nbytes(self._data)
 
     @property
-    def T(self) -> Tensor:
+    def T(self) -> Tensor:  # noqa: N802 - torch's name for the transpose
         return self.permute(tuple(reversed(range(self.ndim))))
 
     @property
-    def mT(self) -> Tensor:
+    def mT(self) -> Tensor:  # noqa: N802 - torch's name for the batched matrix transpose
         return self.transpose(-2, -1)
 
     def t(self) -> Tensor:
@@ -221,7 +222,7 @@ class Tensor(TensorBase):
         memo[id(self)] = out
         return out
 
-    def __reduce_ex__(self, protocol: int) -> tuple:
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
         """Pickle as host values, dtype and device (checkpoints on disk); autograd history is not kept.
 
         Unpickling puts the tensor back on the same device, so that backend must
@@ -278,7 +279,7 @@ class Tensor(TensorBase):
         return self.to(other.dtype)
 
     # ------------------------------------------------------------------ autograd
-    def backward(self, gradient: Tensor | None = None, retain_graph: bool = False) -> None:
+    def backward(self, gradient: Tensor | None = None, retain_graph: builtins.bool = False) -> None:
         """Accumulate d(self)/d(leaf) into every leaf's ``.grad``."""
         if not self.requires_grad:
             raise RuntimeError(
@@ -306,7 +307,7 @@ class Tensor(TensorBase):
         """The same values, cut from the graph (shares the array)."""
         return Tensor._wrap(self._data, self.device, self._backend)
 
-    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+    def requires_grad_(self, requires_grad: builtins.bool = True) -> Tensor:
         if not isinstance(requires_grad, (bool, np.bool_)):
             raise TypeError(f"requires_grad must be True or False, got {requires_grad!r}")
         if self.grad_fn is not None and not requires_grad:
@@ -367,12 +368,12 @@ class Tensor(TensorBase):
         """This tensor's backend kernels, raising KernelError naming ``op`` when one fails."""
         return guarded_kernels(self._backend, op)
 
-    def fill_(self, value: float) -> Tensor:
+    def fill_(self, value: builtins.float) -> Tensor:
         self._check_inplace()
         self._data = self._kernels("fill_").full(self.shape, value, self.dtype, self.device.index)
         return self
 
-    def add_(self, other: Any, alpha: float = 1.0) -> Tensor:
+    def add_(self, other: Any, alpha: builtins.float = 1.0) -> Tensor:
         """In place ``self += alpha * other``, keeping the dtype; differentiable for non-leaf tensors."""
         return self._rebase(lambda a: ew.cast(a + (other * alpha if alpha != 1.0 else other), self.dtype), "add_")
 
@@ -416,18 +417,18 @@ class Tensor(TensorBase):
     cumsum = reduction.cumsum
 
     @primitive("min")
-    def min(self, dim: int | None = None, keepdim: bool = False) -> Any:
+    def min(self, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Any:
         if dim is None:
             return -reduction.amax(-self)
         values, indices = reduction.max(-self, dim, keepdim)
         return reduction.MaxResult(-values, indices)
 
     @primitive("argmin")
-    def argmin(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    def argmin(self, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor:
         return reduction.argmax(-self, dim, keepdim)
 
     @primitive("var")
-    def var(self, dim: Any = None, correction: int = 1, keepdim: bool = False) -> Tensor:
+    def var(self, dim: Any = None, correction: builtins.int = 1, keepdim: builtins.bool = False) -> Tensor:
         """Variance with Bessel's ``correction`` (torch's default 1)."""
         axes = reduction.normalize_axes(dim, self.ndim)
         n = 1
@@ -437,7 +438,7 @@ class Tensor(TensorBase):
         return (centered * centered).sum(axes, keepdim) / float(max(n - correction, 0) or float("nan"))
 
     @primitive("std")
-    def std(self, dim: Any = None, correction: int = 1, keepdim: bool = False) -> Tensor:
+    def std(self, dim: Any = None, correction: builtins.int = 1, keepdim: builtins.bool = False) -> Tensor:
         return self.var(dim, correction, keepdim).sqrt()
 
     # ------------------------------------------------------------------ math
@@ -455,7 +456,7 @@ class Tensor(TensorBase):
         return ew.relu(self)
 
     @primitive("clamp")
-    def clamp(self, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002 - torch names
+    def clamp(self, min: builtins.float | None = None, max: builtins.float | None = None) -> Tensor:  # noqa: A002 - torch names
         out = self
         if min is not None:
             out = ew.binary("maximum", out, min)
@@ -466,7 +467,7 @@ class Tensor(TensorBase):
     clip = clamp
 
     @primitive("masked_fill")
-    def masked_fill(self, mask: Tensor, value: float) -> Tensor:
+    def masked_fill(self, mask: Tensor, value: builtins.float) -> Tensor:
         return ew.where(mask, value, self)
 
     def matmul(self, other: Tensor) -> Tensor:
@@ -539,7 +540,9 @@ for _name in ("add_", "mul_"):
     register_op(_name, "in-place")
 
 
-def _unpickle(cls: type, values: np.ndarray, dtype: str, device: str, requires_grad: bool, state: dict) -> Tensor:
+def _unpickle(
+    cls: type[Tensor], values: np.ndarray, dtype: str, device: str, requires_grad: bool, state: dict
+) -> Tensor:
     """Rebuild a pickled tensor (or Parameter) on ``device``."""
     t = tensor(values, dtype=dtype, device=device)
     out = cls._wrap(t._data, t.device, t._backend, requires_grad=requires_grad)

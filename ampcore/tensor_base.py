@@ -9,10 +9,13 @@ layers make is a full Tensor.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self
 
 from .device import Device
 from .dtypes import DType
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["TensorBase", "set_tensor_class", "wrap"]
 
@@ -32,8 +35,13 @@ class TensorBase:
     grad: Any
     grad_fn: Any
 
+    if TYPE_CHECKING:
+        # Tensor's, which every tensor the layers below it see is (set_tensor_class installs it on import).
+        def _new_tensor(self, data: Any, dtype: DType | None = None) -> TensorBase: ...
+        def numpy(self) -> np.ndarray: ...
+
     @classmethod
-    def _wrap(cls, data: Any, device: Device, backend: Any, grad_fn: Any = None, requires_grad: bool = False) -> Any:
+    def _wrap(cls, data: Any, device: Device, backend: Any, grad_fn: Any = None, requires_grad: bool = False) -> Self:
         """A tensor of this class holding ``data`` (a ``backend`` array on ``device``)."""
         t = object.__new__(cls)
         t._data = data
@@ -49,7 +57,7 @@ class TensorBase:
     @classmethod
     def _wrap_known(
         cls, data: Any, device: Device, backend: Any, dtype: DType, shape: tuple[int, ...], grad_fn: Any = None
-    ) -> Any:
+    ) -> Self:
         """:meth:`_wrap` for a caller that already read ``data``'s dtype and shape (the op hot path)."""
         t = object.__new__(cls)
         t._data = data
@@ -64,7 +72,7 @@ class TensorBase:
 
 
 # The class the layers below Tensor make (ampcore.tensor installs Tensor on import).
-_made: list[type] = [TensorBase]
+_made: list[type[TensorBase]] = [TensorBase]
 
 
 def set_tensor_class(cls: type) -> None:

@@ -237,7 +237,7 @@ def _opencl_state():
 
         backend = OpenCLBackend()
         count = backend.device_count() if backend.availability().ok else 0
-    except Exception as err:  # no pyopencl or no platform: skip with the reason
+    except Exception as err:  # noqa: BLE001 - no pyopencl or no platform: skip with the reason
         pytest.skip(f"no OpenCL device: {err}")
     reasons = []
     for i in range(count):

@@ -244,10 +244,9 @@ def test_half_and_bfloat16_intrinsics_round_to_nearest_even_bit_for_bit():
     assert np.isnan(h[nan].view(np.float16)).all()
     assert np.isnan(b[nan].view(ml_dtypes.bfloat16).astype(np.float32)).all()
     want_hf, want_bf = bits.view(np.float16).astype(np.float32), bits.view(ml_dtypes.bfloat16).astype(np.float32)
-    same = lambda a, e: (
-        np.array_equal(np.isnan(a), np.isnan(e))
-        and np.array_equal(  # noqa: E731
-            a[~np.isnan(a)].view(np.uint32), e[~np.isnan(e)].view(np.uint32)
-        )
-    )
+
+    def same(a, e):
+        nan_a, nan_e = np.isnan(a), np.isnan(e)
+        return np.array_equal(nan_a, nan_e) and np.array_equal(a[~nan_a].view(np.uint32), e[~nan_e].view(np.uint32))
+
     assert same(hf, want_hf) and same(bf, want_bf)

@@ -203,15 +203,18 @@ def test_batch_norm_matches_float64_reference_and_updates_running_stats(
     w = tame(data.draw(arrays(dtype, (c,), specials=False)), 1e3) if affine else None
     b = tame(data.draw(arrays(dtype, (c,), specials=False)), 1e3) if affine else None
     rm, rv = as_tensor(rm0.copy()), as_tensor(rv0.copy())
-    call = lambda: F.batch_norm(
-        as_tensor(x),
-        rm,
-        rv,
-        None if w is None else as_tensor(w),  # noqa: E731
-        None if b is None else as_tensor(b),
-        training=training,
-        momentum=momentum,
-    )
+
+    def call():
+        return F.batch_norm(
+            as_tensor(x),
+            rm,
+            rv,
+            None if w is None else as_tensor(w),
+            None if b is None else as_tensor(b),
+            training=training,
+            momentum=momentum,
+        )
+
     if training and count == 1:
         with pytest.raises(ValueError, match="more than 1 value per channel"):
             call()

@@ -248,6 +248,7 @@ def explain(
     Decision (category, target dtype, reason), without running anything.
     """
     region = autocast(device_type, dtype=dtype, policy=policy, strict=True)
+    assert region.policy is not None  # strict=True raises rather than leave the region without one
     return decide(
         region.policy,
         op,

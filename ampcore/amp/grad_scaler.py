@@ -536,9 +536,9 @@ class GradScaler:
                 "stall",
                 (
                     f"GradScaler: the loss scale backed off {self._backoffs_in_a_row} iterations in a row (now "
-                    f"{self.get_scale():g}) and every step was skipped: the gradients are inf/NaN at any scale. Look for "
-                    "inf/NaN in the inputs or loss, a diverged learning rate, or an op that overflows in float16 "
-                    "(autocast(..., trace=True) shows what ran in float16)"
+                    f"{self.get_scale():g}) and every step was skipped: the gradients are inf/NaN at any scale. "
+                    "Look for inf/NaN in the inputs or loss, a diverged learning rate, or an op that overflows in "
+                    "float16 (autocast(..., trace=True) shows what ran in float16)"
                 ),
             )
 

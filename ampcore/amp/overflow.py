@@ -55,7 +55,7 @@ class OverflowRecord:
         )
 
 
-class detect_overflow:
+class detect_overflow:  # noqa: N801 - named like torch's detect_anomaly; used like a function
     """Context manager: record the first op whose output (forward or backward) went non-finite.
 
     ``first`` is that :class:`OverflowRecord` (None while nothing overflowed);

@@ -20,7 +20,7 @@ from ..policy import Category
 from ..tensor import Tensor
 from .decision import decide
 from .state import Region, thread_state
-from .trace import TraceRecord
+from .trace import Trace, TraceRecord
 
 __all__ = ["AutocastError", "autocast_hook"]
 
@@ -56,6 +56,7 @@ def autocast_hook(
         key = (name, input_dtypes, ineligible)
         decision = region.decisions.get(key)
         if decision is None:
+            assert region.policy is not None  # autocast gives every region it leaves enabled a policy
             decision = region.decisions[key] = decide(
                 region.policy, name, input_dtypes, region.dtype, ineligible=ineligible, fallback_ops=region.fallback_ops
             )
@@ -69,7 +70,7 @@ def autocast_hook(
     finally:
         tls.depth -= 1
     if region.trace is not None:
-        _record(region, name, tensors, input_dtypes, decision, out)
+        _record(region.trace, name, tensors, input_dtypes, decision, out)
     return out
 
 
@@ -113,7 +114,7 @@ def _cast_input(t: Tensor, target: dt.DType, region: Region) -> Tensor:
 
 
 def _record(
-    region: Region, name: str, tensors: list[Tensor], input_dtypes: tuple[dt.DType, ...], decision: Any, out: Any
+    trace: Trace, name: str, tensors: list[Tensor], input_dtypes: tuple[dt.DType, ...], decision: Any, out: Any
 ) -> None:
     outputs = (
         [out]
@@ -126,7 +127,7 @@ def _record(
         category, target, reason = "-", None, "autocast disabled in this block"
     else:
         category, target, reason = decision.category.value, decision.target, decision.reason
-    region.trace.append(
+    trace.append(
         TraceRecord(
             op=name,
             device=str(tensors[0].device),

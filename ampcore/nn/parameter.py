@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import cast
-
 from ..creation import empty
 from ..tensor import Tensor
 
@@ -33,8 +31,7 @@ class Parameter(Tensor):
                 f"only floating tensors can require gradients, got {data.dtype.name}; "
                 "pass requires_grad=False for an integer parameter"
             )
-        # Tensor._wrap builds an instance of ``cls``; its annotation says only Tensor.
-        return cast(Parameter, cls._wrap(data._data, data.device, data._backend, requires_grad=requires_grad))
+        return cls._wrap(data._data, data.device, data._backend, requires_grad=requires_grad)
 
     def __init__(self, data: Tensor | None = None, requires_grad: bool = True) -> None:
         # Tensor.__init__ refuses direct construction; __new__ did the work.

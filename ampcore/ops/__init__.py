@@ -2,7 +2,7 @@
 
 from .elementwise import binary, broadcast_shapes, cast, compare, relu, unary, where
 from .linalg import matmul
-from .reduction import amax, argmax, cumsum, max, mean, sum
+from .reduction import amax, argmax, cumsum, max, mean, sum  # noqa: A004 - torch's op names (ops.max, ops.sum)
 from .shape import (
     cat,
     expand,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,6 +20,10 @@ from ..hooks import STATE
 from ..tensor_base import TensorBase
 from .base import Op, unbroadcast
 
+if TYPE_CHECKING:
+    from ..autograd import Context
+    from ..kernels import KernelTable
+
 Scalar = (int, float, bool, np.number)
 
 
@@ -27,11 +31,11 @@ Scalar = (int, float, bool, np.number)
 class Cast(Op):
     name = "cast"
 
-    def forward(self, ctx, k, x, *, dtype):
+    def forward(self, ctx: Context, k: KernelTable, x: Any, *, dtype: DType) -> Any:
         ctx.src = k.dtype_of(x)
         return k.cast(x, dtype)
 
-    def backward(self, ctx, k, g):
+    def backward(self, ctx: Context, k: KernelTable, g: Any) -> tuple[Any, ...]:
         return (k.cast(g, ctx.src) if ctx.src.is_floating_point else None,)
 
 
@@ -60,13 +64,15 @@ class Unary(Op):
         self.differentiable = grad is not None
         self._save_x, self._save_y = "x" in saves, "y" in saves
 
-    def forward(self, ctx, k, x):
+    def forward(self, ctx: Context, k: KernelTable, x: Any) -> Any:
         y = getattr(k, self.name)(x)
         ctx.x = x if self._save_x else None
         ctx.y = y if self._save_y else None
         return y
 
-    def backward(self, ctx, k, g):
+    def backward(self, ctx: Context, k: KernelTable, g: Any) -> tuple[Any, ...]:
+        if self._grad is None:  # not differentiable, so never recorded; Op's own message, should it be called
+            raise NotImplementedError(f"op {self.name!r} has no backward rule")
         return (self._grad(k, ctx.x, ctx.y, g),)
 
 
@@ -97,12 +103,12 @@ class Relu(Op):
     name = "relu"
     same_dtype = True
 
-    def forward(self, ctx, k, x):
+    def forward(self, ctx: Context, k: KernelTable, x: Any) -> Any:
         y = k.maximum(x, 0.0 if k.dtype_of(x).is_floating_point else 0)
         ctx.y = y
         return y
 
-    def backward(self, ctx, k, g):
+    def backward(self, ctx: Context, k: KernelTable, g: Any) -> tuple[Any, ...]:
         return (k.where(k.gt(ctx.y, 0.0), g, 0.0),)
 
 
@@ -131,18 +137,18 @@ def _unary(name: str, x: Any) -> Any:
 
 
 # --------------------------------------------------------------------------- binary
-def _grad_pow_base(k, a, b, y, g):
+def _grad_pow_base(k: KernelTable, a: Any, b: Any, y: Any, g: Any) -> Any:
     return k.mul(g, k.mul(b, k.pow(a, k.sub(b, 1.0) if not isinstance(b, Scalar) else b - 1.0)))
 
 
-def _grad_pow_exp(k, a, b, y, g):
+def _grad_pow_exp(k: KernelTable, a: Any, b: Any, y: Any, g: Any) -> Any:
     # d(a**b)/db = a**b * log(a); define it as 0 where a == 0 (torch does the same for b > 0).
     if isinstance(a, Scalar):
         return k.mul(g, k.mul(y, math.log(a))) if a != 0 else k.mul(g, 0.0)
     return k.mul(g, k.where(k.eq(a, 0.0), 0.0, k.mul(y, k.log(a))))
 
 
-def _tie_split(k, a, b, g, win):
+def _tie_split(k: KernelTable, a: Any, b: Any, g: Any, win: Callable[[Any, Any], Any]) -> Any:
     """Gradient to ``a`` of max/min: all of it where ``a`` wins, half on ties (as torch)."""
     return k.where(win(a, b), g, k.where(k.eq(a, b), k.mul(g, 0.5), 0.0))
 
@@ -188,7 +194,7 @@ class Binary(Op):
         self._ga, self._gb, reads_a, reads_b = _BINARY_GRADS[name]
         self._reads = (reads_a, reads_b)
 
-    def forward(self, ctx, k, a, b):
+    def forward(self, ctx: Context, k: KernelTable, a: Any, b: Any) -> Any:
         y = getattr(k, self.name)(a, b)
         needs = ctx.needs_input_grad
         if not (needs[0] or needs[1]):
@@ -202,7 +208,7 @@ class Binary(Op):
         ctx.shapes = (_shape(k, a), _shape(k, b))
         return y
 
-    def backward(self, ctx, k, g):
+    def backward(self, ctx: Context, k: KernelTable, g: Any) -> tuple[Any, ...]:
         a, b, y = ctx.a, ctx.b, ctx.y
         ga = gb = None
         if ctx.needs_input_grad[0]:
@@ -221,7 +227,7 @@ class Compare(Op):
     def __init__(self, name: str):
         self.name = name
 
-    def forward(self, ctx, k, a, b):
+    def forward(self, ctx: Context, k: KernelTable, a: Any, b: Any) -> Any:
         return getattr(k, self.name)(a, b)
 
 
@@ -303,7 +309,7 @@ def _compare(name: str, a: Any, b: Any) -> Any:
 class Where(Op):
     name = "where"
 
-    def forward(self, ctx, k, cond, a, b):
+    def forward(self, ctx: Context, k: KernelTable, cond: Any, a: Any, b: Any) -> Any:
         ctx.cond, ctx.sa, ctx.sb = (
             cond,
             k.shape_of(a) if not isinstance(a, Scalar) else (),
@@ -311,7 +317,7 @@ class Where(Op):
         )
         return k.where(cond, a, b)
 
-    def backward(self, ctx, k, g):
+    def backward(self, ctx: Context, k: KernelTable, g: Any) -> tuple[Any, ...]:
         ga = unbroadcast(k, k.where(ctx.cond, g, 0.0), ctx.sa) if ctx.needs_input_grad[1] else None
         gb = unbroadcast(k, k.where(ctx.cond, 0.0, g), ctx.sb) if ctx.needs_input_grad[2] else None
         return None, ga, gb

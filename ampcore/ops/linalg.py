@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import dtypes as dt
 from ..dispatch import call, primitive
@@ -10,11 +10,15 @@ from .base import Op, unbroadcast
 from .elementwise import broadcast_shapes, cast
 from .shape import TRANSPOSE
 
+if TYPE_CHECKING:
+    from ..autograd import Context
+    from ..kernels import KernelTable
+
 
 class MatMul(Op):
     name = "matmul"
 
-    def forward(self, ctx, k, a, b, *, b_transposed=False):
+    def forward(self, ctx: Context, k: KernelTable, a: Any, b: Any, *, b_transposed: bool = False) -> Any:
         # Keep only what the needed gradients read: a's gradient reads b, b's reads a. A first layer
         # fed by data needs no gradient to its input, so autocast's low-precision weight copy is dropped.
         a_needs, b_needs = ctx.needs_input_grad
@@ -22,7 +26,7 @@ class MatMul(Op):
         ctx.a_shape, ctx.b_shape = k.shape_of(a), k.shape_of(b)
         return k.matmul(a, b)
 
-    def backward(self, ctx, k, g):
+    def backward(self, ctx: Context, k: KernelTable, g: Any) -> tuple[Any, ...]:
         a, b = ctx.a, ctx.b
         ga = unbroadcast(k, k.matmul(g, _swap_last(k, b)), ctx.a_shape) if ctx.needs_input_grad[0] else None
         gb = None
@@ -47,12 +51,12 @@ class MatMulNT(Op):
 
     name = "matmul"
 
-    def forward(self, ctx, k, a, w):
+    def forward(self, ctx: Context, k: KernelTable, a: Any, w: Any) -> Any:
         a_needs, w_needs = ctx.needs_input_grad
         ctx.a, ctx.w = (a if w_needs else None), (w if a_needs else None)
         return k.matmul(a, k.transpose(w, (1, 0)))
 
-    def backward(self, ctx, k, g):
+    def backward(self, ctx: Context, k: KernelTable, g: Any) -> tuple[Any, ...]:
         ga = k.matmul(g, ctx.w) if ctx.needs_input_grad[0] else None
         gw = None
         if ctx.needs_input_grad[1]:

@@ -5,12 +5,16 @@ from __future__ import annotations
 import builtins
 from collections import namedtuple
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import dtypes as dt
 from ..dispatch import call, primitive
 from .base import Op
 from .elementwise import cast
+
+if TYPE_CHECKING:
+    from ..autograd import Context
+    from ..kernels import KernelTable
 
 MaxResult = namedtuple("MaxResult", ["values", "indices"])
 
@@ -39,11 +43,11 @@ def _kept_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...
 class Sum(Op):
     name = "sum"
 
-    def forward(self, ctx, k, x, *, axes, keepdims):
+    def forward(self, ctx: Context, k: KernelTable, x: Any, *, axes: tuple[int, ...], keepdims: bool) -> Any:
         ctx.shape, ctx.axes = k.shape_of(x), axes
         return k.sum(x, axes, keepdims)
 
-    def backward(self, ctx, k, g):
+    def backward(self, ctx: Context, k: KernelTable, g: Any) -> tuple[Any, ...]:
         g = k.reshape(g, _kept_shape(ctx.shape, ctx.axes))
         return (k.broadcast_to(g, ctx.shape),)
 
@@ -53,12 +57,12 @@ class Amax(Op):
 
     name = "max"
 
-    def forward(self, ctx, k, x, *, axes, keepdims):
+    def forward(self, ctx: Context, k: KernelTable, x: Any, *, axes: tuple[int, ...], keepdims: bool) -> Any:
         y = k.max(x, axes, True)
         ctx.x, ctx.y, ctx.axes = x, y, axes
         return y if keepdims else k.reshape(y, tuple(n for i, n in enumerate(k.shape_of(y)) if i not in axes))
 
-    def backward(self, ctx, k, g):
+    def backward(self, ctx: Context, k: KernelTable, g: Any) -> tuple[Any, ...]:
         shape = k.shape_of(ctx.x)
         mask = k.cast(k.eq(ctx.x, ctx.y), k.dtype_of(ctx.x))
         count = k.sum(mask, ctx.axes, True)
@@ -71,15 +75,15 @@ class MaxAlong(Op):
 
     name = "max"
 
-    def forward(self, ctx, k, x, idx, *, axis, keepdims):
+    def forward(self, ctx: Context, k: KernelTable, x: Any, idx: Any, *, axis: int, keepdims: bool) -> Any:
         ctx.shape, ctx.axis, ctx.idx = k.shape_of(x), axis, idx
         return k.max(x, (axis,), keepdims)
 
-    def backward(self, ctx, k, g):
+    def backward(self, ctx: Context, k: KernelTable, g: Any) -> tuple[Any, ...]:
         return (_scatter_along(k, ctx, g), None)
 
 
-def _scatter_along(k, ctx, g):
+def _scatter_along(k: KernelTable, ctx: Context, g: Any) -> Any:
     """Zeros of ``ctx.shape`` with ``g`` placed at index ``ctx.idx`` along ``ctx.axis``."""
     shape, axis = ctx.shape, ctx.axis
     n = shape[axis]
@@ -100,18 +104,18 @@ class ArgMax(Op):
     name = "argmax"
     differentiable = False
 
-    def forward(self, ctx, k, x, *, axis):
+    def forward(self, ctx: Context, k: KernelTable, x: Any, *, axis: int) -> Any:
         return k.argmax(x, axis)
 
 
 class CumSum(Op):
     name = "cumsum"
 
-    def forward(self, ctx, k, x, *, axis):
+    def forward(self, ctx: Context, k: KernelTable, x: Any, *, axis: int) -> Any:
         ctx.axis, ctx.ndim = axis, len(k.shape_of(x))
         return k.cumsum(x, axis)
 
-    def backward(self, ctx, k, g):
+    def backward(self, ctx: Context, k: KernelTable, g: Any) -> tuple[Any, ...]:
         flip = (slice(None),) * ctx.axis + (slice(None, None, -1),)
         return (k.slice(k.cumsum(k.slice(g, flip), ctx.axis), flip),)
 

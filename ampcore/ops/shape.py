@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .. import dtypes as dt
 from ..dispatch import call, primitive
@@ -12,48 +12,52 @@ from .base import Op, unbroadcast
 from .elementwise import broadcast_shapes, cast
 from .reduction import normalize_axes
 
+if TYPE_CHECKING:
+    from ..autograd import Context
+    from ..kernels import KernelTable
+
 
 class Reshape(Op):
     name = "reshape"
 
-    def forward(self, ctx, k, x, *, shape):
+    def forward(self, ctx: Context, k: KernelTable, x: Any, *, shape: tuple[int, ...]) -> Any:
         ctx.shape = k.shape_of(x)
         return k.reshape(x, shape)
 
-    def backward(self, ctx, k, g):
+    def backward(self, ctx: Context, k: KernelTable, g: Any) -> tuple[Any, ...]:
         return (k.reshape(g, ctx.shape),)
 
 
 class Transpose(Op):
     name = "permute"
 
-    def forward(self, ctx, k, x, *, axes):
+    def forward(self, ctx: Context, k: KernelTable, x: Any, *, axes: tuple[int, ...]) -> Any:
         ctx.inverse = tuple(sorted(range(len(axes)), key=lambda i: axes[i]))
         return k.transpose(x, axes)
 
-    def backward(self, ctx, k, g):
+    def backward(self, ctx: Context, k: KernelTable, g: Any) -> tuple[Any, ...]:
         return (k.transpose(g, ctx.inverse),)
 
 
 class BroadcastTo(Op):
     name = "expand"
 
-    def forward(self, ctx, k, x, *, shape):
+    def forward(self, ctx: Context, k: KernelTable, x: Any, *, shape: tuple[int, ...]) -> Any:
         ctx.shape = k.shape_of(x)
         return k.broadcast_to(x, shape)
 
-    def backward(self, ctx, k, g):
+    def backward(self, ctx: Context, k: KernelTable, g: Any) -> tuple[Any, ...]:
         return (unbroadcast(k, g, ctx.shape),)
 
 
 class Slice(Op):
     name = "slice"
 
-    def forward(self, ctx, k, x, *, index):
+    def forward(self, ctx: Context, k: KernelTable, x: Any, *, index: tuple[Any, ...]) -> Any:
         ctx.shape, ctx.dtype, ctx.index = k.shape_of(x), k.dtype_of(x), index
         return k.slice(x, index)
 
-    def backward(self, ctx, k, g):
+    def backward(self, ctx: Context, k: KernelTable, g: Any) -> tuple[Any, ...]:
         zeros = k.full(ctx.shape, 0.0, ctx.dtype, ctx.device_index)
         return (k.slice_assign(zeros, ctx.index, g),)
 
@@ -61,22 +65,24 @@ class Slice(Op):
 class Pad(Op):
     name = "pad"
 
-    def forward(self, ctx, k, x, *, widths, value):
+    def forward(
+        self, ctx: Context, k: KernelTable, x: Any, *, widths: tuple[tuple[int, int], ...], value: float
+    ) -> Any:
         ctx.index = tuple(slice(lo, lo + n) for (lo, _), n in zip(widths, k.shape_of(x)))
         return k.pad(x, widths, value)
 
-    def backward(self, ctx, k, g):
+    def backward(self, ctx: Context, k: KernelTable, g: Any) -> tuple[Any, ...]:
         return (k.slice(g, ctx.index),)
 
 
 class Concat(Op):
     name = "cat"
 
-    def forward(self, ctx, k, *xs, axis):
+    def forward(self, ctx: Context, k: KernelTable, *xs: Any, axis: int) -> Any:
         ctx.axis, ctx.sizes = axis, [k.shape_of(x)[axis] for x in xs]
         return k.concat(list(xs), axis)
 
-    def backward(self, ctx, k, g):
+    def backward(self, ctx: Context, k: KernelTable, g: Any) -> tuple[Any, ...]:
         grads, start = [], 0
         for n, needed in zip(ctx.sizes, ctx.needs_input_grad):
             grads.append(k.slice(g, (slice(None),) * ctx.axis + (slice(start, start + n),)) if needed else None)
@@ -87,22 +93,22 @@ class Concat(Op):
 class Take(Op):
     name = "take"
 
-    def forward(self, ctx, k, x, idx, *, axis):
+    def forward(self, ctx: Context, k: KernelTable, x: Any, idx: Any, *, axis: int) -> Any:
         ctx.idx, ctx.axis, ctx.size = idx, axis, k.shape_of(x)[axis]
         return k.take(x, idx, axis)
 
-    def backward(self, ctx, k, g):
+    def backward(self, ctx: Context, k: KernelTable, g: Any) -> tuple[Any, ...]:
         return k.scatter_add(g, ctx.idx, ctx.axis, ctx.size), None
 
 
 class ScatterAdd(Op):
     name = "scatter_add"
 
-    def forward(self, ctx, k, src, idx, *, axis, size):
+    def forward(self, ctx: Context, k: KernelTable, src: Any, idx: Any, *, axis: int, size: int) -> Any:
         ctx.idx, ctx.axis = idx, axis
         return k.scatter_add(src, idx, axis, size)
 
-    def backward(self, ctx, k, g):
+    def backward(self, ctx: Context, k: KernelTable, g: Any) -> tuple[Any, ...]:
         return k.take(g, ctx.idx, ctx.axis), None
 
 
@@ -118,7 +124,7 @@ RESHAPE, TRANSPOSE, BROADCAST, SLICE, PAD, CONCAT, TAKE, SCATTER_ADD = (
 )
 
 
-def _numel(shape: Sequence[int]) -> int:
+def _numel(shape: Iterable[int]) -> int:
     n = 1
     for s in shape:
         n *= s
@@ -188,9 +194,9 @@ def expand(x: Any, *shape: Any) -> Any:
 
 @primitive("unsqueeze")
 def unsqueeze(x: Any, dim: int) -> Any:
-    dim = dim % (x.ndim + 1) if -(x.ndim + 1) <= dim <= x.ndim else None
-    if dim is None:
+    if not -(x.ndim + 1) <= dim <= x.ndim:
         raise IndexError(f"unsqueeze dimension out of range for a tensor with {x.ndim} dimension(s)")
+    dim %= x.ndim + 1
     return reshape(x, x.shape[:dim] + (1,) + x.shape[dim:])
 
 
@@ -266,7 +272,7 @@ def _check_index_tensor(idx: Any, size: int) -> None:
 
 @primitive("take")
 def take(x: Any, indices: Any, dim: int) -> Any:
-    """Gather along ``dim`` with integer ``indices`` of any shape (result: x.shape with dim replaced by indices.shape)."""
+    """Gather along ``dim`` with integer ``indices`` of any shape (result: x.shape, dim replaced by indices.shape)."""
     (axis,) = normalize_axes(dim, x.ndim)
     _check_index_tensor(indices, x.shape[axis])
     flat = cast(indices, dt.int64).reshape(-1)

@@ -67,7 +67,7 @@ class BackendRecord:
         if self._availability is None:
             try:
                 self._availability = self.backend.availability()
-            except Exception as exc:  # availability() must not raise; report it instead
+            except Exception as exc:  # noqa: BLE001 - availability() must not raise; report it instead
                 self._availability = Availability(False, f"availability() raised {type(exc).__name__}: {exc}")
         return self._availability
 
@@ -76,7 +76,7 @@ def device_status(backend: Backend, index: int) -> Any:
     """``backend.device_status(index)``, with a raising implementation reported as an unusable device."""
     try:
         return backend.device_status(index)
-    except Exception as exc:  # device_status() must not raise; report it instead
+    except Exception as exc:  # noqa: BLE001 - device_status() must not raise; report it instead
         return Availability(False, f"device_status() raised {type(exc).__name__}: {exc}")
 
 
@@ -146,7 +146,7 @@ class Registry:
         self._ep_info[ep.name] = (dist.metadata["Name"] if dist else None, dist.version if dist else None, ep.value)
         try:
             plugin = ep.load()
-        except Exception as exc:  # a broken plugin must not take the others down
+        except Exception as exc:  # noqa: BLE001 - a broken plugin must not take the others down
             self._record_broken(ep.name, "import", exc)
             return
         self.register_plugin(plugin, name=ep.name)
@@ -158,7 +158,7 @@ class Registry:
             self.generation += 1
             try:
                 self.pm.register(plugin, name=name)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - a plugin pluggy refuses is recorded as broken, the rest load
                 self._record_broken(name, "register", exc)
                 return
             for impl in self.pm.hook.ampcore_backends.get_hookimpls():
@@ -174,7 +174,7 @@ class Registry:
     def _collect_backends(self, impl: Any, plugin_name: str) -> None:
         try:
             result = _call_impl(impl)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a failing hook is recorded against its plugin, the rest load
             self._record_broken(plugin_name, "ampcore_backends", exc)
             return
         if result is None:
@@ -182,7 +182,7 @@ class Registry:
         for backend in result if isinstance(result, (list, tuple)) else [result]:
             try:
                 self._add_backend(backend, plugin_name)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - an invalid backend is recorded against its plugin, the rest load
                 self._record_broken(plugin_name, "validate", exc)
 
     def _add_backend(self, backend: Backend, plugin_name: str) -> None:
@@ -210,7 +210,7 @@ class Registry:
             result = _call_impl(impl, backend=backend)
             if result:
                 backend.kernels.register(result, provider=impl.plugin_name)
-        except Exception as exc:  # once per backend the hook failed for, the backend named in the message
+        except Exception as exc:  # noqa: BLE001 - once per backend the hook failed for, the backend named in the message
             self._record_broken(impl.plugin_name, "ampcore_kernels", exc, backend=backend.name)
 
     def register_backend(self, backend: Backend, plugin_name: str | None = None) -> Backend:
@@ -243,7 +243,7 @@ class Registry:
         for impl in reversed(self.pm.hook.ampcore_policy.get_hookimpls()):  # pluggy lists the newest first
             try:
                 result = _call_impl(impl, device_type=device_type)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - a failing policy hook is recorded against its plugin, the other layers apply
                 with self._lock:
                     self._record_broken(impl.plugin_name, "ampcore_policy", exc)
                 continue

@@ -19,7 +19,7 @@ from ..dispatch import is_registered
 __all__ = ["Category", "Entry", "Policy", "UnknownOpError", "BANNED_REASONS"]
 
 
-class Category(str, enum.Enum):
+class Category(str, enum.Enum):  # noqa: UP042 - StrEnum would change str() of a member to its value
     """What autocast does with an op's floating inputs."""
 
     LOWER = "lower"  # cast to the autocast dtype (float16 / bfloat16)
@@ -91,6 +91,9 @@ class Policy:
     """
 
     __slots__ = ("_name", "_entries")
+
+    _name: str
+    _entries: Mapping[str, Entry]
 
     def __init__(self, name: str, entries: Mapping[str, Entry]):
         if not isinstance(name, str) or not name:

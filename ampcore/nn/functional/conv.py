@@ -22,10 +22,10 @@ __all__ = ["conv1d", "conv2d"]
 
 @composite("conv2d")
 def conv2d(
-    input: Tensor,
+    input: Tensor,  # noqa: A002 - torch's argument name
     weight: Tensor,
     bias: Tensor | None = None,
-    stride: Any = 1,  # noqa: A002
+    stride: Any = 1,
     padding: Any = 0,
     dilation: Any = 1,
     groups: int = 1,
@@ -47,10 +47,10 @@ def conv2d(
 
 @composite("conv1d")
 def conv1d(
-    input: Tensor,
+    input: Tensor,  # noqa: A002 - torch's argument name
     weight: Tensor,
     bias: Tensor | None = None,
-    stride: Any = 1,  # noqa: A002
+    stride: Any = 1,
     padding: Any = 0,
     dilation: Any = 1,
     groups: int = 1,

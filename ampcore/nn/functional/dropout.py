@@ -13,10 +13,10 @@ __all__ = ["dropout"]
 
 @composite("dropout")
 def dropout(
-    input: Tensor,
+    input: Tensor,  # noqa: A002 - torch's argument name
     p: float = 0.5,
     training: bool = True,
-    inplace: bool = False,  # noqa: A002
+    inplace: bool = False,
     *,
     generator: Generator | None = None,
 ) -> Tensor:

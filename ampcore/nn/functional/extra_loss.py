@@ -40,10 +40,10 @@ _COSINE_EPS = 1e-12  # torch's EPSILON added to each squared magnitude in cosine
 
 @composite("kl_div")
 def kl_div(
-    input: Tensor,
+    input: Tensor,  # noqa: A002 - torch's argument name
     target: Tensor,
     size_average: Any = None,
-    reduce: Any = None,  # noqa: A002
+    reduce: Any = None,
     reduction: str = "mean",
     log_target: bool = False,
 ) -> Tensor:
@@ -79,10 +79,10 @@ def kl_div(
 
 @composite("huber_loss")
 def huber_loss(
-    input: Tensor,
+    input: Tensor,  # noqa: A002 - torch's argument name
     target: Tensor,
     reduction: str = "mean",
-    delta: float = 1.0,  # noqa: A002
+    delta: float = 1.0,
     weight: Tensor | None = None,
 ) -> Tensor:
     """0.5 d**2 where |d| < delta, else delta (|d| - 0.5 delta), with d = input - target.
@@ -138,10 +138,10 @@ def margin_ranking_loss(
 
 @composite("soft_margin_loss")
 def soft_margin_loss(
-    input: Tensor,
+    input: Tensor,  # noqa: A002 - torch's argument name
     target: Tensor,
     size_average: Any = None,
-    reduce: Any = None,  # noqa: A002
+    reduce: Any = None,
     reduction: str = "mean",
 ) -> Tensor:
     """log(1 + exp(-target * input)) for targets of +-1 (two-class logistic loss); operands broadcast.
@@ -160,9 +160,9 @@ def soft_margin_loss(
 
 @composite("hinge_embedding_loss")
 def hinge_embedding_loss(
-    input: Tensor,
+    input: Tensor,  # noqa: A002 - torch's argument name
     target: Tensor,
-    margin: float = 1.0,  # noqa: A002
+    margin: float = 1.0,
     size_average: Any = None,
     reduce: Any = None,
     reduction: str = "mean",
@@ -183,10 +183,10 @@ def hinge_embedding_loss(
 
 @composite("poisson_nll_loss")
 def poisson_nll_loss(
-    input: Tensor,
+    input: Tensor,  # noqa: A002 - torch's argument name
     target: Tensor,
     log_input: bool = True,
-    full: bool = False,  # noqa: A002
+    full: bool = False,
     size_average: Any = None,
     eps: float = 1e-8,
     reduce: Any = None,

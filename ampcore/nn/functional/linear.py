@@ -55,11 +55,11 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: float = 1, alpha: 
 
 @composite("baddbmm")
 def baddbmm(
-    input: Tensor,
+    input: Tensor,  # noqa: A002 - torch's argument name
     batch1: Tensor,
     batch2: Tensor,
     *,
-    beta: float = 1,  # noqa: A002
+    beta: float = 1,
     alpha: float = 1,
 ) -> Tensor:
     """beta * input + alpha * bmm(batch1, batch2); ``input`` broadcasts."""

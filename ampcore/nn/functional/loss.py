@@ -35,10 +35,10 @@ __all__ = [
 
 @composite("cross_entropy")
 def cross_entropy(
-    input: Tensor,
+    input: Tensor,  # noqa: A002 - torch's argument name
     target: Tensor,
     weight: Tensor | None = None,
-    size_average: Any = None,  # noqa: A002
+    size_average: Any = None,
     ignore_index: int = -100,
     reduce: Any = None,
     reduction: str = "mean",
@@ -74,10 +74,10 @@ def cross_entropy(
 
 @composite("nll_loss")
 def nll_loss(
-    input: Tensor,
+    input: Tensor,  # noqa: A002 - torch's argument name
     target: Tensor,
     weight: Tensor | None = None,
-    size_average: Any = None,  # noqa: A002
+    size_average: Any = None,
     ignore_index: int = -100,
     reduce: Any = None,
     reduction: str = "mean",
@@ -98,10 +98,10 @@ def nll_loss(
 
 @composite("mse_loss")
 def mse_loss(
-    input: Tensor,
+    input: Tensor,  # noqa: A002 - torch's argument name
     target: Tensor,
     size_average: Any = None,
-    reduce: Any = None,  # noqa: A002
+    reduce: Any = None,
     reduction: str = "mean",
 ) -> Tensor:
     """(input - target)**2, reduced.  Warns (like torch) when the shapes differ and broadcast."""
@@ -112,10 +112,10 @@ def mse_loss(
 
 @composite("l1_loss")
 def l1_loss(
-    input: Tensor,
+    input: Tensor,  # noqa: A002 - torch's argument name
     target: Tensor,
     size_average: Any = None,
-    reduce: Any = None,  # noqa: A002
+    reduce: Any = None,
     reduction: str = "mean",
 ) -> Tensor:
     """|input - target|, reduced.  Warns when the shapes differ and broadcast."""
@@ -125,10 +125,10 @@ def l1_loss(
 
 @composite("smooth_l1_loss")
 def smooth_l1_loss(
-    input: Tensor,
+    input: Tensor,  # noqa: A002 - torch's argument name
     target: Tensor,
     size_average: Any = None,
-    reduce: Any = None,  # noqa: A002
+    reduce: Any = None,
     reduction: str = "mean",
     beta: float = 1.0,
 ) -> Tensor:
@@ -147,9 +147,9 @@ def smooth_l1_loss(
 
 @composite("binary_cross_entropy")
 def binary_cross_entropy(
-    input: Tensor,
+    input: Tensor,  # noqa: A002 - torch's argument name
     target: Tensor,
-    weight: Tensor | None = None,  # noqa: A002
+    weight: Tensor | None = None,
     size_average: Any = None,
     reduce: Any = None,
     reduction: str = "mean",
@@ -173,9 +173,9 @@ def binary_cross_entropy(
 
 @composite("binary_cross_entropy_with_logits")
 def binary_cross_entropy_with_logits(
-    input: Tensor,
+    input: Tensor,  # noqa: A002 - torch's argument name
     target: Tensor,
-    weight: Tensor | None = None,  # noqa: A002
+    weight: Tensor | None = None,
     size_average: Any = None,
     reduce: Any = None,
     reduction: str = "mean",

@@ -22,9 +22,9 @@ __all__ = ["layer_norm", "group_norm", "batch_norm"]
 
 @composite("layer_norm")
 def layer_norm(
-    input: Tensor,
+    input: Tensor,  # noqa: A002 - torch's argument name
     normalized_shape: int | Sequence[int],
-    weight: Tensor | None = None,  # noqa: A002
+    weight: Tensor | None = None,
     bias: Tensor | None = None,
     eps: float = 1e-5,
 ) -> Tensor:
@@ -46,9 +46,9 @@ def layer_norm(
 
 @composite("group_norm")
 def group_norm(
-    input: Tensor,
+    input: Tensor,  # noqa: A002 - torch's argument name
     num_groups: int,
-    weight: Tensor | None = None,  # noqa: A002
+    weight: Tensor | None = None,
     bias: Tensor | None = None,
     eps: float = 1e-5,
 ) -> Tensor:
@@ -75,9 +75,9 @@ def group_norm(
 
 @composite("batch_norm")
 def batch_norm(
-    input: Tensor,
+    input: Tensor,  # noqa: A002 - torch's argument name
     running_mean: Tensor | None,
-    running_var: Tensor | None,  # noqa: A002
+    running_var: Tensor | None,
     weight: Tensor | None = None,
     bias: Tensor | None = None,
     training: bool = False,

@@ -18,10 +18,10 @@ __all__ = ["max_pool2d", "avg_pool2d"]
 
 @composite("max_pool2d")
 def max_pool2d(
-    input: Tensor,
+    input: Tensor,  # noqa: A002 - torch's argument name
     kernel_size: Any,
     stride: Any = None,
-    padding: Any = 0,  # noqa: A002
+    padding: Any = 0,
     dilation: Any = 1,
     ceil_mode: bool = False,
     return_indices: bool = False,
@@ -50,10 +50,10 @@ def max_pool2d(
 
 @composite("avg_pool2d")
 def avg_pool2d(
-    input: Tensor,
+    input: Tensor,  # noqa: A002 - torch's argument name
     kernel_size: Any,
     stride: Any = None,
-    padding: Any = 0,  # noqa: A002
+    padding: Any = 0,
     ceil_mode: bool = False,
     count_include_pad: bool = True,
     divisor_override: int | None = None,

@@ -26,9 +26,9 @@ __all__ = ["normalize", "cosine_similarity"]
 
 @composite("normalize")
 def normalize(
-    input: Tensor,
+    input: Tensor,  # noqa: A002 - torch's argument name
     p: float = 2.0,
-    dim: int | Sequence[int] = 1,  # noqa: A002 - torch's argument name
+    dim: int | Sequence[int] = 1,
     eps: float = 1e-12,
 ) -> Tensor:
     """x / max(||x||_p, eps) along ``dim`` (an int or a tuple of ints), as torch.

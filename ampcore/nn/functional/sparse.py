@@ -16,9 +16,9 @@ __all__ = ["embedding"]
 
 @composite("embedding")
 def embedding(
-    input: Tensor,
+    input: Tensor,  # noqa: A002 - torch's argument name
     weight: Tensor,
-    padding_idx: int | None = None,  # noqa: A002
+    padding_idx: int | None = None,
     max_norm: float | None = None,
     norm_type: float = 2.0,
     scale_grad_by_freq: bool = False,

@@ -7,6 +7,7 @@ GradScaler's read of ``found_inf`` for the skip decision.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -110,7 +111,9 @@ def unscale_and_check(
         for dtype, groups in by_dtype.items():
             c = ctype(dtype)
             meta, blocks = multi_tensor_meta(device, groups)
-            kernel = raw_kernel(("unscale_and_check", c.tag), lambda: _unscale_source(c), f"unscale_and_check_{c.tag}")
+            kernel = raw_kernel(
+                ("unscale_and_check", c.tag), functools.partial(_unscale_source, c), f"unscale_and_check_{c.tag}"
+            )
             kernel((blocks,), (BLOCK,), (meta, np.int32(len(groups)), inv_scale.data, found_inf.data))
     return grads, found_inf
 

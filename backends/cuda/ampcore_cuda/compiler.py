@@ -74,7 +74,7 @@ _MODULES: list[Any] = []
 def _supported(nvrtc: Any) -> tuple[int, ...]:
     try:
         return tuple(int(a) for a in nvrtc.getSupportedArchs())
-    except Exception:  # an NVRTC without nvrtcGetSupportedArchs: let the device's own arch be tried
+    except Exception:  # noqa: BLE001 - an NVRTC without nvrtcGetSupportedArchs: let the device's own arch be tried
         return ()
 
 
@@ -108,7 +108,7 @@ def _compile(nvrtc: Any, source: str, name: str, options: tuple[str, ...], kind:
 def _log(nvrtc: Any, program: Any) -> str:
     try:
         return str(nvrtc.getProgramLog(program)).strip()
-    except Exception as exc:  # the log is a courtesy: never hide the compile error behind its failure
+    except Exception as exc:  # noqa: BLE001 - the log is a courtesy: never hide the compile error behind its failure
         return f"(no log: {type(exc).__name__}: {exc})"
 
 

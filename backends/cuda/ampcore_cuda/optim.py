@@ -12,6 +12,7 @@ with the meta array cached, uploads nothing.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -133,7 +134,7 @@ def adamw_step(
             pc, gc = ctype(pd), ctype(gd)
             scalar = np.float64 if pd == dt.float64 else np.float32
             meta, blocks = multi_tensor_meta(device, members)
-            kernel = raw_kernel(("adamw_step", pc.tag, gc.tag), lambda: _source(pc, gc), _name(pc, gc))
+            kernel = raw_kernel(("adamw_step", pc.tag, gc.tag), functools.partial(_source, pc, gc), _name(pc, gc))
             kernel(
                 (blocks,),
                 (BLOCK,),

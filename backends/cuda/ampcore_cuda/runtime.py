@@ -114,7 +114,7 @@ def _simulator(value: str) -> tuple[Any, str]:
     try:
         if int(importlib.import_module("cupy").cuda.runtime.getDeviceCount()) > 0:
             return None, f"{_SIM_ENV}={value!r} ignored: CuPy and a GPU are present, so the GPU runs the kernels"
-    except Exception:  # no CuPy or no GPU: the simulator stands in
+    except Exception:  # noqa: BLE001 - no CuPy or no GPU: the simulator stands in
         pass
     return profile, (
         f"simulated: {_SIM_ENV}={value!r} runs the CUDA kernels on the CPU with g++ (an "
@@ -172,7 +172,7 @@ def _runtime_error_reason(exc: Exception, runtime: Any) -> str:
 def _safe(fn: Any, default: Any) -> Any:
     try:
         return fn()
-    except Exception:  # a probe must not raise; the caller reports the default
+    except Exception:  # noqa: BLE001 - a probe must not raise; the caller reports the default
         return default
 
 
@@ -210,12 +210,12 @@ def _probe_cupy() -> ampcore.Availability:
         if exc.name == "cupy" or exc.name is None:
             return ampcore.Availability(False, f"CuPy is not installed: {INSTALL_HINT}")
         return _broken_cupy(exc)
-    except Exception as exc:  # a CuPy wheel for another CUDA, a missing shared library, ...
+    except Exception as exc:  # noqa: BLE001 - a CuPy wheel for another CUDA, a missing shared library, ...
         return _broken_cupy(exc)
     try:
         runtime = cupy.cuda.runtime
         count = runtime.getDeviceCount()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - availability() reports a failed query, never raises
         if type(exc).__name__ == "CUDARuntimeError":
             return ampcore.Availability(False, _runtime_error_reason(exc, cupy.cuda.runtime))
         return ampcore.Availability(
@@ -248,9 +248,9 @@ def _check_supported(runtime: Any, count: int) -> ampcore.Availability:
                 False,
                 (
                     f"device {index} ({_name(props)!r}) has compute capability {cc[0]}.{cc[1]}, which CUDA "
-                    f"{_cuda_version(rt_version)} ({_wheel(rt_version)}) no longer supports (it needs {need[0]}.{need[1]}"
-                    f"+): pip uninstall -y {_wheel(rt_version)} && pip install 'ampcore-cuda[cuda12]', or hide the "
-                    "device with CUDA_VISIBLE_DEVICES"
+                    f"{_cuda_version(rt_version)} ({_wheel(rt_version)}) no longer supports "
+                    f"(it needs {need[0]}.{need[1]}+): pip uninstall -y {_wheel(rt_version)} && "
+                    "pip install 'ampcore-cuda[cuda12]', or hide the device with CUDA_VISIBLE_DEVICES"
                 ),
             )
     return ampcore.Availability(True)
@@ -267,11 +267,12 @@ def _check_libraries(cupy: Any) -> ampcore.Availability:
     for library, load in (("NVRTC", lambda: cupy.cuda.nvrtc.getVersion()), ("cuBLAS", lambda: cupy.cuda.cublas)):
         try:
             load()
-        except Exception as exc:  # DynamicLibNotFoundError (CuPy 14), ImportError, OSError, ...
+        except Exception as exc:  # noqa: BLE001 - DynamicLibNotFoundError (CuPy 14), ImportError, OSError, ...
             return ampcore.Availability(
                 False,
                 (
-                    f"CuPy cannot load {library} ({type(exc).__name__}: {exc}): pip install '{_wheel(rt_version)}[ctk]' "
+                    f"CuPy cannot load {library} ({type(exc).__name__}: {exc}): "
+                    f"pip install '{_wheel(rt_version)}[ctk]' "
                     f"(the CUDA libraries from PyPI), or install the CUDA Toolkit {rt_version // 1000}"
                 ),
             )
@@ -282,7 +283,7 @@ def device_count() -> int:
     """The number of CUDA devices (0 when CuPy or the driver is missing)."""
     try:
         return int(import_cupy().cuda.runtime.getDeviceCount())
-    except Exception:  # unavailable: availability() says why
+    except Exception:  # noqa: BLE001 - unavailable: availability() says why
         return 0
 
 

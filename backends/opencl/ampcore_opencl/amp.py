@@ -26,6 +26,7 @@ nothing) and scalars as arguments, so nothing recompiles from step to step.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -229,7 +230,7 @@ def unscale_and_check(
         for launch in plan_launches(state, groups, max_variant(state, 1, 24)):
             kernel = state.kernel(
                 ("unscale_and_check", c.tag, launch.k, shape),
-                lambda: _unscale_source(c, launch.k, shape, state.fp64),
+                functools.partial(_unscale_source, c, launch.k, shape, state.fp64),
                 "unscale_and_check",
             )
             state.launch(

@@ -137,16 +137,19 @@ def _elementwise(name: str, op: Op, operands: list[Any]) -> CLArray:
     if ct.dtype.is_floating_point and len(operands) == 1 and name in _SIGN_BIT_OPS and ct.itemsize == 2:
         ops = [Operand(ct, p.modes, ct.storage, raw=True)]
         key = (name, ct.tag, p.modes, "bits")
-        make = lambda: source(
-            f"ew_{name}_{ct.tag}",
-            ct,
-            lambda v: f"out[i] = {v};",
-            ops,  # noqa: E731
-            _SIGN_BIT_OPS[name],
-            "",
-            p.strided,
-            state.fp64,
-        )
+
+        def make() -> str:
+            return source(
+                f"ew_{name}_{ct.tag}",
+                ct,
+                lambda v: f"out[i] = {v};",
+                ops,
+                _SIGN_BIT_OPS[name],
+                "",
+                p.strided,
+                state.fp64,
+            )
+
         return run(state, key, f"ew_{name}_{ct.tag}", make, out, ops, operands, p)
     if not ct.dtype.is_floating_point and op.iexpr is None:
         raise TypeError(f"{name} needs a floating-point array, got {dtype.name}; cast it to float32 first")
@@ -159,17 +162,20 @@ def _elementwise(name: str, op: Op, operands: list[Any]) -> CLArray:
     helpers = (op.fhelpers if is_float else op.ihelpers).format(T=work, U=unsigned(work))
     kname = f"ew_{name}_{ct.tag}"
     key = (name, ct.tag, p.modes, work)
-    make = lambda: source(
-        kname,
-        ct,
-        _store(ct, work),
-        ops,
-        expr,
-        helpers,
-        p.strided,
-        state.fp64,  # noqa: E731
-        native_half=native,
-    )
+
+    def make() -> str:
+        return source(
+            kname,
+            ct,
+            _store(ct, work),
+            ops,
+            expr,
+            helpers,
+            p.strided,
+            state.fp64,
+            native_half=native,
+        )
+
     return run(state, key, kname, make, out, ops, values, p)
 
 
@@ -185,16 +191,19 @@ def _compare(name: str, a: Any, b: Any) -> CLArray:
     ops = [Operand(ct, m, ct.compute) for m in p.modes]
     values = [v if isinstance(v, CLArray) else scalar_arg(v, dtype, ct.compute) for v in (a, b)]
     kname = f"ew_{name}_{ct.tag}"
-    make = lambda: source(
-        kname,
-        out_ct,
-        lambda v: f"out[i] = (uchar)({v});",
-        ops,  # noqa: E731
-        f"{{0}} {COMPARE_OPS[name]} {{1}}",
-        "",
-        p.strided,
-        state.fp64,
-    )
+
+    def make() -> str:
+        return source(
+            kname,
+            out_ct,
+            lambda v: f"out[i] = (uchar)({v});",
+            ops,
+            f"{{0}} {COMPARE_OPS[name]} {{1}}",
+            "",
+            p.strided,
+            state.fp64,
+        )
+
     return run(state, (name, ct.tag, p.modes), kname, make, out, ops, values, p)
 
 
@@ -212,16 +221,19 @@ def where(cond: CLArray, a: Any, b: Any) -> CLArray:
     ]
     values = [cond] + [v if isinstance(v, CLArray) else storage_scalar(v, dtype) for v in (a, b)]
     kname = f"ew_where_{ct.tag}"
-    make = lambda: source(
-        kname,
-        ct,
-        lambda v: f"out[i] = {v};",
-        ops,
-        "{0} ? {1} : {2}",
-        "",  # noqa: E731
-        p.strided,
-        state.fp64,
-    )
+
+    def make() -> str:
+        return source(
+            kname,
+            ct,
+            lambda v: f"out[i] = {v};",
+            ops,
+            "{0} ? {1} : {2}",
+            "",
+            p.strided,
+            state.fp64,
+        )
+
     return run(state, ("where", ct.tag, p.modes), kname, make, out, ops, values, p)
 
 
@@ -261,16 +273,19 @@ def cast(x: CLArray, dtype: Any) -> CLArray:
     expr, typ = _convert(src, dst, "{0}")
     ops = [Operand(src, "c", src.compute)]
     kname = f"ew_cast_{src.tag}_{dst.tag}"
-    make = lambda: source(
-        kname,
-        dst,
-        lambda v: dst.store("out", "i", v, value_type=typ),
-        ops,
-        expr,
-        "",  # noqa: E731
-        False,
-        state.fp64,
-    )
+
+    def make() -> str:
+        return source(
+            kname,
+            dst,
+            lambda v: dst.store("out", "i", v, value_type=typ),
+            ops,
+            expr,
+            "",
+            False,
+            state.fp64,
+        )
+
     return run(state, ("cast", src.tag, dst.tag), kname, make, out, ops, [x], plan(x.shape, [x]))
 
 

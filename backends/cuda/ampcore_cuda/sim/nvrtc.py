@@ -47,11 +47,11 @@ class Nvrtc:
     def getSupportedArchs(self) -> tuple[int, ...]:  # noqa: N802
         return SUPPORTED_ARCHS
 
-    def createProgram(
+    def createProgram(  # noqa: N802 - NVRTC's C API name, which the simulator mirrors
         self,
         src: str,
         name: str,
-        headers: Sequence[Any],  # noqa: N802
+        headers: Sequence[Any],
         include_names: Sequence[Any],
     ) -> _Program:
         if headers or include_names:
