@@ -21,7 +21,7 @@ from .dispatch import guarded_kernels, primitive, register_op, route
 from .dtypes import DType
 from .kernels import KernelError
 from .ops import elementwise as ew
-from .ops import linalg, reduction, shape
+from .ops import indexing, linalg, reduction, shape
 from .plugins import registry
 from .plugins.capabilities import _caps_cache, capabilities_of, check_storable, forget_capabilities  # noqa: F401 - their old home
 from .syncs import to_host
@@ -381,14 +381,22 @@ class Tensor(TensorBase):
         return self._rebase(lambda a: ew.cast(a * other, self.dtype), "mul_")
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        self._check_inplace()
-        index = index if isinstance(index, tuple) else (index,)
-        if any(i is None for i in index):
-            raise IndexError("None is not supported in assignment indices")
-        kernel_index, selected = shape._normalize_basic_index(index, self.shape)
-        value = value if isinstance(value, Tensor) else self._new_tensor(value, self.dtype)
-        value = ew.cast(value.detach().to(device=self.device), self.dtype).expand(selected)
-        self._data = self._kernels("__setitem__").slice_assign(self._data, kernel_index, value._data)
+        """``x[index] = value`` for basic indices (ints, slices, ...) or one bool mask (``x[x < v] = -inf``).
+
+        ``value`` is a number or a tensor broadcastable to the selection (for a
+        mask: to ``x.shape[mask.ndim:]``, or one row per selected element), cast
+        to this tensor's dtype.  Gradients flow to the kept elements of ``self``
+        and to a tensor ``value``; a leaf that requires grad cannot be assigned
+        to outside ``no_grad()`` (as in torch).
+        """
+        self._rebase(lambda a: indexing.setitem(a, index, value), "__setitem__")
+
+    def __getitem__(self, index: Any) -> Tensor:
+        """Basic indexing, one integer-tensor index, or one bool mask (``x[mask]``: a tensor of the selected
+        elements, one host read of the mask as in torch)."""
+        if indexing.is_mask_index(index):
+            return indexing.masked_select(self, index)
+        return shape.getitem(self, index)
 
     # ------------------------------------------------------------------ shape
     reshape = shape.reshape
@@ -399,7 +407,6 @@ class Tensor(TensorBase):
     unsqueeze = shape.unsqueeze
     squeeze = shape.squeeze
     flatten = shape.flatten
-    __getitem__ = shape.getitem
 
     def expand_as(self, other: Tensor) -> Tensor:
         return self.expand(other.shape)

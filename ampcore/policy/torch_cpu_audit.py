@@ -24,6 +24,7 @@ REGISTRATION_SOURCE = "torch 2.13 AutocastCPU registration (autocast_mode.cpp)"
 AUTOCAST_CPU: dict[str, tuple[str, str | None, bool]] = {
     "__rpow__": ("unlisted", "pow", False),
     "__rtruediv__": ("unlisted", "reciprocal", False),
+    "__setitem__": ("unlisted", "index_put_", False),
     "abs": ("unlisted", "abs", False),
     "add": ("unlisted", "add", False),
     "add_": ("unlisted", "add_", False),
@@ -78,6 +79,7 @@ AUTOCAST_CPU: dict[str, tuple[str, str | None, bool]] = {
     "lt": ("unlisted", "lt", False),
     "margin_ranking_loss": ("fp32", "margin_ranking_loss", True),
     "masked_fill": ("unlisted", "masked_fill", False),
+    "masked_select": ("unlisted", "masked_select", False),
     "matmul": ("lower", "matmul", True),
     "max": ("unlisted", "max", False),
     "max_pool2d": ("unlisted", "max_pool2d", False),
@@ -120,6 +122,7 @@ AUTOCAST_CPU: dict[str, tuple[str, str | None, bool]] = {
     "sub": ("unlisted", "sub", False),
     "sum": ("unlisted", "sum", False),
     "take": ("unlisted", "take", False),
+    "take_along_dim": ("unlisted", "take_along_dim", False),
     "tanh": ("unlisted", "tanh", False),
     "tensordot": ("lower", "tensordot", False),
     "to": ("unlisted", "_to_copy", False),
