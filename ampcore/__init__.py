@@ -33,7 +33,7 @@ from .dispatch import KernelError
 from .dtypes import DType, bfloat16, bool_, finfo, float16, float32, float64, int32, int64, promote_types, result_type
 from .grad_scaler import GradScaler
 from .kernels import MissingKernelsError
-from .ops import cat, matmul, stack, where
+from .ops import argsort, cat, chunk, masked_select, matmul, sort, split, stack, take_along_dim, topk, tril, triu, where
 from .plugins import (
     PluginLoadError,
     UnknownBackendError,
@@ -94,6 +94,15 @@ __all__ = [
     "stack",
     "matmul",
     "where",
+    "split",
+    "chunk",
+    "sort",
+    "argsort",
+    "topk",
+    "tril",
+    "triu",
+    "masked_select",
+    "take_along_dim",
     # autograd
     "no_grad",
     "enable_grad",

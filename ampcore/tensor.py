@@ -21,7 +21,7 @@ from .dispatch import guarded_kernels, primitive, register_op, route
 from .dtypes import DType
 from .kernels import KernelError
 from .ops import elementwise as ew
-from .ops import indexing, linalg, reduction, shape
+from .ops import indexing, linalg, reduction, shape, sorting
 from .plugins import registry
 from .plugins.capabilities import _caps_cache, capabilities_of, check_storable, forget_capabilities  # noqa: F401 - their old home
 from .syncs import to_host
@@ -407,6 +407,15 @@ class Tensor(TensorBase):
     unsqueeze = shape.unsqueeze
     squeeze = shape.squeeze
     flatten = shape.flatten
+    split = shape.split
+    chunk = shape.chunk
+    tril = shape.tril
+    triu = shape.triu
+    masked_select = indexing.masked_select
+    take_along_dim = indexing.take_along_dim
+    sort = sorting.sort
+    argsort = sorting.argsort
+    topk = sorting.topk
 
     def expand_as(self, other: Tensor) -> Tensor:
         return self.expand(other.shape)

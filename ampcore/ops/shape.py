@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from .. import dtypes as dt
 from ..dispatch import call, primitive
 from ..tensor_base import TensorBase
 from .base import Op, unbroadcast
-from .elementwise import broadcast_shapes, cast
+from .elementwise import broadcast_shapes, cast, where
 from .reduction import normalize_axes
 
 
@@ -347,3 +349,68 @@ def getitem(x: Any, index: Any) -> Any:
     kernel_index, out_shape = _normalize_basic_index(index, x.shape)
     out = call(SLICE, x, index=kernel_index) if kernel_index else x
     return reshape(out, out_shape)
+
+
+def _slice_along(x: Any, axis: int, start: int, stop: int) -> Any:
+    return getitem(x, (slice(None),) * axis + (slice(start, stop),))
+
+
+@primitive("split")
+def split(x: Any, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple[Any, ...]:
+    """torch.split: pieces of ``split_size_or_sections`` along ``dim`` (the last may be smaller), or of the
+    listed sizes (which must add up to the dimension); each piece is differentiable."""
+    (axis,) = normalize_axes(dim, x.ndim)
+    n = x.shape[axis]
+    if isinstance(split_size_or_sections, (list, tuple)):
+        sizes = [int(s) for s in split_size_or_sections]
+        if any(s < 0 for s in sizes) or sum(sizes) != n:
+            raise ValueError(
+                f"split sections {tuple(sizes)} must be non-negative and add up to {n}, the size of dimension "
+                f"{axis} of shape {x.shape}"
+            )
+    elif isinstance(split_size_or_sections, (int, np.integer)) and not isinstance(split_size_or_sections, bool):
+        size = int(split_size_or_sections)
+        if size <= 0 and not (size == 0 and n == 0):
+            raise ValueError(f"split_size must be a positive int, got {split_size_or_sections!r}")
+        sizes = [min(size, n - start) for start in range(0, n, size)] if n else [0]
+    else:
+        raise TypeError(f"split() takes an int size or a list of sizes, got {split_size_or_sections!r}")
+    pieces, start = [], 0
+    for s in sizes:
+        pieces.append(_slice_along(x, axis, start, start + s))
+        start += s
+    return tuple(pieces)
+
+
+@primitive("chunk")
+def chunk(x: Any, chunks: int, dim: int = 0) -> tuple[Any, ...]:
+    """torch.chunk: at most ``chunks`` pieces of ``ceil(size / chunks)`` along ``dim`` (fewer when the size
+    runs out first, as torch returns them)."""
+    if not isinstance(chunks, int) or isinstance(chunks, bool) or chunks <= 0:
+        raise ValueError(f"chunks must be a positive int, got {chunks!r}")
+    (axis,) = normalize_axes(dim, x.ndim)
+    n = x.shape[axis]
+    return split(x, max(-(-n // chunks), 1), axis)
+
+
+def _triangle(name: str, x: Any, diagonal: int, lower: bool) -> Any:
+    if x.ndim < 2:
+        raise ValueError(f"{name}() needs a tensor with at least 2 dimensions, got shape {x.shape}")
+    if not isinstance(diagonal, int) or isinstance(diagonal, bool):
+        raise TypeError(f"{name}(): diagonal must be an int, got {diagonal!r}")
+    rows, cols = x.shape[-2:]
+    keep = np.tri(rows, cols, diagonal, dtype=bool) if lower else ~np.tri(rows, cols, diagonal - 1, dtype=bool)
+    zero: Any = False if x.dtype is dt.bool_ else (0.0 if x.dtype.is_floating_point else 0)
+    return where(x._new_tensor(keep, dt.bool_), x, zero)
+
+
+@primitive("tril")
+def tril(x: Any, diagonal: int = 0) -> Any:
+    """torch.tril: the lower triangle of the last two dims (``j - i <= diagonal``), zeros above; differentiable."""
+    return _triangle("tril", x, diagonal, lower=True)
+
+
+@primitive("triu")
+def triu(x: Any, diagonal: int = 0) -> Any:
+    """torch.triu: the upper triangle of the last two dims (``j - i >= diagonal``), zeros below; differentiable."""
+    return _triangle("triu", x, diagonal, lower=False)
