@@ -93,6 +93,7 @@ AUTOCAST_CPU: dict[str, tuple[str, str | None, bool]] = {
     "mse_loss": ("fp32", "mse_loss", True),
     "mul": ("unlisted", "mul", False),
     "mul_": ("unlisted", "mul_", False),
+    "multinomial": ("unlisted", "multinomial", False),
     "ne": ("unlisted", "ne", False),
     "neg": ("unlisted", "neg", False),
     "nll_loss": ("fp32", "nll_loss", True),
