@@ -204,6 +204,18 @@ class Tensor(TensorBase):
         )
         return f"tensor({body}, dtype={self.dtype.name}, device='{self.device}'{extra})"
 
+    def __format__(self, format_spec: str) -> str:
+        """``f"{loss:.4f}"``: a one-element tensor formats its Python value (torch does this for 0-d tensors;
+        ampcore also for one-element tensors of any shape); with an empty spec any tensor gives ``str(t)``."""
+        if not format_spec:
+            return str(self)
+        if self.numel() == 1:
+            return format(self.item(), format_spec)
+        raise TypeError(
+            f"unsupported format string {format_spec!r} passed to Tensor.__format__: only one-element tensors "
+            f"format as numbers, this one has shape {self.shape}; format t.tolist() or its elements"
+        )
+
     __hash__ = object.__hash__
 
     def __deepcopy__(self, memo: dict) -> Tensor:

@@ -241,3 +241,19 @@ def test_a_tensor_with_autograd_history_is_not_pickled():
     with pytest.raises(RuntimeError, match=r"only leaf tensors can be pickled.*t\.detach\(\)"):
         pickle.dumps(y)
     assert pickle.loads(pickle.dumps(y.detach())).numpy().tolist() == [2.0, 2.0]
+
+
+# --------------------------------------------------------------------------- __format__
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+def test_format_spec_formats_a_one_element_tensors_value(dtype):
+    loss = ampcore.tensor(2.718281828, dtype=dtype)
+    assert f"{loss:.2f}" == f"{loss.item():.2f}" == "2.72"
+    assert f"{ampcore.tensor([[1.5]], dtype=dtype):>6}" == "   1.5"
+    assert f"{ampcore.tensor(7):04d}" == "0007"
+
+
+def test_format_without_a_spec_is_str_and_a_spec_on_many_elements_raises():
+    t = ampcore.tensor([1.0, 2.0])
+    assert f"{t}" == str(t) and format(ampcore.tensor(3.0)) == str(ampcore.tensor(3.0))
+    with pytest.raises(TypeError, match=r"unsupported format string '.4f' passed to Tensor.__format__.*shape \(2,\)"):
+        f"{t:.4f}"
