@@ -34,6 +34,14 @@ from .device import Device
 from .device import parse_device as device
 from .dispatch import KernelError
 from .dtypes import DType, bfloat16, bool_, finfo, float16, float32, float64, int32, int64, promote_types, result_type
+
+# torch's dtype aliases (ampcore.long is ampcore.int64); a torch dtype ampcore cannot store raises naming it.
+from .dtypes import bool_ as bool  # noqa: A004
+from .dtypes import float16 as half
+from .dtypes import float32 as float  # noqa: A004
+from .dtypes import float64 as double
+from .dtypes import int32 as int  # noqa: A004
+from .dtypes import int64 as long
 from .grad_scaler import GradScaler
 from .kernels import MissingKernelsError
 from .ops import argsort, cat, chunk, masked_select, matmul, sort, split, stack, take_along_dim, topk, tril, triu, where
@@ -50,6 +58,7 @@ from .plugins import (
 from .syncs import count_host_syncs
 
 __version__ = "0.1.0"
+__getattr__ = dtypes.module_getattr(__name__)
 
 __all__ = [
     "__version__",
@@ -75,6 +84,12 @@ __all__ = [
     "int64",
     "promote_types",
     "result_type",
+    "long",
+    "int",
+    "half",
+    "float",
+    "double",
+    "bool",
     # tensors
     "Tensor",
     "Generator",

@@ -34,6 +34,12 @@ DOCUMENTED = {
     "int64",
     "promote_types",
     "result_type",
+    "long",
+    "int",
+    "half",
+    "float",
+    "double",
+    "bool",
     # tensors
     "Tensor",
     "Generator",
