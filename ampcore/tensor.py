@@ -15,6 +15,7 @@ import numpy as np
 
 from . import dtypes as dt
 from .autograd import is_grad_enabled, run_backward
+from .backend import BackendUnavailableError
 from .creation import tensor
 from .device import Device, DeviceLike
 from .dispatch import guarded_kernels, primitive, register_op, route
@@ -22,7 +23,7 @@ from .dtypes import DType
 from .kernels import KernelError
 from .ops import elementwise as ew
 from .ops import indexing, linalg, reduction, shape, sorting
-from .plugins import registry
+from .plugins import UnknownBackendError, registry
 from .plugins.capabilities import _caps_cache, capabilities_of, check_storable, forget_capabilities  # noqa: F401 - their old home
 from .syncs import to_host
 from .tensor_base import TensorBase, set_tensor_class
@@ -250,14 +251,24 @@ class Tensor(TensorBase):
         )
 
     # ------------------------------------------------------------------ devices and dtypes
-    def to(self, *args: Any, dtype: Any = None, device: DeviceLike | None = None) -> Tensor:
-        """``.to(device)``, ``.to(dtype)`` or ``.to(device, dtype)``; differentiable for dtype changes.
+    def to(
+        self,
+        *args: Any,
+        dtype: Any = None,
+        device: DeviceLike | None = None,
+        non_blocking: bool = False,
+        copy: bool = False,
+    ) -> Tensor:
+        """``.to(device)``, ``.to(dtype)``, ``.to(device, dtype)`` or ``.to(other)``; differentiable for dtype
+        changes.  ``copy=True`` returns a new tensor even when nothing changes.  ``non_blocking`` is accepted
+        for torch's signature: a move between devices goes through host memory and is complete on return.
 
         An explicit conversion: autocast never changes what it produces.
         """
-        return route("to", Tensor._convert, (self, *args), {"dtype": dtype, "device": device}, "explicit dtype=")
+        kwargs = {"dtype": dtype, "device": device, "copy": bool(copy)}
+        return route("to", Tensor._convert, (self, *args), kwargs, "explicit dtype=")
 
-    def _convert(self, *args: Any, dtype: Any = None, device: DeviceLike | None = None) -> Tensor:
+    def _convert(self, *args: Any, dtype: Any = None, device: DeviceLike | None = None, copy: bool = False) -> Tensor:
         for a in args:
             if isinstance(a, DType) or (isinstance(a, str) and _is_dtype_name(a)):
                 dtype = a
@@ -274,7 +285,27 @@ class Tensor(TensorBase):
                 out = _move(self, target, registry.get_backend(target.type))
         if dtype is not None:
             out = ew.cast(out, dt.as_dtype(dtype))
-        return out
+        return out.clone() if copy and out is self else out
+
+    def cuda(self, device: Any = None, non_blocking: bool = False) -> Tensor:
+        """This tensor on the cuda backend (``device``: an index, ``"cuda:1"`` or None for the current one);
+        BackendUnavailableError with the reason where it cannot run."""
+        return _to_backend(self, "cuda", device)
+
+    def opencl(self, device: Any = None, non_blocking: bool = False) -> Tensor:
+        """This tensor on the opencl backend, as :meth:`cuda` does for cuda."""
+        return _to_backend(self, "opencl", device)
+
+    def pin_memory(self) -> Tensor:
+        """``self`` for a cpu tensor: ampcore copies between host and device through ordinary NumPy memory, with
+        no page-locked pool, so there is nothing to pin (DataLoader's ``pin_memory=True`` is harmless)."""
+        if self.device.type != "cpu":
+            raise RuntimeError(f"cannot pin a tensor on {str(self.device)!r}: only cpu tensors can be pinned")
+        return self
+
+    def is_pinned(self) -> bool:
+        """False: ampcore never page-locks host memory (see :meth:`pin_memory`)."""
+        return False
 
     # dtype and device shorthands: .float() is .to(float32), and so on (from one table).
     float = _to_method("float", dt.float32)
@@ -547,6 +578,28 @@ def _is_dtype_name(name: str) -> bool:
         return True
     except ValueError:
         return False
+
+
+def _to_backend(t: Tensor, name: str, device: Any) -> Tensor:
+    """``t.to()`` the backend ``name`` (``device``: None, an index, or a device of that type)."""
+    if device is None:
+        target: Any = name
+    elif isinstance(device, (int, np.integer)) and not isinstance(device, bool):
+        target = f"{name}:{int(device)}"
+    else:
+        target = device
+    try:
+        resolved = registry.resolve(target)
+    except UnknownBackendError as err:
+        unavailable = BackendUnavailableError(name, f"ampcore-{name} is not installed")
+        unavailable.args = (
+            f"backend {name!r} is not installed: pip install ampcore-{name} (installed backends are "
+            f"{', '.join(map(repr, err.known))})",
+        )
+        raise unavailable from err
+    if resolved.type != name:
+        raise ValueError(f".{name}() got a device of another type: {str(resolved)!r}; use .to({str(resolved)!r})")
+    return t.to(resolved)
 
 
 def _move(t: Tensor, target: Device, backend: Any) -> Tensor:

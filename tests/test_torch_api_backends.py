@@ -1,0 +1,46 @@
+"""issue 27's torch functions on the cuda backend (its CUDA simulator where there is no GPU): they are compositions
+of primitive kernels, so every backend runs them; this checks one that compiles its own CUDA C."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+
+import pytest
+
+SCRIPT = r"""
+import numpy as np
+import ampcore
+
+ampcore.manual_seed(0)
+a = np.random.default_rng(0).standard_normal((4, 6)).astype(np.float32)
+x = ampcore.tensor(a).cuda()
+assert x.device.type == "cuda"
+w = ampcore.tensor(a, device="cuda", requires_grad=True)
+y = w * 2.0
+y[y < 0] = -float("inf")
+np.testing.assert_array_equal(y.detach().cpu().numpy(), np.where(2 * a < 0, -np.inf, 2 * a))
+picked = x[x > 0]
+np.testing.assert_array_equal(picked.cpu().numpy(), a[a > 0])
+values, indices = w.topk(3, dim=1)
+order = np.argsort(-a, axis=1, kind="stable")[:, :3]
+np.testing.assert_array_equal(indices.cpu().numpy(), order)
+(values.sum() + w[w > 0].sum()).backward()
+expect = (a > 0).astype(np.float32)
+np.put_along_axis(expect, order, np.take_along_axis(expect, order, 1) + 1, 1)
+np.testing.assert_array_equal(w.grad.cpu().numpy(), expect)
+np.testing.assert_array_equal(ampcore.tril(x, -1).cpu().numpy(), np.tril(a, -1))
+assert [p.shape for p in x.split(4, 1)] == [(4, 4), (4, 2)]
+np.testing.assert_array_equal(x.sort(0, descending=True).values.cpu().numpy(), -np.sort(-a, 0))
+draws = ampcore.multinomial(ampcore.tensor([0.0, 1.0, 3.0], device="cuda"), 4000, replacement=True).cpu().numpy()
+assert draws.min() >= 1 and abs((draws == 2).mean() - 0.75) < 0.05
+assert sorted(ampcore.randperm(7, device="cuda").cpu().tolist()) == list(range(7))
+print("ok")
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ampcore_cuda") is None, reason="ampcore-cuda is not installed")
+@pytest.mark.skipif(shutil.which("g++") is None, reason="the CUDA simulator needs g++ on PATH")
+def test_mask_sort_tril_split_and_sampling_run_on_the_cuda_simulator(run_python):
+    result = run_python(SCRIPT, env={"AMPCORE_CUDA_SIMULATOR": "h100"})
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
