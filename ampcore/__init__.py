@@ -1,7 +1,7 @@
 """ampcore: Automatic Mixed Precision with torch.amp semantics on any backend."""
 
 from . import cgen, dtypes, kernels, plugins
-from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .backend import Availability, Backend, BackendUnavailableError, Capabilities
 
 # Before creation's names: importing the submodule ampcore.tensor binds it as ampcore.tensor, which the
@@ -23,8 +23,10 @@ from .creation import (
     ones,
     ones_like,
     rand,
+    rand_like,
     randint,
     randn,
+    randn_like,
     randperm,
     tensor,
     zeros,
@@ -42,8 +44,46 @@ from .dtypes import float32 as float  # noqa: A004
 from .dtypes import float64 as double
 from .dtypes import int32 as int  # noqa: A004
 from .dtypes import int64 as long
+from .functions import (  # torch's function forms of Tensor methods, from one table
+    abs,  # noqa: A004 - torch's name
+    amax,
+    argmax,
+    argmin,
+    clamp,
+    clone,
+    cos,
+    cumsum,
+    erf,
+    exp,
+    flatten,
+    log,
+    log_softmax,
+    masked_fill,
+    max,  # noqa: A004 - torch's name
+    maximum,
+    mean,
+    min,  # noqa: A004 - torch's name
+    minimum,
+    permute,
+    pow,  # noqa: A004 - torch's name
+    relu,
+    reshape,
+    rsqrt,
+    sigmoid,
+    sign,
+    sin,
+    softmax,
+    sqrt,
+    squeeze,
+    std,
+    sum,  # noqa: A004 - torch's name
+    tanh,
+    transpose,
+    unsqueeze,
+    var,
+)
 from .grad_scaler import GradScaler
-from .kernels import MissingKernelsError
+from .kernels import MissingKernelsError, get_float32_matmul_precision, set_float32_matmul_precision
 from .ops import argsort, cat, chunk, masked_select, matmul, sort, split, stack, take_along_dim, topk, tril, triu, where
 from .plugins import (
     PluginLoadError,
@@ -124,11 +164,53 @@ __all__ = [
     "triu",
     "masked_select",
     "take_along_dim",
+    "rand_like",
+    "randn_like",
+    # torch's function forms of Tensor methods (ampcore.functions)
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "tanh",
+    "sigmoid",
+    "sin",
+    "cos",
+    "erf",
+    "abs",
+    "sign",
+    "relu",
+    "sum",
+    "mean",
+    "amax",
+    "argmax",
+    "argmin",
+    "cumsum",
+    "var",
+    "std",
+    "clamp",
+    "pow",
+    "softmax",
+    "log_softmax",
+    "reshape",
+    "permute",
+    "transpose",
+    "flatten",
+    "squeeze",
+    "unsqueeze",
+    "masked_fill",
+    "maximum",
+    "minimum",
+    "clone",
+    "max",
+    "min",
     # autograd
     "no_grad",
     "enable_grad",
     "set_grad_enabled",
     "is_grad_enabled",
+    "inference_mode",
+    "set_float32_matmul_precision",
+    "get_float32_matmul_precision",
     # mixed precision
     "autocast",
     "is_autocast_enabled",

@@ -44,6 +44,8 @@ __all__ = [
     "rand",
     "randn",
     "arange",
+    "rand_like",
+    "randn_like",
     "randint",
     "randperm",
     "multinomial",
@@ -253,6 +255,22 @@ def randn(
 ) -> Tensor:
     """Standard normal samples."""
     return _random("randn", "normal", size, dtype, device, generator, requires_grad)
+
+
+def rand_like(t: Tensor, *, dtype: Any = None, device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:
+    """Uniform samples in [0, 1) with ``t``'s shape, dtype and device (unless given)."""
+    return rand(
+        t.shape, dtype=dtype or t.dtype, device=device if device is not None else t.device, requires_grad=requires_grad
+    )
+
+
+def randn_like(
+    t: Tensor, *, dtype: Any = None, device: DeviceLike | None = None, requires_grad: bool = False
+) -> Tensor:
+    """Standard normal samples with ``t``'s shape, dtype and device (unless given)."""
+    return randn(
+        t.shape, dtype=dtype or t.dtype, device=device if device is not None else t.device, requires_grad=requires_grad
+    )
 
 
 def arange(
