@@ -69,7 +69,7 @@ def autocast_hook(
     finally:
         tls.depth -= 1
     if region.trace is not None:
-        _record(region, name, tensors, input_dtypes, decision, out)
+        _record(region, name, tensors, input_dtypes, decision, out, _tensors(args, kwargs))
     return out
 
 
@@ -113,7 +113,13 @@ def _cast_input(t: Tensor, target: dt.DType, region: Region) -> Tensor:
 
 
 def _record(
-    region: Region, name: str, tensors: list[Tensor], input_dtypes: tuple[dt.DType, ...], decision: Any, out: Any
+    region: Region,
+    name: str,
+    tensors: list[Tensor],
+    input_dtypes: tuple[dt.DType, ...],
+    decision: Any,
+    out: Any,
+    ran: list[Tensor],
 ) -> None:
     outputs = (
         [out]
@@ -126,6 +132,10 @@ def _record(
         category, target, reason = "-", None, "autocast disabled in this block"
     else:
         category, target, reason = decision.category.value, decision.target, decision.reason
+        if target is not None:  # say what ran: torch autocasts only float32, float16 and bfloat16 inputs
+            left = sorted({t.dtype.name for t in ran if t.dtype.is_floating_point and t.dtype != target})
+            if left:
+                reason += f"; {', '.join(left)} input(s) left as they were (only float32/16 and bfloat16 are cast)"
     region.trace.append(
         TraceRecord(
             op=name,
