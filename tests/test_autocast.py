@@ -88,7 +88,8 @@ def test_regions_are_per_device_type(register_fake):
     x_other = ampcore.ones(2, 2, device=other.name)
     with ampcore.autocast(other.name):
         assert (x_other @ x_other).dtype == f16
-        assert (rand(2, 2) @ rand(2, 2)).dtype == f32  # cpu has no region open
+        with pytest.warns(UserWarning, match=f"autocast\\('{other.name}'\\) does not cover 'cpu' tensors"):
+            assert (rand(2, 2) @ rand(2, 2)).dtype == f32  # cpu has no region open
         assert not ampcore.is_autocast_enabled("cpu") and ampcore.is_autocast_enabled(other.name)
 
 
@@ -652,3 +653,33 @@ def test_the_trace_says_a_float64_input_was_left_alone():
     assert out.dtype is ampcore.float64 and first.output_dtypes == ("float64",)
     assert first.cast_to == "float32" and "float64 input(s) left as they were" in first.reason
     assert "left as they were" not in second.reason
+
+
+# --------------------------------------------------------------------------- a region on another device type
+def test_a_region_warns_once_when_eligible_ops_run_on_a_device_type_it_does_not_cover(register_fake):
+    fake = register_fake()
+    w, x = ampcore.randn(3, 4, device=fake.name), ampcore.randn(2, 4, device=fake.name)
+    with pytest.warns(UserWarning, match=f"autocast\\('cpu'\\) does not cover '{fake.name}' tensors: 'linear'") as seen:
+        with ampcore.autocast("cpu", dtype=bf16):
+            out = F.linear(x, w)
+            F.linear(x, w)
+            x @ w.mT
+    assert len([r for r in seen if "does not cover" in str(r.message)]) == 1
+    assert out.dtype is ampcore.float32  # it ran in its inputs' dtype, as the warning says
+    with pytest.warns(UserWarning, match="does not cover"):  # a new region warns again
+        with ampcore.autocast("cpu", dtype=bf16):
+            F.linear(x, w)
+
+
+def test_a_region_stays_silent_when_nothing_eligible_ran_elsewhere(register_fake):
+    fake = register_fake()
+    x = ampcore.randn(2, 4, device=fake.name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with ampcore.autocast("cpu", dtype=bf16):
+            (x + x).exp().sum()  # unlisted ops: autocast would not change them anyway
+            F.linear(x.to("float64"), ampcore.randn(3, 4, device=fake.name, dtype="float64"))  # float64: not eligible
+            F.linear(rand(2, 4), rand(3, 4))  # covered
+        with ampcore.autocast("cpu", enabled=False):
+            F.linear(x, ampcore.randn(3, 4, device=fake.name))
+        F.linear(x, ampcore.randn(3, 4, device=fake.name))  # no region at all
