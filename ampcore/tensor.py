@@ -16,7 +16,7 @@ import numpy as np
 from . import dtypes as dt
 from .autograd import is_grad_enabled, run_backward
 from .backend import BackendUnavailableError
-from .creation import tensor
+from .creation import multinomial, tensor
 from .device import Device, DeviceLike
 from .dispatch import guarded_kernels, primitive, register_op, route
 from .dtypes import DType
@@ -459,6 +459,7 @@ class Tensor(TensorBase):
     sort = sorting.sort
     argsort = sorting.argsort
     topk = sorting.topk
+    multinomial = multinomial
 
     def expand_as(self, other: Tensor) -> Tensor:
         return self.expand(other.shape)

@@ -120,3 +120,9 @@ def test_sampling_with_replacement_reads_nothing_from_the_device():
         ampcore.multinomial(p, 3, replacement=True)
         ampcore.multinomial(p, 1)
     assert syncs.count == 0
+
+
+def test_multinomial_is_also_a_tensor_method():
+    ampcore.manual_seed(9)
+    a = ampcore.tensor([0.0, 2.0, 0.0]).multinomial(3, replacement=True)
+    assert a.tolist() == [1, 1, 1]
