@@ -434,13 +434,6 @@ class Tensor(TensorBase):
         """
         self._rebase(lambda a: indexing.setitem(a, index, value), "__setitem__")
 
-    def __getitem__(self, index: Any) -> Tensor:
-        """Basic indexing, one integer-tensor index, or one bool mask (``x[mask]``: a tensor of the selected
-        elements, one host read of the mask as in torch)."""
-        if indexing.is_mask_index(index):
-            return indexing.masked_select(self, index)
-        return shape.getitem(self, index)
-
     # ------------------------------------------------------------------ shape
     reshape = shape.reshape
     view = shape.reshape
@@ -450,6 +443,7 @@ class Tensor(TensorBase):
     unsqueeze = shape.unsqueeze
     squeeze = shape.squeeze
     flatten = shape.flatten
+    __getitem__ = shape.getitem  # basic indices, one integer tensor, or one bool mask (x[mask], a host read)
     split = shape.split
     chunk = shape.chunk
     tril = shape.tril

@@ -6,6 +6,9 @@ the host once (a counted host sync, as torch's are); ``x[mask] = scalar`` and
 ``x[mask] = t`` with ``t`` broadcastable to the trailing dims need no read: they
 are a ``where``.  Everything is composed of primitive kernels (``take``,
 ``scatter_add``, ``where``, ``slice_assign``), so every backend has them.
+``x[mask]`` itself is :func:`~.shape.masked_select`, in shape.py beside
+``getitem``, which calls it from its advanced-index branch (no cost on basic
+indexing); it is re-exported here.
 """
 
 from __future__ import annotations
@@ -16,63 +19,23 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..dispatch import call, primitive, register_op
-from ..syncs import to_host
 from ..tensor_base import TensorBase
 from .base import Op, unbroadcast
 from .elementwise import Scalar, cast, where
 from .reduction import normalize_axes
-from .shape import _normalize_basic_index, index_add, permute, reshape, take
+from .shape import (
+    _flat_positions,
+    _mask_of,
+    _normalize_basic_index,
+    index_add,
+    is_mask_index,
+    masked_select,
+    permute,
+    reshape,
+    take,
+)
 
 __all__ = ["is_mask_index", "masked_select", "setitem", "take_along_dim"]
-
-
-def _is_mask(i: Any) -> bool:
-    return isinstance(i, TensorBase) and i.dtype is dt.bool_
-
-
-def is_mask_index(index: Any) -> bool:
-    """Whether ``index`` (one index or a tuple) holds a bool tensor: the boolean-mask path."""
-    if isinstance(index, tuple):
-        return any(_is_mask(i) for i in index)
-    return _is_mask(index)
-
-
-def _mask_of(x: Any, index: Any) -> Any:
-    """The bool mask that is all of ``index``, checked against ``x``."""
-    parts = index if isinstance(index, tuple) else (index,)
-    if len(parts) != 1 or not _is_mask(parts[0]):
-        raise IndexError(
-            "a boolean mask must be the only index (x[mask] with mask.shape == x.shape[:mask.ndim]); "
-            "index step by step, e.g. x[:, 0][mask]"
-        )
-    mask = parts[0]
-    if mask.device != x.device:
-        raise ValueError(f"the mask is on {str(mask.device)!r} but the tensor is on {str(x.device)!r}; move one")
-    if mask.ndim > x.ndim or mask.shape != x.shape[: mask.ndim]:
-        raise IndexError(
-            f"the mask of shape {mask.shape} does not match the indexed tensor of shape {x.shape} "
-            f"(it must equal the leading dims, {x.shape[: mask.ndim] or '()'})"
-        )
-    return mask
-
-
-def _flat_positions(x: Any, mask: Any) -> Any:
-    """The positions where ``mask`` is true, as a 1-D int64 tensor on ``x``'s device (one host read)."""
-    positions = np.flatnonzero(to_host(mask, "boolean mask"))
-    return x._new_tensor(positions.astype(np.int64), dt.int64)
-
-
-@primitive("masked_select")
-def masked_select(x: Any, mask: Any) -> Any:
-    """``x[mask]``: the elements (rows) where the bool ``mask`` is true, as a tensor of shape ``(K, *rest)``.
-
-    ``mask.shape`` must equal ``x.shape[:mask.ndim]``; the gradient flows back to
-    the selected elements of ``x``.  Reads the mask on the host (one sync).
-    """
-    mask = _mask_of(x, mask)
-    rest = x.shape[mask.ndim :]
-    rows = reshape(x, (mask.numel(),) + rest)
-    return take(rows, _flat_positions(x, mask), 0)
 
 
 def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..dispatch import call, primitive
+from ..syncs import to_host
 from ..tensor_base import TensorBase
 from .base import Op, unbroadcast
 from .elementwise import broadcast_shapes, cast, where
@@ -324,6 +325,55 @@ def _normalize_basic_index(index: tuple, shape: tuple[int, ...]) -> tuple[tuple,
     return tuple(kernel_index), tuple(out_shape)
 
 
+def _is_mask(i: Any) -> bool:
+    return isinstance(i, TensorBase) and i.dtype is dt.bool_
+
+
+def is_mask_index(index: Any) -> bool:
+    """Whether ``index`` (one index or a tuple) holds a bool tensor: the boolean-mask path."""
+    if isinstance(index, tuple):
+        return any(_is_mask(i) for i in index)
+    return _is_mask(index)
+
+
+def _mask_of(x: Any, index: Any) -> Any:
+    """The bool mask that is all of ``index``, checked against ``x``."""
+    parts = index if isinstance(index, tuple) else (index,)
+    if len(parts) != 1 or not _is_mask(parts[0]):
+        raise IndexError(
+            "a boolean mask must be the only index (x[mask] with mask.shape == x.shape[:mask.ndim]); "
+            "index step by step, e.g. x[:, 0][mask]"
+        )
+    mask = parts[0]
+    if mask.device != x.device:
+        raise ValueError(f"the mask is on {str(mask.device)!r} but the tensor is on {str(x.device)!r}; move one")
+    if mask.ndim > x.ndim or mask.shape != x.shape[: mask.ndim]:
+        raise IndexError(
+            f"the mask of shape {mask.shape} does not match the indexed tensor of shape {x.shape} "
+            f"(it must equal the leading dims, {x.shape[: mask.ndim] or '()'})"
+        )
+    return mask
+
+
+def _flat_positions(x: Any, mask: Any) -> Any:
+    """The positions where ``mask`` is true, as a 1-D int64 tensor on ``x``'s device (one host read)."""
+    positions = np.flatnonzero(to_host(mask, "boolean mask"))
+    return x._new_tensor(positions.astype(np.int64), dt.int64)
+
+
+@primitive("masked_select")
+def masked_select(x: Any, mask: Any) -> Any:
+    """``x[mask]``: the elements (rows) where the bool ``mask`` is true, as a tensor of shape ``(K, *rest)``.
+
+    ``mask.shape`` must equal ``x.shape[:mask.ndim]``; the gradient flows back to
+    the selected elements of ``x``.  Reads the mask on the host (one sync).
+    """
+    mask = _mask_of(x, mask)
+    rest = x.shape[mask.ndim :]
+    rows = reshape(x, (mask.numel(),) + rest)
+    return take(rows, _flat_positions(x, mask), 0)
+
+
 @primitive("getitem")
 def getitem(x: Any, index: Any) -> Any:
     """Basic indexing (ints, slices, None, ...) and one integer-tensor or list index."""
@@ -332,14 +382,14 @@ def getitem(x: Any, index: Any) -> Any:
         index = (index,)
     advanced = [j for j, i in enumerate(index) if isinstance(i, (Tensor, list))]
     if advanced:
+        if any(_is_mask(index[j]) for j in advanced):
+            return masked_select(x, index if len(index) > 1 else index[0])
         if len(advanced) > 1 or any(i is None or i is Ellipsis for i in index):
             raise IndexError("only one integer-tensor index (without None or ...) is supported; index step by step")
         j = advanced[0]
         idx = index[j]
         if isinstance(idx, list):
             idx = x._new_tensor(idx, dt.int64)
-        if idx.dtype == dt.bool_:
-            raise IndexError("boolean-mask indexing is not supported; use ampcore.where(mask, x, 0) instead")
         rest = getitem(x, index[:j] + (slice(None),) + index[j + 1 :])
         axis = sum(1 for i in index[:j] if not isinstance(i, int))
         return take(rest, idx, axis)
