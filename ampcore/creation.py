@@ -309,22 +309,36 @@ def _upload_ints(values: np.ndarray, dtype: Any, device: DeviceLike | None, requ
 
 def randint(
     *args: Any,
+    low: int | None = None,
+    high: int | None = None,
     size: Sequence[int] | None = None,
     generator: Generator | None = None,
     dtype: Any = None,
     device: DeviceLike | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    """torch.randint: integers drawn uniformly from ``[low, high)``, as ``randint(high, size)`` or
-    ``randint(low, high, size)`` (int64 unless ``dtype`` says otherwise); same seed, same draws."""
-    if size is None:
-        if len(args) not in (2, 3):
-            raise TypeError(f"randint() takes (high, size) or (low, high, size), got {len(args)} positional arguments")
-        *bounds, size = args
+    """torch.randint: integers drawn uniformly from ``[low, high)``, as ``randint(high, size)``,
+    ``randint(low, high, size)`` or with keywords (``randint(low=0, high=10, size=(3,))``); int64 unless
+    ``dtype`` says otherwise; same seed, same draws."""
+    if high is not None:  # the keyword form: a positional argument can only be low, and size is a keyword too
+        if len(args) > 1 or (args and low is not None):
+            raise TypeError(f"randint(): with high= as a keyword, only low may be positional, got {args!r}")
+        bounds: list[Any] = [args[0] if args else (0 if low is None else low), high]
     else:
-        bounds = list(args)
-    if len(bounds) not in (1, 2):
-        raise TypeError(f"randint() takes (high, size) or (low, high, size), got bounds {tuple(bounds)!r}")
+        if size is None:
+            if len(args) not in (2, 3):
+                raise TypeError(
+                    f"randint() takes (high, size) or (low, high, size), got {len(args)} positional arguments"
+                )
+            *bounds, size = args
+        else:
+            bounds = list(args)
+        if low is not None:
+            bounds = [low, *bounds]
+        if len(bounds) not in (1, 2):
+            raise TypeError(f"randint() takes (high, size) or (low, high, size), got bounds {tuple(bounds)!r}")
+    if size is None:
+        raise TypeError("randint() needs a size, e.g. randint(10, (3,))")
     low, high = (0, bounds[0]) if len(bounds) == 1 else bounds
     for name, v in (("low", low), ("high", high)):
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool):

@@ -76,6 +76,12 @@ def test_randint_takes_torchs_two_forms_and_covers_the_range(device):
     assert set(np.unique(b.numpy()).tolist()) == set(range(-3, 4))
     big = ampcore.randint(2**40, 2**40 + 3, (100,), device=device)  # exact beyond float precision
     assert set(big.tolist()) <= {2**40, 2**40 + 1, 2**40 + 2}
+    ampcore.manual_seed(3)
+    keywords = ampcore.randint(low=0, high=5, size=(2000,), device=device)
+    assert keywords.tolist() == a.tolist()  # the same draws as randint(5, (2000,))
+    assert (
+        ampcore.randint(high=3, size=(4,)).shape == (4,) and ampcore.randint(2, high=3, size=(4,)).tolist() == [2] * 4
+    )
     f = ampcore.randint(0, 2, (8,), dtype=ampcore.float32, device=device)
     assert f.dtype is ampcore.float32 and set(f.tolist()) <= {0.0, 1.0}
 
