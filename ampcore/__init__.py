@@ -1,7 +1,7 @@
 """ampcore: Automatic Mixed Precision with torch.amp semantics on any backend."""
 
 from . import cgen, dtypes, kernels, plugins
-from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .backend import Availability, Backend, BackendUnavailableError, Capabilities
 
 # Before creation's names: importing the submodule ampcore.tensor binds it as ampcore.tensor, which the
@@ -19,10 +19,15 @@ from .creation import (
     full,
     full_like,
     manual_seed,
+    multinomial,
     ones,
     ones_like,
     rand,
+    rand_like,
+    randint,
     randn,
+    randn_like,
+    randperm,
     tensor,
     zeros,
     zeros_like,
@@ -31,9 +36,55 @@ from .device import Device
 from .device import parse_device as device
 from .dispatch import KernelError
 from .dtypes import DType, bfloat16, bool_, finfo, float16, float32, float64, int32, int64, promote_types, result_type
+
+# torch's dtype aliases (ampcore.long is ampcore.int64); a torch dtype ampcore cannot store raises naming it.
+from .dtypes import bool_ as bool  # noqa: A004
+from .dtypes import float16 as half
+from .dtypes import float32 as float  # noqa: A004
+from .dtypes import float64 as double
+from .dtypes import int32 as int  # noqa: A004
+from .dtypes import int64 as long
+from .functions import (  # torch's function forms of Tensor methods, from one table
+    abs,  # noqa: A004 - torch's name
+    amax,
+    argmax,
+    argmin,
+    clamp,
+    clone,
+    cos,
+    cumsum,
+    erf,
+    exp,
+    flatten,
+    log,
+    log_softmax,
+    masked_fill,
+    max,  # noqa: A004 - torch's name
+    maximum,
+    mean,
+    min,  # noqa: A004 - torch's name
+    minimum,
+    permute,
+    pow,  # noqa: A004 - torch's name
+    relu,
+    reshape,
+    rsqrt,
+    sigmoid,
+    sign,
+    sin,
+    softmax,
+    sqrt,
+    squeeze,
+    std,
+    sum,  # noqa: A004 - torch's name
+    tanh,
+    transpose,
+    unsqueeze,
+    var,
+)
 from .grad_scaler import GradScaler
-from .kernels import MissingKernelsError
-from .ops import cat, matmul, stack, where
+from .kernels import MissingKernelsError, get_float32_matmul_precision, set_float32_matmul_precision
+from .ops import argsort, cat, chunk, masked_select, matmul, sort, split, stack, take_along_dim, topk, tril, triu, where
 from .plugins import (
     PluginLoadError,
     UnknownBackendError,
@@ -47,6 +98,7 @@ from .plugins import (
 from .syncs import count_host_syncs
 
 __version__ = "0.1.0"
+__getattr__ = dtypes.module_getattr(__name__)
 
 __all__ = [
     "__version__",
@@ -72,6 +124,12 @@ __all__ = [
     "int64",
     "promote_types",
     "result_type",
+    "long",
+    "int",
+    "half",
+    "float",
+    "double",
+    "bool",
     # tensors
     "Tensor",
     "Generator",
@@ -87,6 +145,9 @@ __all__ = [
     "ones_like",
     "rand",
     "randn",
+    "randint",
+    "randperm",
+    "multinomial",
     "tensor",
     "zeros",
     "zeros_like",
@@ -94,11 +155,62 @@ __all__ = [
     "stack",
     "matmul",
     "where",
+    "split",
+    "chunk",
+    "sort",
+    "argsort",
+    "topk",
+    "tril",
+    "triu",
+    "masked_select",
+    "take_along_dim",
+    "rand_like",
+    "randn_like",
+    # torch's function forms of Tensor methods (ampcore.functions)
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "tanh",
+    "sigmoid",
+    "sin",
+    "cos",
+    "erf",
+    "abs",
+    "sign",
+    "relu",
+    "sum",
+    "mean",
+    "amax",
+    "argmax",
+    "argmin",
+    "cumsum",
+    "var",
+    "std",
+    "clamp",
+    "pow",
+    "softmax",
+    "log_softmax",
+    "reshape",
+    "permute",
+    "transpose",
+    "flatten",
+    "squeeze",
+    "unsqueeze",
+    "masked_fill",
+    "maximum",
+    "minimum",
+    "clone",
+    "max",
+    "min",
     # autograd
     "no_grad",
     "enable_grad",
     "set_grad_enabled",
     "is_grad_enabled",
+    "inference_mode",
+    "set_float32_matmul_precision",
+    "get_float32_matmul_precision",
     # mixed precision
     "autocast",
     "is_autocast_enabled",

@@ -31,6 +31,7 @@ __all__ = [
     "enable_grad",
     "set_grad_enabled",
     "is_grad_enabled",
+    "inference_mode",
     "Node",
     "Context",
     "run_backward",
@@ -84,6 +85,37 @@ class enable_grad(set_grad_enabled):  # noqa: N801 - torch's name; used like a f
 
     def __init__(self) -> None:
         super().__init__(True)
+
+
+class inference_mode(set_grad_enabled):  # noqa: N801 - torch's name
+    """torch.inference_mode(mode=True): no graph is recorded in the block (or decorated function), as under
+    :class:`no_grad`; ``mode=False`` leaves grad mode as it is.  Also usable bare, ``@ampcore.inference_mode``.
+
+    ampcore has no separate "inference tensors": what is made inside may later be used with autograd
+    (torch raises then), so code written for torch runs unchanged.
+    """
+
+    def __new__(cls, mode: Any = True) -> Any:
+        if callable(mode) and not isinstance(mode, bool):  # @inference_mode without parentheses
+            return cls(True)(mode)
+        return super().__new__(cls)
+
+    def __init__(self, mode: bool = True) -> None:
+        self.inference = bool(mode)
+        super().__init__(False)
+
+    def __enter__(self) -> None:
+        self._prev.append(is_grad_enabled())
+        if self.inference:
+            _state.enabled = False
+
+    def __call__(self, fn: Any) -> Any:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with inference_mode(self.inference):
+                return fn(*args, **kwargs)
+
+        return wrapper
 
 
 class Context:

@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from . import dtypes as dt
+from . import ops
 from .device import DeviceLike
-from .dispatch import guarded_kernels
+from .dispatch import guarded_kernels, primitive
 from .dtypes import DType
 from .plugins import registry
 from .plugins.capabilities import check_storable
+from .syncs import defer_check
 from .tensor_base import TensorBase, tensor_class
 
 if TYPE_CHECKING:
@@ -43,6 +45,11 @@ __all__ = [
     "rand",
     "randn",
     "arange",
+    "rand_like",
+    "randn_like",
+    "randint",
+    "randperm",
+    "multinomial",
 ]
 
 
@@ -251,6 +258,22 @@ def randn(
     return _random("randn", "normal", size, dtype, device, generator, requires_grad)
 
 
+def rand_like(t: Tensor, *, dtype: Any = None, device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:
+    """Uniform samples in [0, 1) with ``t``'s shape, dtype and device (unless given)."""
+    return rand(
+        t.shape, dtype=dtype or t.dtype, device=device if device is not None else t.device, requires_grad=requires_grad
+    )
+
+
+def randn_like(
+    t: Tensor, *, dtype: Any = None, device: DeviceLike | None = None, requires_grad: bool = False
+) -> Tensor:
+    """Standard normal samples with ``t``'s shape, dtype and device (unless given)."""
+    return randn(
+        t.shape, dtype=dtype or t.dtype, device=device if device is not None else t.device, requires_grad=requires_grad
+    )
+
+
 def arange(
     start: float, end: float | None = None, step: float = 1, *, dtype: Any = None, device: DeviceLike | None = None
 ) -> Tensor:
@@ -264,4 +287,146 @@ def arange(
     dev, backend = _place(device, target)
     return tensor_class()._wrap(
         guarded_kernels(backend, "arange").arange(start, end, step, target, dev.index), dev, backend
+    )
+
+
+# --------------------------------------------------------------------------- integer draws and sampling
+# randint and randperm draw on the host from a seed the generator gives (exact for every range and dtype, the
+# same numbers on every backend) and upload the result: a host-to-device copy, never a host read.
+def _host_rng(generator: Generator | None) -> np.random.Generator:
+    if generator is not None and not isinstance(generator, Generator):
+        raise TypeError(f"generator must be an ampcore.Generator, got {generator!r}")
+    return np.random.default_rng((generator or default_generator).next_seed())
+
+
+def _upload_ints(values: np.ndarray, dtype: Any, device: DeviceLike | None, requires_grad: bool, op: str) -> Tensor:
+    target = dt.as_dtype(dtype) if dtype is not None else dt.int64
+    if target is dt.bool_:
+        raise TypeError(f"{op}() cannot make a bool tensor; pass an integer or floating dtype")
+    if requires_grad and not target.is_floating_point:
+        raise TypeError(f"{op}(): only floating tensors can require gradients, got dtype {target.name}")
+    return tensor(values, dtype=target, device=device, requires_grad=requires_grad)
+
+
+def randint(
+    *args: Any,
+    low: int | None = None,
+    high: int | None = None,
+    size: Sequence[int] | None = None,
+    generator: Generator | None = None,
+    dtype: Any = None,
+    device: DeviceLike | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """torch.randint: integers drawn uniformly from ``[low, high)``, as ``randint(high, size)``,
+    ``randint(low, high, size)`` or with keywords (``randint(low=0, high=10, size=(3,))``); int64 unless
+    ``dtype`` says otherwise; same seed, same draws."""
+    if high is not None:  # the keyword form: a positional argument can only be low, and size is a keyword too
+        if len(args) > 1 or (args and low is not None):
+            raise TypeError(f"randint(): with high= as a keyword, only low may be positional, got {args!r}")
+        bounds: list[Any] = [args[0] if args else (0 if low is None else low), high]
+    else:
+        if size is None:
+            if len(args) not in (2, 3):
+                raise TypeError(
+                    f"randint() takes (high, size) or (low, high, size), got {len(args)} positional arguments"
+                )
+            *bounds, size = args
+        else:
+            bounds = list(args)
+        if low is not None:
+            bounds = [low, *bounds]
+        if len(bounds) not in (1, 2):
+            raise TypeError(f"randint() takes (high, size) or (low, high, size), got bounds {tuple(bounds)!r}")
+    if size is None:
+        raise TypeError("randint() needs a size, e.g. randint(10, (3,))")
+    low, high = (0, bounds[0]) if len(bounds) == 1 else bounds
+    for name, v in (("low", low), ("high", high)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+            raise TypeError(f"randint(): {name} must be an int, got {v!r}")
+    if not low < high:
+        raise ValueError(f"randint(): low must be less than high, got low={low}, high={high}")
+    shape = _shape([size]) if isinstance(size, (tuple, list)) else _shape((size,))
+    values = _host_rng(generator).integers(int(low), int(high), size=shape, dtype=np.int64)
+    return _upload_ints(values, dtype, device, requires_grad, "randint")
+
+
+def randperm(
+    n: int,
+    *,
+    generator: Generator | None = None,
+    dtype: Any = None,
+    device: DeviceLike | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """torch.randperm: a random permutation of ``0 .. n-1`` (int64 unless ``dtype`` says otherwise)."""
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"randperm(): n must be a non-negative int, got {n!r}")
+    values = _host_rng(generator).permutation(int(n)).astype(np.int64)
+    return _upload_ints(values, dtype, device, requires_grad, "randperm")
+
+
+@primitive("multinomial")
+def multinomial(
+    input: Tensor,  # noqa: A002 - torch's name
+    num_samples: int,
+    replacement: bool = False,
+    *,
+    generator: Generator | None = None,
+) -> Tensor:
+    """torch.multinomial: ``num_samples`` category indices (int64) per row of the non-negative weights ``input``
+    (1-D or 2-D, rows need not sum to 1), drawn on the device from the generator's uniform numbers.
+
+    With replacement: the inverse CDF (a cumulative sum and a comparison count; no host read).
+    Without: the Gumbel-top-k trick (``log p - log(-log u)``, the ``num_samples`` largest), which is
+    sampling without replacement in proportion to the weights; one sample is an argmax (no host read),
+    more are a topk (one ``sort`` read).  Negative, infinite or NaN weights, a row summing to zero, and
+    (without replacement) fewer non-zero weights than samples raise, checked on the device and reported
+    at the next host read, as torch's device-side asserts are.
+    """
+    if not isinstance(input, TensorBase) or not input.dtype.is_floating_point or input.ndim not in (1, 2):
+        raise TypeError(f"multinomial() needs a 1-D or 2-D floating tensor of weights, got {input!r}")
+    if not isinstance(num_samples, (int, np.integer)) or isinstance(num_samples, bool) or num_samples <= 0:
+        raise ValueError(f"multinomial(): num_samples must be a positive int, got {num_samples!r}")
+    n = input.shape[-1]
+    if n == 0:
+        raise ValueError("multinomial(): the weights have no categories (last dimension of size 0)")
+    if not replacement and num_samples > n:
+        raise ValueError(
+            f"multinomial(): cannot draw {num_samples} samples without replacement from {n} categories; "
+            "pass replacement=True or fewer samples"
+        )
+    p = input.detach().reshape(-1, n)
+    p = ops.cast(p, dt.float32) if p.dtype in dt.LOW_PRECISION_DTYPES else p
+    rows = p.shape[0]
+    _check_weights(p, num_samples, bool(replacement))
+    if replacement:
+        u = rand(rows, num_samples, dtype=p.dtype, device=p.device, generator=generator)
+        cdf = ops.cumsum(p, 1)
+        total = ops.getitem(cdf, (slice(None), slice(n - 1, n)))
+        below = ops.compare("le", ops.unsqueeze(cdf, 1), ops.unsqueeze(u * total, 2))  # (rows, samples, n)
+        out = ops.binary("minimum", ops.sum(below, 2), n - 1)
+    else:
+        noise = rand(rows, n, dtype=p.dtype, device=p.device, generator=generator)  # u in [0, 1)
+        keys = ops.unary("log", p) - ops.unary("log", ops.unary("neg", ops.unary("log", noise)))  # log p + Gumbel
+        out = ops.reshape(ops.argmax(keys, 1), (rows, 1)) if num_samples == 1 else ops.topk(keys, num_samples, 1)[1]
+    return ops.reshape(out, (num_samples,) if input.ndim == 1 else (rows, num_samples))
+
+
+def _check_weights(p: Any, num_samples: int, replacement: bool) -> None:
+    """Queue the device-side checks of multinomial's weights (read at the next host read)."""
+    positive = ops.compare("gt", p, 0.0)
+    bad_value = ops.sum(ops.compare("lt", p, 0.0)) + ops.sum(ops.compare("ne", p, p))
+    bad = ops.compare("gt", bad_value + ops.sum(ops.compare("eq", p, float("inf"))), 0)
+    defer_check(bad, lambda: ValueError("multinomial(): the weights must be finite and non-negative"))
+    counts = ops.sum(positive, 1)
+    empty = ops.compare("gt", ops.sum(ops.compare("lt", counts, 1 if replacement else num_samples)), 0)
+    defer_check(
+        empty,
+        lambda: ValueError(
+            "multinomial(): a row of weights sums to zero"
+            if replacement
+            else f"multinomial(): a row has fewer non-zero weights than the {num_samples} samples asked without "
+            "replacement"
+        ),
     )

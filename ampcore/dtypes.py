@@ -31,6 +31,11 @@ __all__ = [
     "result_type",
     "finfo",
     "FInfo",
+    "TORCH_ALIASES",
+    "UNSUPPORTED_TORCH_DTYPES",
+    "UnsupportedDTypeError",
+    "unsupported_dtype_error",
+    "module_getattr",
 ]
 
 
@@ -99,6 +104,47 @@ _BY_NAME.update(
 )
 _BY_NUMPY = {d.numpy: d for d in ALL_DTYPES}
 
+# torch's dtype aliases ampcore can store, exported on ``ampcore`` (``ampcore.long`` is ``ampcore.int64``).
+TORCH_ALIASES: dict[str, DType] = {
+    "long": int64,
+    "int": int32,
+    "half": float16,
+    "float": float32,
+    "double": float64,
+    "bool": bool_,
+}
+
+_INTS = "ampcore stores int64 and int32 (and bool for masks): use ampcore.int64 or ampcore.int32"
+_COMPLEX = "ampcore has no complex dtypes: keep real and imaginary parts in two float tensors"
+_FLOAT8 = "float8 is a training recipe here (ampcore.amp.float8), not a tensor dtype"
+_QUANT = "ampcore has no quantized dtypes"
+# torch dtype names ampcore cannot represent -> what to do instead.
+UNSUPPORTED_TORCH_DTYPES: dict[str, str] = {
+    **dict.fromkeys(("uint8", "int8", "int16", "short", "uint16", "uint32", "uint64", "bits8", "bits16"), _INTS),
+    **dict.fromkeys(("complex32", "complex64", "complex128", "cfloat", "cdouble", "chalf"), _COMPLEX),
+    **dict.fromkeys(
+        ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2"),
+        _FLOAT8,
+    ),
+    **dict.fromkeys(("qint8", "quint8", "qint32", "quint4x2", "quint2x4"), _QUANT),
+}
+
+
+class UnsupportedDTypeError(AttributeError, ValueError):
+    """A torch dtype ampcore cannot store (``ampcore.uint8``, ``as_dtype("complex64")``).
+
+    An AttributeError, so ``hasattr(ampcore, "uint8")`` is False and ``getattr(ampcore, name, default)``
+    works; a ValueError, as ``as_dtype`` raises for every name it does not know.
+    """
+
+
+def unsupported_dtype_error(name: str) -> UnsupportedDTypeError | None:
+    """The error for the torch dtype ``name`` that ampcore does not support, or None if ``name`` is not one."""
+    remedy = UNSUPPORTED_TORCH_DTYPES.get(name)
+    if remedy is None:
+        return None
+    return UnsupportedDTypeError(f"ampcore does not support the torch dtype {name!r}; {remedy}")
+
 
 def as_dtype(value: Any) -> DType:
     """Return the DType for a DType, a name (``"bfloat16"``, ``"fp16"``) or a NumPy dtype.
@@ -111,6 +157,9 @@ def as_dtype(value: Any) -> DType:
         try:
             return _BY_NAME[value]
         except KeyError:
+            unsupported = unsupported_dtype_error(value)
+            if unsupported is not None:
+                raise unsupported from None
             known = ", ".join(repr(d.name) for d in ALL_DTYPES)
             raise ValueError(f"unknown dtype {value!r}; known dtypes are {known}") from None
     try:
@@ -202,3 +251,15 @@ def convert(array: Any, dtype: Any) -> np.ndarray:
         toward_zero = np.where(np.abs(wide) > np.abs(a), np.nextafter(f, np.float32(0)), f)
         odd = toward_zero.view(np.uint32) | inexact.astype(np.uint32)
     return odd.view(np.float32).astype(target)
+
+
+def module_getattr(module: str) -> Any:
+    """A module ``__getattr__`` that names a torch dtype ampcore does not support (``ampcore.uint8``)."""
+
+    def __getattr__(name: str) -> Any:  # noqa: N807 - the module hook's name
+        error = unsupported_dtype_error(name)
+        if error is not None:
+            raise error
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__

@@ -152,6 +152,9 @@ __all__ = [
     "set_debug_kernels",
     "adamw_moment_dtype",
     "check_adamw_step",
+    "set_float32_matmul_precision",
+    "get_float32_matmul_precision",
+    "FLOAT32_MATMUL_PRECISIONS",
 ]
 
 UNARY = ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sign", "sin", "cos")
@@ -193,6 +196,28 @@ FUSED: frozenset[str] = frozenset(
         "adamw_step",
     }
 )
+
+
+FLOAT32_MATMUL_PRECISIONS = ("highest", "high", "medium")
+_matmul_precision = ["highest"]
+
+
+def set_float32_matmul_precision(precision: str) -> None:
+    """torch's knob for float32 GEMMs: ``"highest"`` (float32 throughout), ``"high"`` (a backend may use
+    TF32 or a split-bfloat16 sum), ``"medium"`` (a backend may use bfloat16 products).
+
+    It is a permission, stored here for backends to read with :func:`get_float32_matmul_precision`; the
+    cpu backend always computes float32 GEMMs in float32, whatever it says.
+    """
+    if precision not in FLOAT32_MATMUL_PRECISIONS:
+        choices = ", ".join(map(repr, FLOAT32_MATMUL_PRECISIONS))
+        raise ValueError(f"unknown float32 matmul precision {precision!r}; use one of {choices}")
+    _matmul_precision[0] = precision
+
+
+def get_float32_matmul_precision() -> str:
+    """The float32 matmul precision set with :func:`set_float32_matmul_precision` (``"highest"`` by default)."""
+    return _matmul_precision[0]
 
 
 class MissingKernelsError(TypeError):

@@ -16,14 +16,15 @@ import numpy as np
 
 from . import dtypes as dt
 from .autograd import is_grad_enabled, run_backward
-from .creation import tensor
+from .backend import BackendUnavailableError
+from .creation import multinomial, tensor
 from .device import Device, DeviceLike
 from .dispatch import guarded_kernels, primitive, register_op, route
 from .dtypes import DType
 from .kernels import KernelError
 from .ops import elementwise as ew
-from .ops import linalg, reduction, shape
-from .plugins import registry
+from .ops import indexing, linalg, reduction, shape, sorting
+from .plugins import UnknownBackendError, registry
 from .plugins.capabilities import _caps_cache, capabilities_of, check_storable, forget_capabilities  # noqa: F401 - their old home
 from .syncs import to_host
 from .tensor_base import TensorBase, set_tensor_class
@@ -205,6 +206,18 @@ class Tensor(TensorBase):
         )
         return f"tensor({body}, dtype={self.dtype.name}, device='{self.device}'{extra})"
 
+    def __format__(self, format_spec: str) -> str:
+        """``f"{loss:.4f}"``: a one-element tensor formats its Python value (torch does this for 0-d tensors;
+        ampcore also for one-element tensors of any shape); with an empty spec any tensor gives ``str(t)``."""
+        if not format_spec:
+            return str(self)
+        if self.numel() == 1:
+            return format(self.item(), format_spec)
+        raise TypeError(
+            f"unsupported format string {format_spec!r} passed to Tensor.__format__: only one-element tensors "
+            f"format as numbers, this one has shape {self.shape}; format t.tolist() or its elements"
+        )
+
     __hash__ = object.__hash__
 
     def __deepcopy__(self, memo: dict) -> Tensor:
@@ -239,14 +252,24 @@ class Tensor(TensorBase):
         )
 
     # ------------------------------------------------------------------ devices and dtypes
-    def to(self, *args: Any, dtype: Any = None, device: DeviceLike | None = None) -> Tensor:
-        """``.to(device)``, ``.to(dtype)`` or ``.to(device, dtype)``; differentiable for dtype changes.
+    def to(
+        self,
+        *args: Any,
+        dtype: Any = None,
+        device: DeviceLike | None = None,
+        non_blocking: bool = False,
+        copy: bool = False,
+    ) -> Tensor:
+        """``.to(device)``, ``.to(dtype)``, ``.to(device, dtype)`` or ``.to(other)``; differentiable for dtype
+        changes.  ``copy=True`` returns a new tensor even when nothing changes.  ``non_blocking`` is accepted
+        for torch's signature: a move between devices goes through host memory and is complete on return.
 
         An explicit conversion: autocast never changes what it produces.
         """
-        return route("to", Tensor._convert, (self, *args), {"dtype": dtype, "device": device}, "explicit dtype=")
+        kwargs = {"dtype": dtype, "device": device, "copy": bool(copy)}
+        return route("to", Tensor._convert, (self, *args), kwargs, "explicit dtype=")
 
-    def _convert(self, *args: Any, dtype: Any = None, device: DeviceLike | None = None) -> Tensor:
+    def _convert(self, *args: Any, dtype: Any = None, device: DeviceLike | None = None, copy: bool = False) -> Tensor:
         for a in args:
             if isinstance(a, DType) or (isinstance(a, str) and _is_dtype_name(a)):
                 dtype = a
@@ -263,7 +286,27 @@ class Tensor(TensorBase):
                 out = _move(self, target, registry.get_backend(target.type))
         if dtype is not None:
             out = ew.cast(out, dt.as_dtype(dtype))
-        return out
+        return out.clone() if copy and out is self else out
+
+    def cuda(self, device: Any = None, non_blocking: bool = False) -> Tensor:
+        """This tensor on the cuda backend (``device``: an index, ``"cuda:1"`` or None for the current one);
+        BackendUnavailableError with the reason where it cannot run."""
+        return _to_backend(self, "cuda", device)
+
+    def opencl(self, device: Any = None, non_blocking: bool = False) -> Tensor:
+        """This tensor on the opencl backend, as :meth:`cuda` does for cuda."""
+        return _to_backend(self, "opencl", device)
+
+    def pin_memory(self) -> Tensor:
+        """``self`` for a cpu tensor: ampcore copies between host and device through ordinary NumPy memory, with
+        no page-locked pool, so there is nothing to pin (DataLoader's ``pin_memory=True`` is harmless)."""
+        if self.device.type != "cpu":
+            raise RuntimeError(f"cannot pin a tensor on {str(self.device)!r}: only cpu tensors can be pinned")
+        return self
+
+    def is_pinned(self) -> bool:
+        """False: ampcore never page-locks host memory (see :meth:`pin_memory`)."""
+        return False
 
     # dtype and device shorthands: .float() is .to(float32), and so on (from one table).
     float = _to_method("float", dt.float32)
@@ -382,14 +425,15 @@ class Tensor(TensorBase):
         return self._rebase(lambda a: ew.cast(a * other, self.dtype), "mul_")
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        self._check_inplace()
-        index = index if isinstance(index, tuple) else (index,)
-        if any(i is None for i in index):
-            raise IndexError("None is not supported in assignment indices")
-        kernel_index, selected = shape._normalize_basic_index(index, self.shape)
-        value = value if isinstance(value, Tensor) else self._new_tensor(value, self.dtype)
-        value = ew.cast(value.detach().to(device=self.device), self.dtype).expand(selected)
-        self._data = self._kernels("__setitem__").slice_assign(self._data, kernel_index, value._data)
+        """``x[index] = value`` for basic indices (ints, slices, ...) or one bool mask (``x[x < v] = -inf``).
+
+        ``value`` is a number or a tensor broadcastable to the selection (for a
+        mask: to ``x.shape[mask.ndim:]``, or one row per selected element), cast
+        to this tensor's dtype.  Gradients flow to the kept elements of ``self``
+        and to a tensor ``value``; a leaf that requires grad cannot be assigned
+        to outside ``no_grad()`` (as in torch).
+        """
+        self._rebase(lambda a: indexing.setitem(a, index, value), "__setitem__")
 
     # ------------------------------------------------------------------ shape
     reshape = shape.reshape
@@ -400,7 +444,17 @@ class Tensor(TensorBase):
     unsqueeze = shape.unsqueeze
     squeeze = shape.squeeze
     flatten = shape.flatten
-    __getitem__ = shape.getitem
+    __getitem__ = shape.getitem  # basic indices, one integer tensor, or one bool mask (x[mask], a host read)
+    split = shape.split
+    chunk = shape.chunk
+    tril = shape.tril
+    triu = shape.triu
+    masked_select = indexing.masked_select
+    take_along_dim = indexing.take_along_dim
+    sort = sorting.sort
+    argsort = sorting.argsort
+    topk = sorting.topk
+    multinomial = multinomial
 
     def expand_as(self, other: Tensor) -> Tensor:
         return self.expand(other.shape)
@@ -520,6 +574,28 @@ def _is_dtype_name(name: str) -> bool:
         return True
     except ValueError:
         return False
+
+
+def _to_backend(t: Tensor, name: str, device: Any) -> Tensor:
+    """``t.to()`` the backend ``name`` (``device``: None, an index, or a device of that type)."""
+    if device is None:
+        target: Any = name
+    elif isinstance(device, (int, np.integer)) and not isinstance(device, bool):
+        target = f"{name}:{int(device)}"
+    else:
+        target = device
+    try:
+        resolved = registry.resolve(target)
+    except UnknownBackendError as err:
+        unavailable = BackendUnavailableError(name, f"ampcore-{name} is not installed")
+        unavailable.args = (
+            f"backend {name!r} is not installed: pip install ampcore-{name} (installed backends are "
+            f"{', '.join(map(repr, err.known))})",
+        )
+        raise unavailable from err
+    if resolved.type != name:
+        raise ValueError(f".{name}() got a device of another type: {str(resolved)!r}; use .to({str(resolved)!r})")
+    return t.to(resolved)
 
 
 def _move(t: Tensor, target: Device, backend: Any) -> Tensor:

@@ -58,7 +58,8 @@ def test_is_enabled_and_get_dtype_follow_the_region():
     with ampcore.autocast("cpu", dtype=f16):
         assert ampcore.is_autocast_enabled("cpu") and ampcore.get_autocast_dtype("cpu") == f16
     assert ampcore.is_autocast_available("cpu")
-    assert not ampcore.is_autocast_available("no_such_backend")
+    with pytest.raises(RuntimeError, match="unknown backend 'no_such_backend'"):  # as torch raises
+        ampcore.is_autocast_available("no_such_backend")
 
 
 # --------------------------------------------------------------------------- nesting and restoring
@@ -87,7 +88,8 @@ def test_regions_are_per_device_type(register_fake):
     x_other = ampcore.ones(2, 2, device=other.name)
     with ampcore.autocast(other.name):
         assert (x_other @ x_other).dtype == f16
-        assert (rand(2, 2) @ rand(2, 2)).dtype == f32  # cpu has no region open
+        with pytest.warns(UserWarning, match=f"autocast\\('{other.name}'\\) does not cover 'cpu' tensors"):
+            assert (rand(2, 2) @ rand(2, 2)).dtype == f32  # cpu has no region open
         assert not ampcore.is_autocast_enabled("cpu") and ampcore.is_autocast_enabled(other.name)
 
 
@@ -609,3 +611,75 @@ def test_the_autocast_guide_examples_run(run_python):
     assert proc.returncode == 0, proc.stderr
     assert "ampcore.float32" in proc.stdout
     assert "cross_entropy  bfloat16, int64" in proc.stdout and "(as cross_entropy_loss)" in proc.stdout
+
+
+# --------------------------------------------------------------------------- torch's exception types (issue 27)
+def test_an_unknown_device_type_raises_what_torch_and_ampcore_callers_catch():
+    for call in (lambda: ampcore.autocast("not a real device"), lambda: ampcore.is_autocast_available("nope")):
+        with pytest.raises(RuntimeError, match="installed backends are 'cpu'") as info:  # torch: RuntimeError
+            call()
+        assert isinstance(info.value, ValueError) and isinstance(info.value, ampcore.UnknownBackendError)
+        assert isinstance(info.value, ampcore.amp.UnknownDeviceTypeError)
+
+
+def test_a_device_object_as_device_type_is_a_value_error_and_a_type_error():
+    with pytest.raises(ValueError, match=r"got device\('cpu'\) \(pass device.type, 'cpu'\)") as info:  # torch
+        ampcore.autocast(device_type=ampcore.device("cpu"))
+    assert isinstance(info.value, TypeError)
+
+
+@pytest.mark.parametrize("other", [f16, bf16, ampcore.float32])
+def test_matmul_of_float64_with_another_dtype_raises_as_torch_does(other):
+    a, b = ampcore.ones(2, 3, dtype=ampcore.float64), ampcore.ones(3, 2, dtype=other)
+    for product in (lambda: a @ b, lambda: ampcore.matmul(b.mT, a.mT), lambda: F.linear(a, b.mT)):
+        with pytest.raises(RuntimeError, match=f"same dtype, got (float64 and {other.name}|{other.name} and float64)"):
+            product()
+
+
+def test_float64_input_to_linear_under_float16_autocast_raises_instead_of_running_in_float64():
+    w = ampcore.randn(3, 4, requires_grad=True)
+    x = ampcore.randn(2, 4, dtype=ampcore.float64)
+    with ampcore.autocast("cpu", dtype=f16, trace=True) as region:
+        with pytest.raises(RuntimeError, match="float64 and float16.*autocast leaves float64 inputs alone"):
+            F.linear(x, w)
+    assert [r.op for r in region.trace] == []  # nothing ran, nothing recorded as run in float16
+
+
+def test_the_trace_says_a_float64_input_was_left_alone():
+    with ampcore.autocast("cpu", dtype=bf16, trace=True) as region:
+        out = ampcore.cat([rand(2, dtype=f64), rand(2)])  # the float32 input is cast, the float64 one is not
+        ampcore.cat([rand(2), rand(2)])
+    first, second = [r for r in region.trace if r.op == "cat"]
+    assert out.dtype is ampcore.float64 and first.output_dtypes == ("float64",)
+    assert first.cast_to == "float32" and "float64 input(s) left as they were" in first.reason
+    assert "left as they were" not in second.reason
+
+
+# --------------------------------------------------------------------------- a region on another device type
+def test_a_region_warns_once_when_eligible_ops_run_on_a_device_type_it_does_not_cover(register_fake):
+    fake = register_fake()
+    w, x = ampcore.randn(3, 4, device=fake.name), ampcore.randn(2, 4, device=fake.name)
+    with pytest.warns(UserWarning, match=f"autocast\\('cpu'\\) does not cover '{fake.name}' tensors: 'linear'") as seen:
+        with ampcore.autocast("cpu", dtype=bf16):
+            out = F.linear(x, w)
+            F.linear(x, w)
+            x @ w.mT
+    assert len([r for r in seen if "does not cover" in str(r.message)]) == 1
+    assert out.dtype is ampcore.float32  # it ran in its inputs' dtype, as the warning says
+    with pytest.warns(UserWarning, match="does not cover"):  # a new region warns again
+        with ampcore.autocast("cpu", dtype=bf16):
+            F.linear(x, w)
+
+
+def test_a_region_stays_silent_when_nothing_eligible_ran_elsewhere(register_fake):
+    fake = register_fake()
+    x = ampcore.randn(2, 4, device=fake.name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with ampcore.autocast("cpu", dtype=bf16):
+            (x + x).exp().sum()  # unlisted ops: autocast would not change them anyway
+            F.linear(x.to("float64"), ampcore.randn(3, 4, device=fake.name, dtype="float64"))  # float64: not eligible
+            F.linear(rand(2, 4), rand(3, 4))  # covered
+        with ampcore.autocast("cpu", enabled=False):
+            F.linear(x, ampcore.randn(3, 4, device=fake.name))
+        F.linear(x, ampcore.randn(3, 4, device=fake.name))  # no region at all

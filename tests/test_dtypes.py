@@ -76,3 +76,26 @@ def test_convert_fixes_the_double_rounding_case_and_keeps_other_pairs_as_numpy()
     for d in (dt.float32, dt.float16, dt.int64):
         assert dt.convert(x, d).tobytes() == x.astype(d.numpy).tobytes()
     assert dt.convert(x, dt.float64) is not x  # always a new array
+
+
+# --------------------------------------------------------------------------- torch's names
+def test_torchs_dtype_aliases_are_the_dtypes_ampcore_stores():
+    import ampcore
+
+    assert ampcore.long is ampcore.int64 and ampcore.int is ampcore.int32 and ampcore.bool is ampcore.bool_
+    assert ampcore.half is ampcore.float16 and ampcore.float is ampcore.float32 and ampcore.double is ampcore.float64
+    assert ampcore.zeros(2, dtype=ampcore.long).dtype is ampcore.int64
+    assert all(dt.as_dtype(name) is d for name, d in dt.TORCH_ALIASES.items())
+
+
+@pytest.mark.parametrize("name", ["cfloat", "cdouble", "complex64", "uint8", "int8", "int16", "short", "float8_e4m3fn"])
+def test_a_torch_dtype_ampcore_cannot_store_raises_naming_it(name):
+    import ampcore
+
+    with pytest.raises(dt.UnsupportedDTypeError, match=f"ampcore does not support the torch dtype '{name}'; "):
+        getattr(ampcore, name)
+    assert not hasattr(ampcore, name) and getattr(ampcore, name, None) is None  # still an AttributeError
+    with pytest.raises(ValueError, match=f"torch dtype '{name}'"):  # and a ValueError, as for any unknown name
+        dt.as_dtype(name)
+    with pytest.raises(AttributeError, match="module 'ampcore' has no attribute 'no_such_thing'"):
+        ampcore.no_such_thing  # noqa: B018

@@ -1059,7 +1059,8 @@ def test_after_unscale_fails_midway_a_retry_is_refused_and_fresh_gradients_step(
 
     def backward() -> None:
         opt.zero_grad()
-        scaler.scale(model(x).to("float32").sum()).backward()
+        # the float64 layer takes float64 input: a matrix product needs one dtype, as in torch
+        scaler.scale(model[1](model[0](x).double()).to("float32").sum()).backward()
 
     backward()
     fake.fail_on = ("unscale_and_check", fake.calls.get("unscale_and_check", 0) + 2)
@@ -1075,6 +1076,6 @@ def test_after_unscale_fails_midway_a_retry_is_refused_and_fresh_gradients_step(
     clean.load_state_dict(dict(zip(clean.state_dict(), before)))
     clean_opt = optim.SGD(clean.parameters(), lr=0.1)
     clean_opt.zero_grad()
-    clean(x).to("float32").sum().backward()
+    clean[1](clean[0](x).double()).to("float32").sum().backward()
     clean_opt.step()
     assert_same_arrays(params_of(model), params_of(clean))

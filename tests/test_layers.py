@@ -31,6 +31,7 @@ HEART = (
     "ops",
     "creation.py",
     "tensor.py",
+    "functions.py",
     "policy",
     "amp",
     "grad_scaler.py",

@@ -684,3 +684,50 @@ def test_nn_public_surface():
         "CrossEntropyLoss",
     } <= set(nn.__all__)
     assert all(hasattr(nn, name) for name in nn.__all__)
+
+
+# --------------------------------------------------------------------------- ModuleDict
+def test_module_dict_registers_its_modules_for_parameters_and_state_dict():
+    d = nn.ModuleDict({"wte": nn.Embedding(5, 3), "h": nn.ModuleList([nn.Linear(3, 3)]), "ln_f": nn.LayerNorm(3)})
+    assert list(d) == ["wte", "h", "ln_f"] and len(d) == 3 and "h" in d and "nope" not in d
+    assert set(d.state_dict()) == {"wte.weight", "h.0.weight", "h.0.bias", "ln_f.weight", "ln_f.bias"}
+    assert len(list(d.parameters())) == 5
+
+    class GPT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.transformer = nn.ModuleDict(dict(wte=nn.Embedding(5, 3), lm=nn.Linear(3, 5)))
+
+    assert sorted(GPT().state_dict()) == [
+        "transformer.lm.bias",
+        "transformer.lm.weight",
+        "transformer.wte.weight",
+    ]
+
+
+def test_module_dict_behaves_as_an_ordered_dict_of_modules():
+    relu, tanh = nn.ReLU(), nn.Tanh()
+    d = nn.ModuleDict([("a", relu), ("b", tanh)])
+    assert d["a"] is relu and list(d.keys()) == ["a", "b"] and list(d.values()) == [relu, tanh]
+    assert list(d.items()) == [("a", relu), ("b", tanh)]
+    d["c"] = nn.Sigmoid()
+    d.update({"a": tanh})
+    assert d["a"] is tanh and list(d) == ["a", "b", "c"]
+    d.update(nn.ModuleDict({"z": relu}))
+    assert d.pop("b") is tanh and list(d) == ["a", "c", "z"]
+    del d["c"]
+    assert list(d) == ["a", "z"]
+    d.clear()
+    assert len(d) == 0 and list(d.parameters()) == []
+
+
+def test_module_dict_errors_name_the_key():
+    d = nn.ModuleDict({"a": nn.ReLU()})
+    with pytest.raises(KeyError, match=r"no module named 'b' in this ModuleDict; it has \['a'\]"):
+        d["b"]
+    with pytest.raises(KeyError, match="'b'"):
+        del d["b"]
+    with pytest.raises(TypeError, match="is not a Module subclass"):
+        d["x"] = 3
+    with pytest.raises(TypeError, match=r"element 0 must be a \(name, module\) pair"):
+        nn.ModuleDict([nn.ReLU()])

@@ -241,3 +241,60 @@ def test_a_tensor_with_autograd_history_is_not_pickled():
     with pytest.raises(RuntimeError, match=r"only leaf tensors can be pickled.*t\.detach\(\)"):
         pickle.dumps(y)
     assert pickle.loads(pickle.dumps(y.detach())).numpy().tolist() == [2.0, 2.0]
+
+
+# --------------------------------------------------------------------------- __format__
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+def test_format_spec_formats_a_one_element_tensors_value(dtype):
+    loss = ampcore.tensor(2.718281828, dtype=dtype)
+    assert f"{loss:.2f}" == f"{loss.item():.2f}" == "2.72"
+    assert f"{ampcore.tensor([[1.5]], dtype=dtype):>6}" == "   1.5"
+    assert f"{ampcore.tensor(7):04d}" == "0007"
+
+
+def test_format_without_a_spec_is_str_and_a_spec_on_many_elements_raises():
+    t = ampcore.tensor([1.0, 2.0])
+    assert f"{t}" == str(t) and format(ampcore.tensor(3.0)) == str(ampcore.tensor(3.0))
+    with pytest.raises(TypeError, match=r"unsupported format string '.4f' passed to Tensor.__format__.*shape \(2,\)"):
+        f"{t:.4f}"
+
+
+# --------------------------------------------------------------------------- to(), pin_memory, .cuda()/.opencl()
+def test_to_accepts_non_blocking_and_copy():
+    x = ampcore.tensor([1.0, 2.0], requires_grad=True)
+    assert x.to("cpu", non_blocking=True) is x and x.to(ampcore.float32, non_blocking=False) is x
+    c = x.to("cpu", copy=True)
+    assert c is not x and c.tolist() == [1.0, 2.0]
+    c.sum().backward()  # the copy is differentiable, as torch's
+    assert x.grad.tolist() == [1.0, 1.0]
+    assert x.to(ampcore.float16, copy=True).dtype is ampcore.float16
+
+
+def test_pin_memory_is_self_on_cpu_and_nothing_is_page_locked():
+    x = ampcore.ones(3)
+    assert x.pin_memory() is x and x.is_pinned() is False
+
+
+def test_pin_memory_of_a_device_tensor_raises(register_fake):
+    fake = register_fake()
+    with pytest.raises(RuntimeError, match=f"cannot pin a tensor on '{fake.name}(:0)?': only cpu tensors"):
+        ampcore.ones(2, device=fake.name).pin_memory()
+
+
+@pytest.mark.parametrize("method", ["cuda", "opencl"])
+def test_cuda_and_opencl_name_a_missing_backend(method, monkeypatch):
+    from ampcore.plugins import UnknownBackendError, registry
+
+    def missing(device):
+        raise UnknownBackendError(method, ["cpu"])
+
+    x = ampcore.ones(2)
+    monkeypatch.setattr(registry, "resolve", missing)
+    with pytest.raises(ampcore.BackendUnavailableError, match=f"backend '{method}' is not installed: pip install"):
+        getattr(x, method)()
+
+
+def test_cuda_rejects_a_device_of_another_type():
+    pytest.importorskip("ampcore_cuda")
+    with pytest.raises(ValueError, match=r"\.cuda\(\) got a device of another type: 'cpu'"):
+        ampcore.ones(2).cuda("cpu")

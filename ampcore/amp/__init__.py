@@ -8,6 +8,7 @@ this package applies it per thread while a region is open.  ``GradScaler``
 from .. import dispatch as _dispatch
 from ..policy.dtype_policy import set_autocast as _set_policy_autocast
 from .autocast_mode import (
+    UnknownDeviceTypeError,
     autocast,
     clear_autocast_cache,
     explain,
@@ -48,4 +49,5 @@ __all__ = [
     "OptState",
     "detect_overflow",
     "OverflowRecord",
+    "UnknownDeviceTypeError",
 ]

@@ -19,7 +19,7 @@ from .. import dispatch
 from .. import dtypes as dt
 from ..backend import BackendUnavailableError
 from ..dtypes import DType
-from ..plugins import registry
+from ..plugins import UnknownBackendError, registry
 from ..plugins.capabilities import capabilities_of
 from ..policy import Policy
 from ..policy import get as get_policy
@@ -36,6 +36,7 @@ __all__ = [
     "is_autocast_cache_enabled",
     "clear_autocast_cache",
     "explain",
+    "UnknownDeviceTypeError",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -48,9 +49,17 @@ def _check_bool(value: Any, name: str) -> bool:
     return value
 
 
+class UnknownDeviceTypeError(UnknownBackendError, RuntimeError):
+    """autocast on a device type no installed backend has: torch raises RuntimeError, ampcore raised
+    ValueError (UnknownBackendError); this is both, so callers written for either keep working."""
+
+
 def _backend_record(device_type: str) -> Any:
-    """The registry record of ``device_type``; UnknownBackendError (listing the installed ones) if none."""
-    registry.get_backend(device_type, require_available=False)
+    """The registry record of ``device_type``; UnknownDeviceTypeError (listing the installed ones) if none."""
+    try:
+        registry.get_backend(device_type, require_available=False)
+    except UnknownBackendError as err:
+        raise UnknownDeviceTypeError(err.name, err.known) from None
     return registry.records[device_type]
 
 
@@ -215,10 +224,10 @@ def get_autocast_dtype(device_type: str) -> DType:
 
 
 def is_autocast_available(device_type: str) -> bool:
-    """Whether ``device_type`` is an installed, available backend with a low-precision autocast dtype."""
-    registry.ensure_loaded()
-    record = registry.records.get(check_device_type(device_type))
-    if record is None or not record.availability().ok:
+    """Whether ``device_type``, an installed backend, is available with a low-precision autocast dtype;
+    an unknown device type raises UnknownDeviceTypeError, as torch raises for one."""
+    record = _backend_record(check_device_type(device_type))
+    if not record.availability().ok:
         return False
     return capabilities_of(record.backend, 0).autocast_dtype in dt.LOW_PRECISION_DTYPES
 

@@ -10,6 +10,7 @@ call in the region's trace.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -48,6 +49,8 @@ def autocast_hook(
     tensors = _tensors(args, kwargs)
     region = tls.regions.get(tensors[0].device.type) if tensors else None
     if region is None or (not region.enabled and region.trace is None):
+        if region is None and tensors and ineligible is None:
+            _warn_uncovered(tls.regions, name, tensors)
         return fn(*args, **kwargs)
     input_dtypes = tuple(t.dtype for t in tensors)
     if not region.enabled:
@@ -70,8 +73,35 @@ def autocast_hook(
     finally:
         tls.depth -= 1
     if region.trace is not None:
-        _record(region.trace, name, tensors, input_dtypes, decision, out)
+        _record(region.trace, name, tensors, input_dtypes, decision, out, _tensors(args, kwargs))
     return out
+
+
+def _warn_uncovered(regions: dict[str, Region], name: str, tensors: list[Tensor]) -> None:
+    """Warn once per region when an op it would have autocast ran on tensors of a device type it does not
+    cover (``autocast("cuda")`` around opencl tensors): torch is silent there, and the op runs in its inputs'
+    dtypes, so a mixed-precision run silently is not one."""
+    for region in list(regions.values()):
+        if region.uncovered or not region.enabled or region.policy is None:
+            continue
+        if not any(t.dtype.is_floating_point and t.dtype != dt.float64 for t in tensors):
+            continue
+        try:
+            category = region.policy.decision(name).category
+        except KeyError:  # an op the region's policy has no entry for and the dispatcher does not know
+            continue
+        if category is Category.UNLISTED:
+            continue
+        device_type = tensors[0].device.type
+        region.uncovered.add(device_type)
+        warnings.warn(
+            f"autocast({region.device_type!r}) does not cover {device_type!r} tensors: {name!r} and the ops after it "
+            f"on {device_type!r} run in their inputs' dtypes, not {region.dtype.name}; open "
+            f"autocast({device_type!r}) for them (autocast(x.device.type) follows the data). "
+            "Warned once per region.",
+            UserWarning,
+            stacklevel=5,  # the op's caller: past this, the router, route and the op boundary
+        )
 
 
 def _cast_arguments(
@@ -114,7 +144,13 @@ def _cast_input(t: Tensor, target: dt.DType, region: Region) -> Tensor:
 
 
 def _record(
-    trace: Trace, name: str, tensors: list[Tensor], input_dtypes: tuple[dt.DType, ...], decision: Any, out: Any
+    trace: Trace,
+    name: str,
+    tensors: list[Tensor],
+    input_dtypes: tuple[dt.DType, ...],
+    decision: Any,
+    out: Any,
+    ran: list[Tensor],
 ) -> None:
     outputs = (
         [out]
@@ -127,6 +163,10 @@ def _record(
         category, target, reason = "-", None, "autocast disabled in this block"
     else:
         category, target, reason = decision.category.value, decision.target, decision.reason
+        if target is not None:  # say what ran: torch autocasts only float32, float16 and bfloat16 inputs
+            left = sorted({t.dtype.name for t in ran if t.dtype.is_floating_point and t.dtype != target})
+            if left:
+                reason += f"; {', '.join(left)} input(s) left as they were (only float32/16 and bfloat16 are cast)"
     trace.append(
         TraceRecord(
             op=name,

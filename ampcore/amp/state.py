@@ -50,6 +50,8 @@ class Region:
     fallback_ops: frozenset[str] = frozenset()
     # (op, input dtypes, ineligible) -> Decision; decisions depend on nothing else within a region.
     decisions: dict[Any, Any] = field(default_factory=dict)
+    # device types of tensors whose eligible ops ran while this region was open but not covered by it (warned once)
+    uncovered: set[str] = field(default_factory=set)
 
 
 class _ThreadState(threading.local):

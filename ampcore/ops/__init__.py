@@ -1,10 +1,12 @@
 """Primitive ops with backward rules, and their Tensor-level functions."""
 
 from .elementwise import binary, broadcast_shapes, cast, compare, relu, unary, where
+from .indexing import masked_select, setitem, take_along_dim
 from .linalg import matmul
 from .reduction import amax, argmax, cumsum, max, mean, sum  # noqa: A004 - torch's op names (ops.max, ops.sum)
 from .shape import (
     cat,
+    chunk,
     expand,
     flatten,
     getitem,
@@ -12,12 +14,16 @@ from .shape import (
     pad,
     permute,
     reshape,
+    split,
     squeeze,
     stack,
     take,
     transpose,
+    tril,
+    triu,
     unsqueeze,
 )
+from .sorting import argsort, sort, topk
 
 __all__ = [
     "binary",
@@ -47,4 +53,14 @@ __all__ = [
     "take",
     "transpose",
     "unsqueeze",
+    "split",
+    "chunk",
+    "tril",
+    "triu",
+    "masked_select",
+    "setitem",
+    "take_along_dim",
+    "sort",
+    "argsort",
+    "topk",
 ]

@@ -7,12 +7,31 @@ from typing import TYPE_CHECKING, Any
 from .. import dtypes as dt
 from ..dispatch import call, primitive
 from .base import Op, unbroadcast
-from .elementwise import broadcast_shapes, cast
+from .elementwise import broadcast_shapes
 from .shape import TRANSPOSE
 
 if TYPE_CHECKING:
     from ..autograd import Context
     from ..kernels import KernelTable
+
+
+class DtypeMismatchError(RuntimeError, TypeError):
+    """Matrix-product operands of different dtypes (torch raises RuntimeError; a TypeError too, for callers
+    that catch dtype errors as TypeError)."""
+
+
+def _check_same_dtype(op: str, a: Any, b: Any) -> None:
+    if a.dtype is b.dtype or a.dtype == b.dtype:
+        return
+    hint = (
+        " (autocast leaves float64 inputs alone, as torch does: cast them to float32 to autocast them)"
+        if dt.float64 in (a.dtype, b.dtype)
+        else ""
+    )
+    raise DtypeMismatchError(
+        f"{op}(): expected both operands to have the same dtype, got {a.dtype.name} and {b.dtype.name}; "
+        f"cast one with .to(){hint}"
+    )
 
 
 class MatMul(Op):
@@ -103,10 +122,9 @@ def matmul(a: Any, b: Any) -> Any:
         batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
     except ValueError:
         raise ValueError(f"matmul batch dimensions of shapes {a.shape} and {b.shape} cannot be broadcast") from None
-    target = dt.promote_types(a.dtype, b.dtype)
-    if not target.is_floating_point:
+    if not a.dtype.is_floating_point or not b.dtype.is_floating_point:
         raise TypeError(f"matmul needs floating tensors, got {a.dtype.name} and {b.dtype.name}")
-    a2, b2 = cast(a2, target), cast(b2, target)
+    _check_same_dtype("matmul", a, b)
     b_transposed = a2.ndim == 2 and b2.ndim == 2 and b2.grad_fn is not None and b2.grad_fn.op is TRANSPOSE
     out = call(MATMUL, a2, b2, b_transposed=b_transposed)
     shape = batch + ((a2.shape[-2],) if a.ndim > 1 else ()) + ((b2.shape[-1],) if b.ndim > 1 else ())
@@ -122,9 +140,9 @@ def matmul_nt(a: Any, w: Any) -> Any:
     """
     if a.ndim == 0 or w.ndim != 2 or a.shape[-1] != w.shape[1]:
         raise ValueError(f"matmul_nt needs a (..., k) and a 2-D (n, k) operand, got shapes {a.shape} and {w.shape}")
-    target = dt.promote_types(a.dtype, w.dtype)
-    if not target.is_floating_point:
+    if not a.dtype.is_floating_point or not w.dtype.is_floating_point:
         raise TypeError(f"matmul needs floating tensors, got {a.dtype.name} and {w.dtype.name}")
-    a2 = cast(a.reshape(1, a.shape[0]) if a.ndim == 1 else a, target)
-    out = call(MATMUL_NT, a2, cast(w, target))
+    _check_same_dtype("matmul", a, w)
+    a2 = a.reshape(1, a.shape[0]) if a.ndim == 1 else a
+    out = call(MATMUL_NT, a2, w)
     return out.reshape(a.shape[:-1] + (w.shape[0],))

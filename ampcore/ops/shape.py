@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from .. import dtypes as dt
 from ..dispatch import call, primitive
+from ..syncs import to_host
 from ..tensor_base import TensorBase
 from .base import Op, unbroadcast
-from .elementwise import broadcast_shapes, cast
+from .elementwise import broadcast_shapes, cast, where
 from .reduction import normalize_axes
 
 if TYPE_CHECKING:
@@ -328,6 +331,55 @@ def _normalize_basic_index(index: tuple, shape: tuple[int, ...]) -> tuple[tuple,
     return tuple(kernel_index), tuple(out_shape)
 
 
+def _is_mask(i: Any) -> bool:
+    return isinstance(i, TensorBase) and i.dtype is dt.bool_
+
+
+def is_mask_index(index: Any) -> bool:
+    """Whether ``index`` (one index or a tuple) holds a bool tensor: the boolean-mask path."""
+    if isinstance(index, tuple):
+        return any(_is_mask(i) for i in index)
+    return _is_mask(index)
+
+
+def _mask_of(x: Any, index: Any) -> Any:
+    """The bool mask that is all of ``index``, checked against ``x``."""
+    parts = index if isinstance(index, tuple) else (index,)
+    if len(parts) != 1 or not _is_mask(parts[0]):
+        raise IndexError(
+            "a boolean mask must be the only index (x[mask] with mask.shape == x.shape[:mask.ndim]); "
+            "index step by step, e.g. x[:, 0][mask]"
+        )
+    mask = parts[0]
+    if mask.device != x.device:
+        raise ValueError(f"the mask is on {str(mask.device)!r} but the tensor is on {str(x.device)!r}; move one")
+    if mask.ndim > x.ndim or mask.shape != x.shape[: mask.ndim]:
+        raise IndexError(
+            f"the mask of shape {mask.shape} does not match the indexed tensor of shape {x.shape} "
+            f"(it must equal the leading dims, {x.shape[: mask.ndim] or '()'})"
+        )
+    return mask
+
+
+def _flat_positions(x: Any, mask: Any) -> Any:
+    """The positions where ``mask`` is true, as a 1-D int64 tensor on ``x``'s device (one host read)."""
+    positions = np.flatnonzero(to_host(mask, "boolean mask"))
+    return x._new_tensor(positions.astype(np.int64), dt.int64)
+
+
+@primitive("masked_select")
+def masked_select(x: Any, mask: Any) -> Any:
+    """``x[mask]``: the elements (rows) where the bool ``mask`` is true, as a tensor of shape ``(K, *rest)``.
+
+    ``mask.shape`` must equal ``x.shape[:mask.ndim]``; the gradient flows back to
+    the selected elements of ``x``.  Reads the mask on the host (one sync).
+    """
+    mask = _mask_of(x, mask)
+    rest = x.shape[mask.ndim :]
+    rows = reshape(x, (mask.numel(),) + rest)
+    return take(rows, _flat_positions(x, mask), 0)
+
+
 @primitive("getitem")
 def getitem(x: Any, index: Any) -> Any:
     """Basic indexing (ints, slices, None, ...) and one integer-tensor or list index."""
@@ -336,14 +388,14 @@ def getitem(x: Any, index: Any) -> Any:
         index = (index,)
     advanced = [j for j, i in enumerate(index) if isinstance(i, (Tensor, list))]
     if advanced:
+        if any(_is_mask(index[j]) for j in advanced):
+            return masked_select(x, index if len(index) > 1 else index[0])
         if len(advanced) > 1 or any(i is None or i is Ellipsis for i in index):
             raise IndexError("only one integer-tensor index (without None or ...) is supported; index step by step")
         j = advanced[0]
         idx = index[j]
         if isinstance(idx, list):
             idx = x._new_tensor(idx, dt.int64)
-        if idx.dtype == dt.bool_:
-            raise IndexError("boolean-mask indexing is not supported; use ampcore.where(mask, x, 0) instead")
         rest = getitem(x, index[:j] + (slice(None),) + index[j + 1 :])
         axis = sum(1 for i in index[:j] if not isinstance(i, int))
         return take(rest, idx, axis)
@@ -353,3 +405,68 @@ def getitem(x: Any, index: Any) -> Any:
     kernel_index, out_shape = _normalize_basic_index(index, x.shape)
     out = call(SLICE, x, index=kernel_index) if kernel_index else x
     return reshape(out, out_shape)
+
+
+def _slice_along(x: Any, axis: int, start: int, stop: int) -> Any:
+    return getitem(x, (slice(None),) * axis + (slice(start, stop),))
+
+
+@primitive("split")
+def split(x: Any, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple[Any, ...]:
+    """torch.split: pieces of ``split_size_or_sections`` along ``dim`` (the last may be smaller), or of the
+    listed sizes (which must add up to the dimension); each piece is differentiable."""
+    (axis,) = normalize_axes(dim, x.ndim)
+    n = x.shape[axis]
+    if isinstance(split_size_or_sections, (list, tuple)):
+        sizes = [int(s) for s in split_size_or_sections]
+        if any(s < 0 for s in sizes) or sum(sizes) != n:
+            raise ValueError(
+                f"split sections {tuple(sizes)} must be non-negative and add up to {n}, the size of dimension "
+                f"{axis} of shape {x.shape}"
+            )
+    elif isinstance(split_size_or_sections, (int, np.integer)) and not isinstance(split_size_or_sections, bool):
+        size = int(split_size_or_sections)
+        if size <= 0 and not (size == 0 and n == 0):
+            raise ValueError(f"split_size must be a positive int, got {split_size_or_sections!r}")
+        sizes = [min(size, n - start) for start in range(0, n, size)] if n else [0]
+    else:
+        raise TypeError(f"split() takes an int size or a list of sizes, got {split_size_or_sections!r}")
+    pieces, start = [], 0
+    for s in sizes:
+        pieces.append(_slice_along(x, axis, start, start + s))
+        start += s
+    return tuple(pieces)
+
+
+@primitive("chunk")
+def chunk(x: Any, chunks: int, dim: int = 0) -> tuple[Any, ...]:
+    """torch.chunk: at most ``chunks`` pieces of ``ceil(size / chunks)`` along ``dim`` (fewer when the size
+    runs out first, as torch returns them)."""
+    if not isinstance(chunks, int) or isinstance(chunks, bool) or chunks <= 0:
+        raise ValueError(f"chunks must be a positive int, got {chunks!r}")
+    (axis,) = normalize_axes(dim, x.ndim)
+    n = x.shape[axis]
+    return split(x, max(-(-n // chunks), 1), axis)
+
+
+def _triangle(name: str, x: Any, diagonal: int, lower: bool) -> Any:
+    if x.ndim < 2:
+        raise ValueError(f"{name}() needs a tensor with at least 2 dimensions, got shape {x.shape}")
+    if not isinstance(diagonal, int) or isinstance(diagonal, bool):
+        raise TypeError(f"{name}(): diagonal must be an int, got {diagonal!r}")
+    rows, cols = x.shape[-2:]
+    keep = np.tri(rows, cols, diagonal, dtype=bool) if lower else ~np.tri(rows, cols, diagonal - 1, dtype=bool)
+    zero: Any = False if x.dtype is dt.bool_ else (0.0 if x.dtype.is_floating_point else 0)
+    return where(x._new_tensor(keep, dt.bool_), x, zero)
+
+
+@primitive("tril")
+def tril(x: Any, diagonal: int = 0) -> Any:
+    """torch.tril: the lower triangle of the last two dims (``j - i <= diagonal``), zeros above; differentiable."""
+    return _triangle("tril", x, diagonal, lower=True)
+
+
+@primitive("triu")
+def triu(x: Any, diagonal: int = 0) -> Any:
+    """torch.triu: the upper triangle of the last two dims (``j - i >= diagonal``), zeros below; differentiable."""
+    return _triangle("triu", x, diagonal, lower=False)

@@ -16,7 +16,7 @@ from ..plugins.capabilities import capabilities_of
 from .builtin import builtin
 from .policy import Category, Policy
 
-__all__ = ["get", "register", "unregister", "check_device_type"]
+__all__ = ["get", "register", "unregister", "check_device_type", "DeviceTypeArgumentError"]
 
 _lock = threading.Lock()
 _user: dict[str | None, dict[str, Category]] = {}  # device type (None: all) -> op -> category
@@ -24,10 +24,21 @@ _user_generation = 0
 _cache: dict[str, tuple[tuple[int, int], Policy]] = {}
 
 
+class DeviceTypeArgumentError(TypeError, ValueError):
+    """``device_type`` is not a string (a Device object, say): torch raises ValueError, ampcore raised TypeError;
+    this is both, so callers written for either keep working."""
+
+
 def check_device_type(device_type: Any) -> str:
-    """``device_type`` if it is a backend name; TypeError / ValueError (for ``"cuda:1"``) saying what to pass."""
+    """``device_type`` if it is a backend name; DeviceTypeArgumentError (a TypeError and a ValueError) for a
+    non-string, ValueError for ``"cuda:1"``, each saying what to pass."""
     if not isinstance(device_type, str):
-        raise TypeError(f"device_type must be a backend name such as 'cpu' or 'cuda', got {device_type!r}")
+        hint = (
+            f" (pass device.type, {device_type.type!r})" if isinstance(getattr(device_type, "type", None), str) else ""
+        )
+        raise DeviceTypeArgumentError(
+            f"device_type must be a backend name such as 'cpu' or 'cuda', got {device_type!r}{hint}"
+        )
     if ":" in device_type:
         raise ValueError(
             f"autocast and cast policies are per device type: pass {device_type.split(':')[0]!r}, not {device_type!r}"

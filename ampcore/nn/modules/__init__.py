@@ -2,7 +2,7 @@
 
 from .activation import GELU, LogSoftmax, PReLU, ReLU, Sigmoid, SiLU, Softmax, Softmin, Softplus, Tanh
 from .attention import MultiheadAttention
-from .container import ModuleList, Sequential
+from .container import ModuleDict, ModuleList, Sequential
 from .conv import Conv2d
 from .distance import CosineSimilarity
 from .dropout import Dropout
@@ -37,6 +37,7 @@ __all__ = [
     "Tanh",
     "MultiheadAttention",
     "ModuleList",
+    "ModuleDict",
     "Sequential",
     "Conv2d",
     "Dropout",

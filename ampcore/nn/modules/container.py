@@ -1,14 +1,14 @@
-"""Sequential and ModuleList."""
+"""Sequential, ModuleList and ModuleDict."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, overload
 
 from ..module import Module
 
-__all__ = ["Sequential", "ModuleList"]
+__all__ = ["Sequential", "ModuleList", "ModuleDict"]
 
 
 def _index(idx: int, n: int, what: str) -> int:
@@ -127,3 +127,78 @@ class ModuleList(Module):
         mods.insert(index, module)
         self._modules.clear()
         self.extend(mods)
+
+
+class ModuleDict(Module):
+    """An ordered dict of name -> module that registers each one (torch.nn.ModuleDict): ``parameters()``,
+    ``state_dict()`` and ``.to()`` see them, under ``"<name>."`` prefixes.
+
+    Built from a mapping or an iterable of ``(name, module)`` pairs; keeps insertion order (a plain dict
+    keeps it too); supports ``d[name]``, ``d[name] = m``, ``del d[name]``, ``len``, iteration over the
+    names, ``in``, ``keys``/``values``/``items``, ``update``, ``pop`` and ``clear``.  No forward of its own.
+    """
+
+    def __init__(self, modules: Mapping[str, Module] | Iterable[tuple[str, Module]] | None = None) -> None:
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __getitem__(self, key: str) -> Module:
+        try:
+            return self._modules[key]
+        except KeyError:
+            raise KeyError(f"no module named {key!r} in this ModuleDict; it has {list(self._modules)}") from None
+
+    def __setitem__(self, key: str, module: Module) -> None:
+        if key in self._modules and isinstance(module, Module):
+            self._modules[key] = module  # a replaced module keeps its place, as in a dict
+        else:
+            self.add_module(key, module)
+
+    def __delitem__(self, key: str) -> None:
+        self.pop(key)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._modules
+
+    def keys(self) -> Iterable[str]:
+        """The names, in insertion order."""
+        return self._modules.keys()
+
+    def values(self) -> Iterable[Module]:
+        """The modules, in insertion order."""
+        return self._modules.values()
+
+    def items(self) -> Iterable[tuple[str, Module]]:
+        """``(name, module)`` pairs, in insertion order."""
+        return self._modules.items()
+
+    def pop(self, key: str) -> Module:
+        """Remove the module named ``key`` and return it."""
+        module = self[key]
+        del self._modules[key]
+        return module
+
+    def clear(self) -> None:
+        """Remove every module."""
+        self._modules.clear()
+
+    def update(self, modules: Mapping[str, Module] | Iterable[tuple[str, Module]]) -> None:
+        """Add (or replace) modules from a mapping, a ModuleDict or an iterable of ``(name, module)`` pairs."""
+        if isinstance(modules, (Mapping, ModuleDict)):
+            pairs: Iterable[Any] = modules.items()
+        elif isinstance(modules, Iterable) and not isinstance(modules, (str, Module)):
+            pairs = modules
+        else:
+            got = type(modules).__name__
+            raise TypeError(f"ModuleDict.update takes a mapping or an iterable of (name, module) pairs, got {got}")
+        for i, pair in enumerate(pairs):
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise TypeError(f"ModuleDict.update: element {i} must be a (name, module) pair, got {pair!r}")
+            self[pair[0]] = pair[1]
