@@ -193,9 +193,17 @@ def test_train_json_reports_the_result(capsys):
     [
         (["train", "--device", "nosuch"], "ampcore train: error: unknown backend 'nosuch'; installed backends are "),
         (["train", "--device", "cpu:3"], "device 'cpu:3' does not exist; backend 'cpu' has 1 device(s)"),
-        (["train", "--dtype", "float8"], "dtype 'float8' is not supported; choose one of 'float16', 'bfloat16'"),
-        (["train", "--compare", "--no-amp"], "--compare trains the float32 baseline beside the AMP run; drop --no-amp"),
-        (["train", "--compare", "--dtype", "float32"], "--compare trains the float32 baseline beside the AMP run"),
+        (
+            ["train", "--dtype", "float8"],
+            "'float8' (did you mean 'float' or 'float32'?) is not a training dtype; choose one of 'float16'",
+        ),
+        (["train", "--dtype", "None"], "or leave --dtype out for the device's autocast dtype"),
+        (["train", "--dtype", "flaot16"], "dtype 'flaot16' (did you mean 'float16'"),
+        (["train", "--compare", "--no-amp"], "but --no-amp turns AMP off; drop --no-amp"),
+        (["train", "--compare", "--dtype", "float32"], "but --dtype float32 turns AMP off; drop --dtype float32"),
+        (["train", "--compare", "--dtype", "fp32"], "but --dtype fp32 turns AMP off; drop --dtype fp32"),
+        (["train", "--compare", "--no-amp", "--dtype", "fp32"], "but --no-amp and --dtype fp32 turn AMP off"),
+        (["train", "--no-amp", "--dtype", "bf16"], "--no-amp trains in float32 but --dtype asks for 'bf16'; drop"),
         (
             ["train", "--no-amp", "--dtype", "float16"],
             "--no-amp trains in float32 but --dtype asks for 'float16'; drop",
@@ -221,6 +229,20 @@ def test_bad_device_from_the_real_command_line(run_python):
 def test_no_subcommand_prints_usage_and_fails(capsys):
     assert main([]) == 2
     assert "usage: ampcore" in capsys.readouterr().err
+
+
+def test_dtype_errors_never_offer_none_and_no_amp_compare_names_only_given_options(capsys):
+    assert main(["train", "--dtype", "None"]) == 2
+    err = capsys.readouterr().err
+    assert "None for" not in err and "'float16', 'bfloat16', 'float32'" in err
+    assert main(["train", "--compare", "--no-amp"]) == 2
+    assert "--dtype" not in capsys.readouterr().err  # the user never passed it
+
+
+@pytest.mark.parametrize("alias, name", [("fp16", "float16"), ("bf16", "bfloat16"), ("half", "float16")])
+def test_train_accepts_the_dtype_aliases_the_api_accepts(capsys, alias, name):
+    assert main(["train", "--epochs", "1", "--batch-size", "256", "--dtype", alias, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["dtype"] == name
 
 
 def test_no_amp_with_dtype_float32_is_not_a_conflict(capsys):
