@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -297,3 +298,12 @@ def test_train_into_a_pipe_prints_each_line_whole(run_python):
     assert any(line.startswith("training on cpu in bfloat16: ") and line.endswith(", seed 0") for line in lines)
     summary = next(line for line in lines if line.startswith("train accuracy "))
     assert re.search(r" final loss .* on cpu \(bfloat16\) .* host syncs/step", summary)
+
+
+def test_conformance_runs_in_the_quick_start_environment_because_pytest_is_a_core_dependency():
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+    assert any(req.replace(" ", "").startswith("pytest>=") for req in project["dependencies"])
+    quick_start = (Path(__file__).resolve().parents[1] / "README.md").read_text().split("## Quick start")[1]
+    assert "pip install -q -e . -e backends/cpu" in quick_start  # no extra needed for `ampcore conformance`
