@@ -167,7 +167,11 @@ def test_train_one_epoch_prints_accuracy(capsys):
 
 def test_train_compare_prints_amp_beside_the_float32_baseline(capsys):
     assert main(["train", "--epochs", "1", "--device", "cpu", "--dtype", "float16", "--compare"]) == 0
-    out = " ".join(capsys.readouterr().out.split())  # rich wraps lines at the terminal width
+    raw = capsys.readouterr().out
+    # the title is a line of its own (a table title wraps at the table's width, mid-phrase); one epoch, singular
+    assert "mixed precision vs the float32 baseline (same seed and batches)\n" in raw
+    assert "; 1 epoch, batch size" in raw
+    out = " ".join(raw.split())  # rich wraps lines at the terminal width
     assert "autocast to float16, GradScaler on" in out and "float32 (no AMP)" in out
     assert re.search(r"float16 \(AMP\) .* float32", out)
     assert re.search(r"final loss scale │ 65536 │ - ", out)

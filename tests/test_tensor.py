@@ -241,3 +241,21 @@ def test_a_tensor_with_autograd_history_is_not_pickled():
     with pytest.raises(RuntimeError, match=r"only leaf tensors can be pickled.*t\.detach\(\)"):
         pickle.dumps(y)
     assert pickle.loads(pickle.dumps(y.detach())).numpy().tolist() == [2.0, 2.0]
+
+
+@pytest.mark.parametrize(
+    "values, body",
+    [  # each body is what torch 2.x prints for torch.tensor(values)
+        ([0.775, 1.0848], "tensor([0.7750, 1.0848]"),
+        ([1.0, 2.0], "tensor([1., 2.]"),
+        ([1e-5, 1.0], "tensor([1.0000e-05, 1.0000e+00]"),
+        ([float("nan"), 1.5], "tensor([   nan, 1.5000]"),
+        ([float("inf"), -2.0, 3.25], "tensor([    inf, -2.0000,  3.2500]"),
+        ([[1.5, -2.25], [3.0, 100.125]], "tensor([[  1.5000,  -2.2500],\n        [  3.0000, 100.1250]]"),
+        (0.775, "tensor(0.7750"),
+        ([1, 2, 30], "tensor([ 1,  2, 30]"),
+    ],
+)
+def test_repr_formats_numbers_as_torch_does(values, body):
+    text = repr(ampcore.tensor(values))
+    assert text.startswith(body + ", dtype="), text

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["add_parser", "run"]
 
 _DEFAULTS = training.TrainConfig()
+COMPARE_TITLE = "mixed precision vs the float32 baseline (same seed and batches)"
 
 
 def add_parser(subparsers: Any) -> None:
@@ -95,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     out.quiet = quiet
     results = [_train_with_progress(out, c, group) for c in configs]
     if args.compare:
+        out.print(COMPARE_TITLE)
         out.print(_comparison(results))
     return 0
 
@@ -181,7 +183,7 @@ def _train_with_progress(out: Any, config: training.TrainConfig, group: Any = No
     mode = f"autocast to {dtype}, {scaling}" if dtype != "float32" else "float32 (no AMP)"
     ranks = "" if group is None else f" x {group.size} ranks (data parallel)"
     out.print(
-        f"training on {config.device} in {dtype}: {mode}; {config.epochs} epochs, batch size "
+        f"training on {config.device} in {dtype}: {mode}; {_count(config.epochs, 'epoch')}, batch size "
         f"{config.batch_size}{ranks}, lr {config.lr:g}, seed {config.seed}"
     )
     columns = (
@@ -229,6 +231,11 @@ def _train_with_progress(out: Any, config: training.TrainConfig, group: Any = No
     return result
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 epoch``, ``2 epochs``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _progress_reads(result: training.TrainResult) -> str:
     reads = result.host_syncs_by_reason.get(training.PROGRESS, 0)
     return f" (+{reads} progress-bar reads)" if reads else ""
@@ -237,7 +244,8 @@ def _progress_reads(result: training.TrainResult) -> str:
 def _comparison(results: list[training.TrainResult]) -> Any:
     from rich.table import Table
 
-    table = Table(title="mixed precision vs the float32 baseline (same seed and batches)")
+    # The title as a line of its own: a table title wraps at the table's width, mid-phrase.
+    table = Table(title=None)
     table.add_column("")
     for r in results:
         table.add_column(f"{r.dtype}{' (AMP)' if r.amp else ''}", justify="right")
