@@ -125,3 +125,10 @@ def test_port_resumes_bit_identically_on_torch_itself(port: str, tmp_path: Path)
     uninterrupted, _ = harness.run(port, "torch", [*common, "--save-at-epoch", "0"])
     resumed, _ = harness.run(port, "torch", [*common, "--resume", ckpt])
     assert resumed == uninterrupted[2:]
+
+
+def test_harness_cli_passes_what_follows_double_dash_to_the_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[str, str, list[str]]] = []
+    monkeypatch.setattr(harness, "run", lambda port, framework, argv: seen.append((port, framework, list(argv))))
+    assert harness.main(["cnn", "--framework", "torch", "--", "--epochs", "1", "--device", "cpu"]) == 0
+    assert seen == [("cnn", "torch", ["--epochs", "1", "--device", "cpu"])]

@@ -198,14 +198,17 @@ def run(port: str, framework: str, argv: Sequence[str]) -> tuple[list[float], fl
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="run the torch ports on torch or, renamed, on ampcore")
+    parser = argparse.ArgumentParser(
+        description="run the torch ports on torch or, renamed, on ampcore", epilog="arguments after -- go to the port"
+    )
     parser.add_argument("port", nargs="?", choices=PORTS)
     parser.add_argument("--framework", choices=("torch", "ampcore"), default="ampcore")
     parser.add_argument("--missing", action="store_true", help="list what each port needs that ampcore lacks")
     parser.add_argument("--time", action="store_true", help="time every port on torch, then on ampcore")
-    parser.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the port, after --")
-    args = parser.parse_args(argv)
-    rest = args.rest[1:] if args.rest[:1] == ["--"] else args.rest
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:cut])
+    rest = argv[cut + 1 :]  # the port's own arguments, after --
     if args.missing:
         for port in PORTS:
             print(f"{port}: {', '.join(missing_features(port)) or 'nothing missing'}")
@@ -217,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"{port} on ampcore: skipped, missing {', '.join(missing_features(port))}")
                     continue
                 losses, seconds = run(port, framework, rest)
-                print(f"{port} on {framework}: {len(losses)} steps, last loss {losses[-1]:.4f}")
+                print(f"{port} on {framework}: {len(losses)} steps, last loss {losses[-1]:.4f}, {seconds:.1f} s")
         return 0
     if args.port is None:
         parser.error("name a port, or pass --missing or --time")
