@@ -161,7 +161,7 @@ def test_python_dash_m_ampcore_info_shows_a_broken_plugin(tmp_path, run_python):
 def test_train_one_epoch_prints_accuracy(capsys):
     assert main(["train", "--epochs", "1", "--device", "cpu"]) == 0
     out = " ".join(capsys.readouterr().out.split())  # rich wraps lines at the terminal width
-    assert "training on cpu in bfloat16: autocast to bfloat16, no loss scaling needed; 1 epochs" in out
+    assert "training on cpu in bfloat16: autocast to bfloat16, no loss scaling needed; 1 epoch," in out
     assert "test accuracy 0." in out and "train accuracy 0." in out and "1.00 host syncs/step" in out
 
 
