@@ -13,6 +13,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from .names import did_you_mean
+
 __all__ = [
     "DType",
     "float64",
@@ -161,7 +163,8 @@ def as_dtype(value: Any) -> DType:
             if unsupported is not None:
                 raise unsupported from None
             known = ", ".join(repr(d.name) for d in ALL_DTYPES)
-            raise ValueError(f"unknown dtype {value!r}; known dtypes are {known}") from None
+            hint = did_you_mean(value, _BY_NAME)
+            raise ValueError(f"unknown dtype {value!r}{hint}; known dtypes are {known}") from None
     try:
         np_dtype = np.dtype(value)
     except TypeError:

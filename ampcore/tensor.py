@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import copy
+import math
 from collections.abc import Callable, Iterator
 from typing import Any, SupportsIndex
 
@@ -195,11 +196,15 @@ class Tensor(TensorBase):
             yield self[i]
 
     def __repr__(self) -> str:
+        values = self.numpy().astype(np.float64) if self.dtype in dt.LOW_PRECISION_DTYPES else self.numpy()
         body = np.array2string(
-            self.numpy().astype(np.float64) if self.dtype in dt.LOW_PRECISION_DTYPES else self.numpy(),
+            values,
             separator=", ",
-            threshold=100,
-            precision=4,
+            threshold=1000,
+            edgeitems=3,
+            max_line_width=80,
+            prefix="tensor(",
+            formatter={"float_kind": _float_formatter(values)} if values.dtype.kind == "f" else None,
         )
         extra = (
             f", grad_fn={self.grad_fn!r}" if self.grad_fn else (", requires_grad=True" if self.requires_grad else "")
@@ -625,3 +630,27 @@ def _unpickle(
     if state:
         out.__dict__.update(state)
     return out
+
+
+def _float_formatter(values: np.ndarray) -> Callable[[Any], str]:
+    """torch's float format for ``values``: ``0.7750`` (4 decimals), ``1.`` when every value is whole, ``1.0000e-05``
+    when the magnitudes span more than 1000x, exceed 1e8 or go below 1e-4; right-aligned to one width."""
+    finite = values[np.isfinite(values)]
+    nonzero = np.abs(finite[finite != 0])
+    whole = bool(np.all(np.ceil(nonzero) == nonzero))
+    big, small = (float(nonzero.max()), float(nonzero.min())) if nonzero.size else (0.0, 0.0)
+    sci = nonzero.size > 0 and (big / small > 1000.0 or big > 1e8 or (not whole and small < 1e-4))
+
+    def fmt(value: Any) -> str:
+        if sci:
+            return f"{value:.4e}"
+        if whole:
+            return f"{value:.0f}" + ("" if math.isnan(value) or math.isinf(value) else ".")
+        return f"{value:.4f}"
+
+    specials = values[~np.isfinite(values)]
+    samples = [float(finite.min()), float(finite.max())] if finite.size else []
+    samples += [v for v in (np.inf, -np.inf) if bool((specials == v).any())]
+    samples += [math.nan] if bool(np.isnan(specials).any()) else []
+    width = max((len(fmt(v)) for v in samples), default=0)
+    return lambda value: fmt(value).rjust(width)

@@ -29,15 +29,27 @@ from .creation import manual_seed, tensor, zeros
 from .data import load_digits, train_test_split
 from .device import Device
 from .grad_scaler import GradScaler
+from .names import did_you_mean
 from .nn import functional as F
 from .ops import cat
 from .plugins import get_backend, resolve_device
 from .syncs import count_host_syncs, to_host
 from .tensor import Tensor
 
-__all__ = ["TrainConfig", "TrainResult", "Progress", "build_model", "train", "train_step", "evaluate", "training_dtype"]
+__all__ = [
+    "TrainConfig",
+    "TrainResult",
+    "Progress",
+    "build_model",
+    "train",
+    "train_step",
+    "evaluate",
+    "training_dtype",
+    "training_dtype_name",
+]
 
 DTYPES = ("float16", "bfloat16", "float32")
+DTYPE_ALIASES = ("fp16", "bf16", "fp32", "half", "float")  # as ampcore.dtypes.as_dtype reads them
 PROGRESS = "progress"  # the host-sync reason of progress reports (not part of a training step)
 
 
@@ -65,17 +77,31 @@ class TrainConfig:
     progress_every: int = 8
 
     def __post_init__(self) -> None:
-        if self.dtype is not None and self.dtype not in DTYPES:
-            raise ValueError(
-                f"dtype {self.dtype!r} is not supported; choose one of {', '.join(map(repr, DTYPES))} "
-                "(or None for the device's autocast dtype)"
-            )
+        object.__setattr__(self, "dtype", training_dtype_name(self.dtype))
         for name in ("epochs", "batch_size", "progress_every"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be a positive number, got {self.lr!r}")
+
+
+def training_dtype_name(value: str | dt.DType | None) -> str | None:
+    """The canonical name of a training dtype given by any of its names (``"fp16"``, ``"bf16"``, ``"half"``,
+    ``ampcore.float16``); None stays None (the device's autocast dtype). ValueError naming the valid ones."""
+    if value is None:
+        return None
+    try:
+        name = dt.as_dtype(value).name
+    except (TypeError, ValueError):
+        name = None
+    if name not in DTYPES:
+        raise ValueError(
+            f"dtype {value!r}{did_you_mean(value, DTYPES + DTYPE_ALIASES)} is not a training dtype; choose one of "
+            f"{', '.join(map(repr, DTYPES))} (or an alias: 'fp16', 'bf16', 'fp32'), or leave it unset for the "
+            "device's autocast dtype"
+        )
+    return name
 
 
 def training_dtype(config: TrainConfig, device: Device) -> dt.DType:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -160,13 +161,17 @@ def test_python_dash_m_ampcore_info_shows_a_broken_plugin(tmp_path, run_python):
 def test_train_one_epoch_prints_accuracy(capsys):
     assert main(["train", "--epochs", "1", "--device", "cpu"]) == 0
     out = " ".join(capsys.readouterr().out.split())  # rich wraps lines at the terminal width
-    assert "training on cpu in bfloat16: autocast to bfloat16, no loss scaling needed; 1 epochs" in out
+    assert "training on cpu in bfloat16: autocast to bfloat16, no loss scaling needed; 1 epoch," in out
     assert "test accuracy 0." in out and "train accuracy 0." in out and "1.00 host syncs/step" in out
 
 
 def test_train_compare_prints_amp_beside_the_float32_baseline(capsys):
     assert main(["train", "--epochs", "1", "--device", "cpu", "--dtype", "float16", "--compare"]) == 0
-    out = " ".join(capsys.readouterr().out.split())  # rich wraps lines at the terminal width
+    raw = capsys.readouterr().out
+    # the title is a line of its own (a table title wraps at the table's width, mid-phrase); one epoch, singular
+    assert "mixed precision vs the float32 baseline (same seed and batches)\n" in raw
+    assert "; 1 epoch, batch size" in raw
+    out = " ".join(raw.split())  # rich wraps lines at the terminal width
     assert "autocast to float16, GradScaler on" in out and "float32 (no AMP)" in out
     assert re.search(r"float16 \(AMP\) .* float32", out)
     assert re.search(r"final loss scale │ 65536 │ - ", out)
@@ -193,9 +198,17 @@ def test_train_json_reports_the_result(capsys):
     [
         (["train", "--device", "nosuch"], "ampcore train: error: unknown backend 'nosuch'; installed backends are "),
         (["train", "--device", "cpu:3"], "device 'cpu:3' does not exist; backend 'cpu' has 1 device(s)"),
-        (["train", "--dtype", "float8"], "dtype 'float8' is not supported; choose one of 'float16', 'bfloat16'"),
-        (["train", "--compare", "--no-amp"], "--compare trains the float32 baseline beside the AMP run; drop --no-amp"),
-        (["train", "--compare", "--dtype", "float32"], "--compare trains the float32 baseline beside the AMP run"),
+        (
+            ["train", "--dtype", "float8"],
+            "'float8' (did you mean 'float' or 'float32'?) is not a training dtype; choose one of 'float16'",
+        ),
+        (["train", "--dtype", "None"], "or leave --dtype out for the device's autocast dtype"),
+        (["train", "--dtype", "flaot16"], "dtype 'flaot16' (did you mean 'float16'"),
+        (["train", "--compare", "--no-amp"], "but --no-amp turns AMP off; drop --no-amp"),
+        (["train", "--compare", "--dtype", "float32"], "but --dtype float32 turns AMP off; drop --dtype float32"),
+        (["train", "--compare", "--dtype", "fp32"], "but --dtype fp32 turns AMP off; drop --dtype fp32"),
+        (["train", "--compare", "--no-amp", "--dtype", "fp32"], "but --no-amp and --dtype fp32 turn AMP off"),
+        (["train", "--no-amp", "--dtype", "bf16"], "--no-amp trains in float32 but --dtype asks for 'bf16'; drop"),
         (
             ["train", "--no-amp", "--dtype", "float16"],
             "--no-amp trains in float32 but --dtype asks for 'float16'; drop",
@@ -221,6 +234,20 @@ def test_bad_device_from_the_real_command_line(run_python):
 def test_no_subcommand_prints_usage_and_fails(capsys):
     assert main([]) == 2
     assert "usage: ampcore" in capsys.readouterr().err
+
+
+def test_dtype_errors_never_offer_none_and_no_amp_compare_names_only_given_options(capsys):
+    assert main(["train", "--dtype", "None"]) == 2
+    err = capsys.readouterr().err
+    assert "None for" not in err and "'float16', 'bfloat16', 'float32'" in err
+    assert main(["train", "--compare", "--no-amp"]) == 2
+    assert "--dtype" not in capsys.readouterr().err  # the user never passed it
+
+
+@pytest.mark.parametrize("alias, name", [("fp16", "float16"), ("bf16", "bfloat16"), ("half", "float16")])
+def test_train_accepts_the_dtype_aliases_the_api_accepts(capsys, alias, name):
+    assert main(["train", "--epochs", "1", "--batch-size", "256", "--dtype", alias, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["dtype"] == name
 
 
 def test_no_amp_with_dtype_float32_is_not_a_conflict(capsys):
@@ -275,3 +302,12 @@ def test_train_into_a_pipe_prints_each_line_whole(run_python):
     assert any(line.startswith("training on cpu in bfloat16: ") and line.endswith(", seed 0") for line in lines)
     summary = next(line for line in lines if line.startswith("train accuracy "))
     assert re.search(r" final loss .* on cpu \(bfloat16\) .* host syncs/step", summary)
+
+
+def test_conformance_runs_in_the_quick_start_environment_because_pytest_is_a_core_dependency():
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+    assert any(req.replace(" ", "").startswith("pytest>=") for req in project["dependencies"])
+    quick_start = (Path(__file__).resolve().parents[1] / "README.md").read_text().split("## Quick start")[1]
+    assert "pip install -q -e . -e backends/cpu" in quick_start  # no extra needed for `ampcore conformance`

@@ -245,7 +245,7 @@ def test_injected_kernel_failure_surfaces_as_kernel_error(register_fake):
 
 # --------------------------------------------------------------------------- selection
 def test_unknown_backend_lists_installed_ones():
-    with pytest.raises(UnknownBackendError, match=r"^unknown backend 'opnecl'; installed backends are .*'cpu'"):
+    with pytest.raises(UnknownBackendError, match=r"^unknown backend 'opnecl'.*; installed backends are .*'cpu'"):
         ampcore.ones(1, device="opnecl")
 
 

@@ -298,3 +298,21 @@ def test_cuda_rejects_a_device_of_another_type():
     pytest.importorskip("ampcore_cuda")
     with pytest.raises(ValueError, match=r"\.cuda\(\) got a device of another type: 'cpu'"):
         ampcore.ones(2).cuda("cpu")
+
+
+@pytest.mark.parametrize(
+    "values, body",
+    [  # each body is what torch 2.x prints for torch.tensor(values)
+        ([0.775, 1.0848], "tensor([0.7750, 1.0848]"),
+        ([1.0, 2.0], "tensor([1., 2.]"),
+        ([1e-5, 1.0], "tensor([1.0000e-05, 1.0000e+00]"),
+        ([float("nan"), 1.5], "tensor([   nan, 1.5000]"),
+        ([float("inf"), -2.0, 3.25], "tensor([    inf, -2.0000,  3.2500]"),
+        ([[1.5, -2.25], [3.0, 100.125]], "tensor([[  1.5000,  -2.2500],\n        [  3.0000, 100.1250]]"),
+        (0.775, "tensor(0.7750"),
+        ([1, 2, 30], "tensor([ 1,  2, 30]"),
+    ],
+)
+def test_repr_formats_numbers_as_torch_does(values, body):
+    text = repr(ampcore.tensor(values))
+    assert text.startswith(body + ", dtype="), text

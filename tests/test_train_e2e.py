@@ -105,7 +105,10 @@ def test_progress_reports_read_the_host_only_at_report_points():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"dtype": "float8"}, "dtype 'float8' is not supported; choose one of 'float16', 'bfloat16', 'float32'"),
+        (
+            {"dtype": "float8"},
+            "dtype 'float8'.* is not a training dtype; choose one of 'float16', 'bfloat16', 'float32'",
+        ),
         ({"progress_every": 0}, "progress_every must be a positive integer"),
         ({"epochs": 0}, "epochs must be a positive integer"),
         ({"batch_size": 1.5}, "batch_size must be a positive integer"),
@@ -115,3 +118,8 @@ def test_progress_reports_read_the_host_only_at_report_points():
 def test_bad_config_is_refused_up_front(kwargs, message):
     with pytest.raises(ValueError, match=message):
         TrainConfig(**kwargs)
+
+
+@pytest.mark.parametrize("alias, name", [("fp16", "float16"), ("bf16", "bfloat16"), ("fp32", "float32"), (None, None)])
+def test_config_takes_the_dtype_aliases_and_keeps_the_canonical_name(alias, name):
+    assert TrainConfig(dtype=alias).dtype == name

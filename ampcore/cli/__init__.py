@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__
-from .common import CommandError, CommandParser
+from .common import CommandError, CommandParser, SuggestingParser
 
 __all__ = ["main", "CommandError"]
 
@@ -22,7 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
     from . import bench, conformance, info, policy, train
 
-    parser = argparse.ArgumentParser(prog="ampcore", description="Mixed-precision training on any backend.")
+    parser = SuggestingParser(prog="ampcore", description="Mixed-precision training on any backend.")
     parser.add_argument("--version", action="version", version=f"ampcore {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     for module in (info, policy, train, bench, conformance):

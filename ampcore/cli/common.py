@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..backend import BackendUnavailableError
 from ..device import Device
+from ..names import did_you_mean
 from ..plugins import PluginLoadError, UnknownBackendError, resolve_device
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["CommandError", "CommandParser", "HelpFormatter", "checked_device", "console"]
+__all__ = ["CommandError", "CommandParser", "HelpFormatter", "SuggestingParser", "checked_device", "console"]
 
 PIPE_WIDTH = 10_000  # columns when output is not a terminal: far wider than any line or table the commands print
 
@@ -45,7 +46,20 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
-class CommandParser(argparse.ArgumentParser):
+class SuggestingParser(argparse.ArgumentParser):
+    """An ArgumentParser whose "invalid choice" error suggests the closest choice (``--category lowr``: did you
+    mean 'lower'?), with the same helper as every other name lookup in ampcore."""
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        choices = action.choices
+        if choices is not None and value not in choices:
+            names = [str(choice) for choice in choices]
+            listed = ", ".join(repr(name) for name in names)
+            hint = did_you_mean(value, names)
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r}{hint}; choose from {listed}")
+
+
+class CommandParser(SuggestingParser):
     """The parser of one subcommand: help through :class:`HelpFormatter`, and an unknown option reported with
     this subcommand's usage (argparse leaves it to the top-level parser, which prints ``ampcore``'s)."""
 

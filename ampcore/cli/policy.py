@@ -79,11 +79,37 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from rich.table import Table
 
-    table = Table(title=f"cast policy on {data['device_type']!r}", title_justify="left")
+    title = f"cast policy on {data['device_type']!r}"
+    rows = [
+        (row["op"] if row["implemented"] else f"{row['op']} (not in ampcore)", row["category"], row["source"])
+        for row in data["ops"]
+    ]
+    out = console()
+    if not out.is_terminal:  # piped: plain columns, at most PLAIN_WIDTH wide, one op per line
+        print("\n".join([title, *_plain_table(("op", "category", "source"), rows)]))
+        return 0
+    table = Table(title=title, title_justify="left")
     for column in ("op", "category", "source"):
         table.add_column(column)
-    for row in data["ops"]:
-        op = row["op"] if row["implemented"] else f"{row['op']} (not in ampcore)"
-        table.add_row(op, row["category"], row["source"])
-    console().print(table)
+    for row in rows:
+        table.add_row(*row)
+    out.print(table)
     return 0
+
+
+PLAIN_WIDTH = 120  # columns of the piped table: the source wraps under itself beyond this
+
+
+def _plain_table(header: tuple[str, str, str], rows: list[tuple[str, str, str]]) -> list[str]:
+    """Rows as space-aligned columns without box drawing or trailing spaces; the last column wraps to keep
+    every line within :data:`PLAIN_WIDTH` (its continuation lines are indented under it)."""
+    import textwrap
+
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(2)]
+    indent = widths[0] + widths[1] + 4
+    lines = []
+    for op, category, source in (header, *rows):
+        wrapped = textwrap.wrap(source, max(20, PLAIN_WIDTH - indent)) or [""]
+        lines.append(f"{op:<{widths[0]}}  {category:<{widths[1]}}  {wrapped[0]}".rstrip())
+        lines.extend(" " * indent + more for more in wrapped[1:])
+    return lines

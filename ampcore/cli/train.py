@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["add_parser", "run"]
 
 _DEFAULTS = training.TrainConfig()
+COMPARE_TITLE = "mixed precision vs the float32 baseline (same seed and batches)"
 
 
 def add_parser(subparsers: Any) -> None:
@@ -42,8 +43,8 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--dtype",
         default=None,
-        help="autocast dtype, float16 or bfloat16 (default: the device's own, bfloat16 on cpu); "
-        "float32 is the same as --no-amp",
+        help="autocast dtype: float16 (fp16) or bfloat16 (bf16); default: the device's own, bfloat16 on cpu; "
+        "float32 (fp32) is the same as --no-amp",
     )
     parser.add_argument("--no-amp", dest="amp", action="store_false", help="train the float32 baseline only")
     parser.add_argument("--compare", action="store_true", help="also train the float32 baseline and print both")
@@ -64,6 +65,7 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Train (and with ``--compare`` the float32 baseline), print the results; CommandError for bad options."""
+    _normalize_dtype(args)
     _check_conflicts(args)
     job_size = _mpi_job_size()
     nproc = _checked_nproc(args.nproc, job_size)
@@ -94,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     out.quiet = quiet
     results = [_train_with_progress(out, c, group) for c in configs]
     if args.compare:
+        out.print(COMPARE_TITLE)
         out.print(_comparison(results))
     return 0
 
@@ -145,14 +148,31 @@ def _join_job() -> Communicator:
         raise CommandError(str(exc)) from exc
 
 
+def _normalize_dtype(args: argparse.Namespace) -> None:
+    """``--dtype`` by its canonical name (``fp16`` -> ``float16``) in ``args.dtype``, the spelling the user typed in
+    ``args.dtype_given`` (errors quote it); CommandError for a name that is not a training dtype."""
+    args.dtype_given = args.dtype
+    try:
+        args.dtype = training.training_dtype_name(args.dtype)
+    except ValueError as exc:
+        raise CommandError(f"--dtype: {exc}".replace("leave it unset", "leave --dtype out")) from exc
+
+
 def _check_conflicts(args: argparse.Namespace) -> None:
-    """CommandError for options that ask for contradictory runs (one of them would be silently ignored)."""
+    """CommandError for options that ask for contradictory runs (one of them would be silently ignored); the
+    message names only the options the user gave."""
     if not args.amp and args.dtype not in (None, "float32"):
-        raise CommandError(f"--no-amp trains in float32 but --dtype asks for {args.dtype!r}; drop one of them")
-    if args.compare and (not args.amp or args.dtype == "float32"):
-        raise CommandError(
-            "--compare trains the float32 baseline beside the AMP run; drop --no-amp and --dtype float32"
-        )
+        given = args.dtype_given
+        raise CommandError(f"--no-amp trains in float32 but --dtype asks for {given!r}; drop one of them")
+    if args.compare:
+        dtype = f"--dtype {args.dtype_given}"
+        given = [option for option, on in (("--no-amp", not args.amp), (dtype, args.dtype == "float32")) if on]
+        if given:
+            options = " and ".join(given)
+            raise CommandError(
+                f"--compare trains an AMP run beside the float32 baseline, but {options} "
+                f"turn{'' if len(given) > 1 else 's'} AMP off; drop {options}"
+            )
 
 
 def _train_with_progress(out: Any, config: training.TrainConfig, group: Any = None) -> training.TrainResult:
@@ -163,7 +183,7 @@ def _train_with_progress(out: Any, config: training.TrainConfig, group: Any = No
     mode = f"autocast to {dtype}, {scaling}" if dtype != "float32" else "float32 (no AMP)"
     ranks = "" if group is None else f" x {group.size} ranks (data parallel)"
     out.print(
-        f"training on {config.device} in {dtype}: {mode}; {config.epochs} epochs, batch size "
+        f"training on {config.device} in {dtype}: {mode}; {_count(config.epochs, 'epoch')}, batch size "
         f"{config.batch_size}{ranks}, lr {config.lr:g}, seed {config.seed}"
     )
     columns = (
@@ -211,6 +231,11 @@ def _train_with_progress(out: Any, config: training.TrainConfig, group: Any = No
     return result
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 epoch``, ``2 epochs``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _progress_reads(result: training.TrainResult) -> str:
     reads = result.host_syncs_by_reason.get(training.PROGRESS, 0)
     return f" (+{reads} progress-bar reads)" if reads else ""
@@ -219,7 +244,8 @@ def _progress_reads(result: training.TrainResult) -> str:
 def _comparison(results: list[training.TrainResult]) -> Any:
     from rich.table import Table
 
-    table = Table(title="mixed precision vs the float32 baseline (same seed and batches)")
+    # The title as a line of its own: a table title wraps at the table's width, mid-phrase.
+    table = Table(title=None)
     table.add_column("")
     for r in results:
         table.add_column(f"{r.dtype}{' (AMP)' if r.amp else ''}", justify="right")

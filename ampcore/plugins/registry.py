@@ -21,6 +21,7 @@ import pluggy
 from ..backend import Availability, Backend, BackendUnavailableError
 from ..device import Device, DeviceLike, parse_device
 from ..kernels import KernelTable, MissingKernelsError
+from ..names import did_you_mean
 from . import hookspecs
 from .capabilities import forget_capabilities
 
@@ -34,7 +35,7 @@ class UnknownBackendError(ValueError):
         self.name = name
         self.known = sorted(known)
         listed = ", ".join(repr(k) for k in self.known) or "none"
-        super().__init__(f"unknown backend {name!r}; installed backends are {listed}")
+        super().__init__(f"unknown backend {name!r}{did_you_mean(name, self.known)}; installed backends are {listed}")
 
 
 class PluginLoadError(RuntimeError):

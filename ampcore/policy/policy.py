@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ..dispatch import is_registered
+from ..dispatch import is_registered, registered_ops
+from ..names import close_matches, did_you_mean
 
 __all__ = ["Category", "Entry", "Policy", "UnknownOpError", "BANNED_REASONS"]
 
@@ -39,7 +40,8 @@ class Category(str, enum.Enum):  # noqa: UP042 - StrEnum would change str() of a
             except ValueError:
                 pass
         valid = ", ".join(repr(c.value) for c in cls)
-        raise ValueError(f"unknown cast-policy category {value!r}; valid categories are {valid}")
+        hint = did_you_mean(value, [c.value for c in cls])
+        raise ValueError(f"unknown cast-policy category {value!r}{hint}; valid categories are {valid}")
 
 
 # Why an op is banned, for the error autocast raises.
@@ -120,6 +122,12 @@ class Policy:
             return entry
         if is_registered(op):
             return Entry(Category.UNLISTED, "unlisted")
+        close = close_matches(op, [*self._entries, *registered_ops()])
+        if close:
+            raise UnknownOpError(
+                f"op {op!r} is not in policy {self._name!r} and not registered with the dispatcher; "
+                f"did you mean {' or '.join(map(repr, close))}? A new op is registered with @ampcore.op({op!r})"
+            )
         raise UnknownOpError(
             f"op {op!r} is not in policy {self._name!r} and not registered with the dispatcher; "
             f"register it with @ampcore.op({op!r}) or give it a category with Policy.override()"

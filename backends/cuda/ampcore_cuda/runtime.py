@@ -32,6 +32,9 @@ __all__ = [
 ]
 
 INSTALL_HINT = "pip install 'ampcore-cuda[cuda12]' (CUDA 12 driver) or 'ampcore-cuda[cuda13]' (CUDA 13 driver)"
+# What installing either extra costs, and what works without a GPU: said where CuPy is missing.
+DOWNLOAD_NOTE = "either extra brings CuPy and about 10 large NVIDIA packages (NVRTC, cuBLAS, ...) from PyPI"
+SIMULATOR_NOTE = "No GPU? AMPCORE_CUDA_SIMULATOR=h100 (or t4) runs this backend on its CPU simulator (needs g++)"
 
 # cudaError_t values CuPy reports in CUDARuntimeError.status (driver_types.h).
 _INSUFFICIENT_DRIVER, _STUB_LIBRARY, _NO_DEVICE = 35, 34, 100
@@ -208,7 +211,9 @@ def _probe_cupy() -> ampcore.Availability:
         cupy = import_cupy()
     except ModuleNotFoundError as exc:
         if exc.name == "cupy" or exc.name is None:
-            return ampcore.Availability(False, f"CuPy is not installed: {INSTALL_HINT}")
+            return ampcore.Availability(
+                False, f"CuPy is not installed: {INSTALL_HINT}; {DOWNLOAD_NOTE}. {SIMULATOR_NOTE}"
+            )
         return _broken_cupy(exc)
     except Exception as exc:  # noqa: BLE001 - a CuPy wheel for another CUDA, a missing shared library, ...
         return _broken_cupy(exc)

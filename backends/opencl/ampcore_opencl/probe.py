@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -111,6 +112,15 @@ def compiler_message(error: BaseException) -> str:
     starts = [i + 1 for i, line in enumerate(lines) if line.startswith("Build on ")]
     log = [line for line in lines[starts[0] :] if not line.startswith("(")] if starts else []
     return (f"{first} ({log[0]})" if log else first)[:300]  # e.g. PoCL's "Invalid build option: -mcpu=..."
+
+
+def diagnostic(error: BaseException, limit: int = 100) -> str:
+    """:func:`compiler_message` in one short line for ``ampcore info``: without the ``error:`` tags and the
+    compiler's temporary file name and position (``/root/.cache/pocl/kcache/tempfile_x.cl:6:10:``)."""
+    message = compiler_message(error)
+    message = re.sub(r"\berror:\s*", "", message)
+    message = re.sub(r"(?:\S*[/\\])?[\w.-]+\.cl:\d+(?::\d+)?:\s*", "", message).strip()
+    return message if len(message) <= limit else message[: limit - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -189,7 +199,8 @@ def probe_native_half(state: Any) -> HalfSupport:
         out = np.empty(4 * a.size, dtype=np.float16)
         cl.enqueue_copy(state.queue, out, buf_out)
     except Exception as exc:  # noqa: BLE001 - a device without half arithmetic fails to build: that is the answer
-        return HalfSupport(False, claimed, f"probe kernel did not build or run ({compiler_message(exc)[:120]})")
+        reason = "no cl_khr_fp16, and the" if not claimed else "the"
+        return HalfSupport(False, claimed, f"{reason} probe kernel did not build or run: {diagnostic(exc)}")
     expected = _expected(a, b)
     same = (out.view(np.uint16) == expected.view(np.uint16)) | (np.isnan(out) & np.isnan(expected))
     if not same.all():
@@ -334,7 +345,7 @@ def choose_half_convert(state: Any) -> HalfConvert:
     try:
         times, wrong = _measure_convert(state)
     except Exception as exc:  # noqa: BLE001 - a driver whose half conversions do not build: the integer path needs nothing
-        return HalfConvert("integer", f"probe did not build or run: {compiler_message(exc)[:120]}")
+        return HalfConvert("integer", f"probe did not build or run: {diagnostic(exc)}")
     if any(wrong.values()):  # the integer code is plain C: wrong only under a broken compiler
         path = min(wrong, key=lambda p: (wrong[p], p != "integer"))
         found = ", ".join(f"{p} {n}" for p, n in wrong.items())
@@ -345,7 +356,7 @@ def choose_half_convert(state: Any) -> HalfConvert:
             f"checked, not timed: the device took over {CONVERT_BUDGET_S * 1e3:.0f} ms for {CONVERT_ITEMS} items",
         )
     per_m = {path: 1e3 * t * (1 << 20) / CONVERT_TIMED_ITEMS for path, t in times.items()}  # ms per M values
-    measured = f"measured {per_m['half']:.2f} ms vs integer {per_m['integer']:.2f} ms per M values"
+    measured = f"measured: half {per_m['half']:.2f} ms vs integer {per_m['integer']:.2f} ms per M values"
     return HalfConvert("half" if times["half"] <= CONVERT_MARGIN * times["integer"] else "integer", measured)
 
 

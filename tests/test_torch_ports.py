@@ -1,0 +1,135 @@
+"""The torch ports in examples/torch_ports run on ampcore with only ``torch`` renamed (issue 27).
+
+Each port is one file written against PyTorch; ``harness.py`` renames ``torch`` to ``ampcore`` in its
+text and runs it. A port whose renamed source names a feature ampcore does not have yet skips, and the
+reason names the missing attributes (found with hasattr / inspect.signature), so the tests run as soon
+as the features land.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import ampcore
+
+PORTS_DIR = Path(__file__).resolve().parent.parent / "examples" / "torch_ports"
+
+
+def _load_harness() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("torch_ports_harness", PORTS_DIR / "harness.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+harness = _load_harness()
+
+# A few steps: two epochs of two batches each, nothing generated at the end.
+FEW_STEPS = ["--epochs", "2", "--batches-per-epoch", "2"]
+EXTRA = {"gpt": ["--sample", "4"], "cnn": [], "vae": []}
+
+
+def _skip_if_missing(port: str) -> None:
+    missing = harness.missing_features(port)
+    if missing:
+        pytest.skip(f"ampcore lacks {', '.join(missing)}")
+
+
+def _device_or_skip(device: str) -> str:
+    if device == "cpu":
+        return device
+    try:
+        backend = ampcore.get_backend(device)
+    except ampcore.UnknownBackendError as err:
+        pytest.skip(f"backend {device!r} is not installed: {err}")
+    ok, reason = backend.availability()
+    if not ok:
+        pytest.skip(f"backend {device!r} is unavailable: {reason}")
+    return device
+
+
+@pytest.mark.parametrize("port", harness.PORTS)
+def test_port_is_written_against_torch_and_renamed_only_by_the_word(port: str) -> None:
+    original = harness.source(port, "torch")
+    renamed = harness.source(port, "ampcore")
+    assert "import torch" in original and "ampcore" not in original
+    assert "torch" not in renamed
+    assert re.sub(r"\bampcore\b", "torch", renamed) == original
+    assert "import ampcore as torch" not in renamed
+
+
+def test_rename_touches_the_word_torch_only() -> None:
+    text = "import torch\nimport torch.nn as nn\nfrom torch.utils.data import DataLoader\nx = torchvision\n"
+    assert harness.rename(text) == (
+        "import ampcore\nimport ampcore.nn as nn\nfrom ampcore.utils.data import DataLoader\nx = torchvision\n"
+    )
+
+
+def test_named_features_follow_imports_aliases_and_decorators() -> None:
+    text = (
+        "import torch\nimport torch.nn as nn\nfrom torch.utils.data import DataLoader as DL\n"
+        "@torch.inference_mode()\ndef f():\n    return nn.ModuleDict(), torch.optim.lr_scheduler.StepLR, DL\n"
+    )
+    named = harness.named_features(text, root="torch")
+    assert {"torch.inference_mode", "torch.nn.ModuleDict", "torch.optim.lr_scheduler.StepLR"} <= set(named)
+    assert "torch.utils.data.DataLoader" in named
+    assert "torch.optim" not in named  # only the whole chain, not its prefixes
+
+
+def test_missing_features_names_what_ampcore_lacks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(harness, "source", lambda port, framework="ampcore": "import ampcore\nampcore.no_such_op(1)\n")
+    monkeypatch.setitem(harness.TENSOR_METHODS, "cnn", ("no_such_method", "view"))
+    missing = harness.missing_features("cnn")
+    assert "ampcore.no_such_op" in missing
+    assert "ampcore.Tensor.no_such_method" in missing
+    assert "ampcore.Tensor.view" not in missing
+
+
+# opencl (PoCL) compiles each kernel on first use: 25-65 s a port with a cold kernel cache, seconds with a warm one
+@pytest.mark.parametrize("device", ["cpu", pytest.param("opencl", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("port", harness.PORTS)
+def test_port_trains_a_few_steps_with_float16_autocast_and_scaler(port: str, device: str, tmp_path: Path) -> None:
+    _skip_if_missing(port)
+    device = _device_or_skip(device)
+    argv = [*FEW_STEPS, *EXTRA[port], "--device", device, "--checkpoint", str(tmp_path / "ckpt.pt")]
+    losses, _ = harness.run(port, "ampcore", argv)
+    assert len(losses) == 4
+    assert all(math.isfinite(loss) for loss in losses), losses
+
+
+@pytest.mark.parametrize("port", harness.PORTS)
+def test_checkpoint_written_mid_run_resumes_with_bit_identical_losses(port: str, tmp_path: Path) -> None:
+    _skip_if_missing(port)
+    ckpt = str(tmp_path / "mid.pt")
+    common = ["--epochs", "3", "--batches-per-epoch", "2", *EXTRA[port], "--device", "cpu", "--checkpoint", ckpt]
+    uninterrupted, _ = harness.run(port, "ampcore", [*common, "--save-at-epoch", "0"])
+    resumed, _ = harness.run(port, "ampcore", [*common, "--resume", ckpt])
+    assert len(uninterrupted) == 6 and len(resumed) == 4
+    assert resumed == uninterrupted[2:]  # bit for bit: float equality, no tolerance
+
+
+@pytest.mark.parametrize("port", harness.PORTS)
+def test_port_resumes_bit_identically_on_torch_itself(port: str, tmp_path: Path) -> None:
+    """The port's own resume logic, checked on real torch where it is installed (torch is not a CI dependency)."""
+    pytest.importorskip("torch")
+    ckpt = str(tmp_path / "mid.pt")
+    common = ["--epochs", "3", "--batches-per-epoch", "2", *EXTRA[port], "--device", "cpu", "--checkpoint", ckpt]
+    uninterrupted, _ = harness.run(port, "torch", [*common, "--save-at-epoch", "0"])
+    resumed, _ = harness.run(port, "torch", [*common, "--resume", ckpt])
+    assert resumed == uninterrupted[2:]
+
+
+def test_harness_cli_passes_what_follows_double_dash_to_the_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[str, str, list[str]]] = []
+    monkeypatch.setattr(harness, "run", lambda port, framework, argv: seen.append((port, framework, list(argv))))
+    assert harness.main(["cnn", "--framework", "torch", "--", "--epochs", "1", "--device", "cpu"]) == 0
+    assert seen == [("cnn", "torch", ["--epochs", "1", "--device", "cpu"])]
