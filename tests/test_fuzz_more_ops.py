@@ -690,8 +690,9 @@ def test_triplet_margin_loss_matches_float64_reference(dtype, shapes, reduction,
     eps = 1e-6
 
     def dist(u, v):
-        diff = np.broadcast_to(u - v + eps, result)
-        return np.sum(np.abs(diff) ** p, -1) ** (1.0 / p)
+        # torch's pairwise_distance broadcasts each pair on its own: with anchor (1,), positive (0,) and
+        # negative (1,), d(anchor, negative) runs over one element, not over the triple's empty broadcast.
+        return np.sum(np.abs(u - v + eps) ** p, -1) ** (1.0 / p)
 
     with ERR():
         a64, p64, n64 = to_f64(a), to_f64(pos), to_f64(neg)
