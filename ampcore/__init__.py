@@ -7,7 +7,7 @@ from .backend import Availability, Backend, BackendUnavailableError, Capabilitie
 # Before creation's names: importing the submodule ampcore.tensor binds it as ampcore.tensor, which the
 # function ampcore.tensor must then replace.
 from .tensor import Tensor  # isort: skip
-from . import amp, autograd, nn, optim, policy
+from . import amp, autograd, nn, optim, policy, serialization
 from .amp import autocast, custom_bwd, custom_fwd, get_autocast_dtype, is_autocast_available, is_autocast_enabled, op
 from .creation import (
     Generator,
@@ -44,6 +44,7 @@ from .plugins import (
     register_plugin,
     set_default_device,
 )
+from .serialization import load, load_safetensors, save, save_safetensors
 from .syncs import count_host_syncs
 
 __version__ = "0.1.0"
@@ -126,4 +127,10 @@ __all__ = [
     "register_backend",
     "register_plugin",
     "set_default_device",
+    # checkpoints
+    "save",
+    "load",
+    "save_safetensors",
+    "load_safetensors",
+    "serialization",
 ]
