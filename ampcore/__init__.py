@@ -7,7 +7,7 @@ from .backend import Availability, Backend, BackendUnavailableError, Capabilitie
 # Before creation's names: importing the submodule ampcore.tensor binds it as ampcore.tensor, which the
 # function ampcore.tensor must then replace.
 from .tensor import Tensor  # isort: skip
-from . import amp, autograd, nn, optim, policy, serialization
+from . import amp, autograd, nn, optim, policy, serialization, utils
 from .amp import autocast, custom_bwd, custom_fwd, get_autocast_dtype, is_autocast_available, is_autocast_enabled, op
 from .creation import (
     Generator,
@@ -133,4 +133,5 @@ __all__ = [
     "save_safetensors",
     "load_safetensors",
     "serialization",
+    "utils",
 ]

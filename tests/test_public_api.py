@@ -94,6 +94,7 @@ DOCUMENTED = {
     "save_safetensors",
     "load_safetensors",
     "serialization",
+    "utils",
 }
 
 
@@ -122,6 +123,7 @@ def test_exported_modules_are_modules_and_the_rest_are_not():
         "policy",
         "cgen",
         "serialization",
+        "utils",
     }
 
 
