@@ -95,6 +95,9 @@ DOCUMENTED = {
     "load_safetensors",
     "serialization",
     "utils",
+    "cpu",
+    "cuda",
+    "opencl",
 }
 
 
@@ -124,6 +127,9 @@ def test_exported_modules_are_modules_and_the_rest_are_not():
         "cgen",
         "serialization",
         "utils",
+        "cpu",
+        "cuda",
+        "opencl",
     }
 
 
