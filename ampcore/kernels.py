@@ -131,6 +131,8 @@ adamw_step_amp(params, grads, exp_avgs, exp_avg_sqs, steps, skip, *, lr, beta1,
                         Where ``skip`` is nonzero nothing is written and the
                         inputs come back; else one adamw_step numbered
                         ``steps + 1``, which it returns as the new ``steps``.
+                        Reference composition (no host read):
+                        :func:`ampcore.optim.adam.adamw_step_amp_reference`.
                         Optional even among fused kernels: without it a
                         fused optimizer under a GradScaler reads the found-inf
                         flag on the host once per step, as unfused ones do

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -149,3 +150,33 @@ def test_adamw_step_amp_kernel_writes_nothing_when_skip_is_set():
         **hyper,
     )
     assert out[3][0] == 1 and out[0][0].tobytes() == ref[0][0].tobytes()
+
+
+@pytest.mark.parametrize("skip", [0.0, 1.0])
+@pytest.mark.parametrize("decoupled", [True, False])
+@pytest.mark.parametrize("param_dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.float64], ids=str)
+def test_the_cpu_kernel_is_the_reference_composition_bit_for_bit(skip, decoupled, param_dtype):
+    from ampcore.optim.adam import adamw_step_amp_reference
+
+    k = ampcore.get_backend("cpu").kernels
+    rng = np.random.default_rng(0)
+    mdt = np.float64 if param_dtype is np.float64 else np.float32
+
+    def inputs():
+        r = np.random.default_rng(1)
+        return (
+            [r.standard_normal((3, 4)).astype(param_dtype), r.standard_normal(5).astype(param_dtype)],
+            [r.standard_normal((3, 4)).astype(param_dtype), r.standard_normal(5).astype(param_dtype)],
+            [r.standard_normal((3, 4)).astype(mdt), r.standard_normal(5).astype(mdt)],
+            [r.random((3, 4)).astype(mdt), r.random(5).astype(mdt)],
+        )
+
+    hyper = dict(lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.1, decoupled=decoupled)
+    steps, flag = np.full(1, float(rng.integers(0, 50)), np.float32), np.full(1, skip, np.float32)
+    ref = adamw_step_amp_reference(k, *inputs(), steps.copy(), flag, **hyper)
+    got = k.adamw_step_amp(*inputs(), steps.copy(), flag, **hyper)
+    for r, g in zip(ref[:3], got[:3]):
+        assert [a.tobytes() for a in r] == [a.tobytes() for a in g]
+    assert ref[3].tobytes() == got[3].tobytes() == (steps + (skip == 0)).tobytes()
+    if skip:
+        assert [a.tobytes() for a in got[0]] == [a.tobytes() for a in inputs()[0]]

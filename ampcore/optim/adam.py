@@ -26,7 +26,7 @@ from ..dispatch import guarded_kernels
 from ..tensor import Tensor
 from .optimizer import Optimizer, check_foreach_fused, check_hyper, grad_data
 
-__all__ = ["Adam", "AdamW", "adamw_step_reference"]
+__all__ = ["Adam", "AdamW", "adamw_step_amp_reference", "adamw_step_reference"]
 
 
 def _widen(k: Any, x: Any, dtype: Any) -> Any:
@@ -95,6 +95,60 @@ def adamw_step_reference(
     if max_exp_avg_sqs is not None:
         return new_p, new_m, new_v, new_max
     return new_p, new_m, new_v
+
+
+def adamw_step_amp_reference(
+    k: Any,
+    params: Sequence[Any],
+    grads: Sequence[Any],
+    exp_avgs: Sequence[Any],
+    exp_avg_sqs: Sequence[Any],
+    steps: Any,
+    skip: Any,
+    *,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float,
+    decoupled: bool,
+) -> tuple[list[Any], list[Any], list[Any], Any]:
+    """The fused ``adamw_step_amp`` kernel's contract composed from primitive kernels ``k``, with no host read.
+
+    ``steps`` and ``skip`` are 1-element float32 arrays (steps taken; nonzero
+    to skip).  The step is :func:`adamw_step_reference`'s with ``step = steps + 1``,
+    its bias corrections computed on the device in float64 (as the host
+    computes them) and rounded once to the moments' dtype; every output is
+    then selected with ``where(skip == 0, new, old)``, so a skipped step
+    returns its inputs' values (and ``steps`` unchanged).  Needs float64
+    storage for the bias corrections (cpu and cuda have it).
+    """
+    go = k.eq(skip, 0.0)
+    t_new = k.add(steps, 1.0)
+    t64 = k.cast(t_new, dt.float64)
+    step_size64 = k.div(lr, k.sub(1.0, k.pow(beta1, t64)))
+    bc2_sqrt64 = k.sqrt(k.sub(1.0, k.pow(beta2, t64)))
+    consts: dict[Any, tuple[Any, Any]] = {}
+    new_p, new_m, new_v = [], [], []
+    for p, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs):
+        cdt = k.dtype_of(m)
+        if cdt not in consts:
+            consts[cdt] = (_widen(k, step_size64, cdt), _widen(k, bc2_sqrt64, cdt))
+        step_size, bc2_sqrt = consts[cdt]
+        pc, gc = _widen(k, p, cdt), _widen(k, g, cdt)
+        if weight_decay:
+            if decoupled:
+                pc = k.mul(pc, 1.0 - lr * weight_decay)
+            else:
+                gc = k.add(gc, k.mul(pc, weight_decay))
+        m2 = k.add(m, k.mul(k.sub(gc, m), 1.0 - beta1))
+        v2 = k.add(k.mul(v, beta2), k.mul(k.mul(gc, gc), 1.0 - beta2))
+        denom = k.add(k.div(k.sqrt(v2), bc2_sqrt), eps)
+        pc = k.sub(pc, k.mul(k.div(m2, denom), step_size))
+        new_p.append(k.where(go, _widen(k, pc, k.dtype_of(p)), p))
+        new_m.append(k.where(go, m2, m))
+        new_v.append(k.where(go, v2, v))
+    return new_p, new_m, new_v, k.where(go, t_new, steps)
 
 
 class Adam(Optimizer):
