@@ -443,22 +443,23 @@ class GradScaler:
         count of skipped steps is kept on the device too (read by
         :attr:`skipped_steps`).  Returns the optimizer's ``step()`` result (None).
         """
+        # As torch: the devices' flags summed on the scaler's device, so an inf anywhere skips every device's step.
+        home = self._require_scale("step").device
+        total: Tensor | None = None
+        for flag in state.found_inf.values():
+            f = flag if flag.device == home else flag.to(home)  # a transfer only with gradients on several devices
+            total = f if total is None else total + f
+        assert total is not None
         optimizer.grad_scale = None
-        optimizer.found_inf = dict(state.found_inf)
+        optimizer.found_inf = {d: total if d == home else total.to(d) for d in state.found_inf}
         try:
             result = optimizer.step(**kwargs)
         finally:
             del optimizer.grad_scale, optimizer.found_inf
-        for flag in state.found_inf.values():
-            skipped = flag.to(dtype=dt.float32) > 0
-            count = skipped.to(device=self._skipped_on_device_at(), dtype=dt.float32).reshape(1)
-            self._skipped_device = count if self._skipped_device is None else self._skipped_device + count
+        count = (total > 0).to(dtype=dt.float32).reshape(1)
+        self._skipped_device = count if self._skipped_device is None else self._skipped_device + count
         state.stage = OptState.STEPPED
         return result
-
-    def _skipped_on_device_at(self) -> Device:
-        scale = self._require_scale("step")
-        return scale.device
 
     def _group_for(self, optimizer: Any) -> Any:
         """The process group whose ranks must agree on skipping: the scaler's, else a sharded optimizer's."""
