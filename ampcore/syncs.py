@@ -127,7 +127,8 @@ def pending_flag(device: Any) -> Tensor | None:
     They stay queued, compacted into one check whose error is the first
     failing one's (among the first :data:`MAX_PENDING_CHECKS` compacted), raised
     at the next read; so a fused optimizer step under a GradScaler skips on
-    this flag (a bad batch updates nothing) and the queue does not grow.
+    this flag (a bad batch updates nothing, nor does any later step until the
+    read that raises the error) and the queue does not grow.
     """
     checks = _state.pending.get(device)
     if not checks:
@@ -155,8 +156,8 @@ def _first_failure(kept: list[_Check]) -> Callable[[], Exception]:
             if bool(np.asarray(KernelGate.of(c.flag._backend, "deferred checks").to_numpy(c.flag._data)).any()):
                 return c.error()
         return RuntimeError(
-            f"an input check queued on the device failed in an earlier step (more than {MAX_PENDING_CHECKS} "
-            "steps ago, so its details were not kept); read a value sooner to see it"
+            f"an input check queued on the device failed, but more than {MAX_PENDING_CHECKS} checks were queued "
+            "since the last read and only the first ones keep their details; read a value more often to see it"
         )
 
     return error

@@ -180,3 +180,26 @@ def test_the_cpu_kernel_is_the_reference_composition_bit_for_bit(skip, decoupled
     assert ref[3].tobytes() == got[3].tobytes() == (steps + (skip == 0)).tobytes()
     if skip:
         assert [a.tobytes() for a in got[0]] == [a.tobytes() for a in inputs()[0]]
+
+
+def test_queued_checks_are_compacted_by_fused_steps_and_the_first_failure_is_raised():
+    from ampcore import syncs
+
+    model = _model()
+    opt = AdamW(model.parameters(), lr=1e-2, fused=True)
+    scaler = ampcore.GradScaler("cpu")
+    for i in range(3 * syncs.MAX_PENDING_CHECKS):  # more steps than the queue holds: no read is forced
+        opt.zero_grad()
+        with ampcore.count_host_syncs() as counter:
+            with ampcore.autocast("cpu", dtype=ampcore.float16):
+                target = ampcore.tensor([0, 1, 5 if i == 70 else 2, 1])
+                loss = nn.functional.cross_entropy(model(ampcore.randn(4, 6)), target)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        assert counter.count == 0
+        assert len(syncs._state.pending[ampcore.device("cpu")]) == 1
+    with pytest.raises(RuntimeError, match="more than 64 checks were queued"):
+        loss.item()  # the step-70 failure was beyond the kept details, and is still reported
+    # Once a check has failed, every later step skips too, until the read that raises it: steps 0..69 counted.
+    assert all(int(st["step"].item()) == 70 for st in opt.state.values())
