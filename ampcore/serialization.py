@@ -9,9 +9,9 @@ a JSON header, then raw little-endian tensor bytes; no code runs on load)::
     __metadata__   {"format": "ampcore", "ampcore.version": "1", "ampcore.structure": <JSON>}
 
 The structure is the object's tree in JSON: dicts (any hashable keys, order
-kept; OrderedDict noted), lists, tuples, None, bools, ints, floats (inf and
-NaN too), complex numbers, strings, ``ampcore.dtype`` and ``ampcore.device``
-values, and tensor references (name, dtype, device, requires_grad).  A model's
+kept; OrderedDict noted), lists, tuples, sets, None, bools, ints, floats (inf
+and NaN too), complex numbers, strings, bytes, ``ampcore.dtype`` and
+``ampcore.device`` values, and tensor references (name, dtype, device, requires_grad).  A model's
 ``state_dict()`` saved alone is a flat safetensors file whose tensor names are
 its keys, so ``safetensors.torch.load_file`` reads it as a torch state dict.
 
@@ -77,7 +77,10 @@ _ST_DTYPES: dict[str, np.dtype] = {
     "U8": np.dtype(np.uint8),
     "BOOL": np.dtype(np.bool_),
 }
-_ALLOWED = "tensors, dicts, lists, tuples, None, bools, ints, floats, complex numbers, strings, dtypes and devices"
+_ALLOWED = (
+    "tensors, dicts, lists, tuples, sets, None, bools, ints, floats, complex numbers, strings, bytes, dtypes "
+    "and devices"
+)
 
 
 class WeightsOnlyUnpicklingError(pickle.UnpicklingError):
@@ -116,6 +119,11 @@ class _Encoder:
             return {"$": "dtype", "v": obj.name}
         if isinstance(obj, Device):
             return {"$": "device", "v": str(obj)}
+        if isinstance(obj, (bytes, bytearray)):
+            kind = "bytes" if isinstance(obj, bytes) else "bytearray"
+            return {"$": kind, "v": base64.b64encode(bytes(obj)).decode("ascii")}
+        if type(obj) in (set, frozenset):
+            return {"$": type(obj).__name__, "v": [self.encode(v, path) for v in obj]}
         if type(obj) is list:
             return [self.encode(v, f"{path}.{i}" if path else str(i)) for i, v in enumerate(obj)]
         if type(obj) is tuple:
@@ -328,6 +336,12 @@ class _Decoder:
             return float(node["v"])
         if kind == "complex":
             return complex(self.decode(node["v"][0]), self.decode(node["v"][1]))
+        if kind in ("bytes", "bytearray"):
+            raw = base64.b64decode(node["v"])
+            return raw if kind == "bytes" else bytearray(raw)
+        if kind in ("set", "frozenset"):
+            items = [_hashable(self.decode(v)) for v in node["v"]]
+            return set(items) if kind == "set" else frozenset(items)
         if kind == "dtype":
             return dt.as_dtype(node["v"])
         if kind == "device":

@@ -67,9 +67,11 @@ def test_nested_structure_and_non_tensor_leaves_round_trip():
         7: {"nested": OrderedDict([("x", 1), ("y", ampcore.float16)])},
         (1, 2): ampcore.device("cpu"),
         "big": 2**70,
+        "raw": (b"\x00\xff", bytearray(b"ab"), {1, "x"}, frozenset({(1, 2)})),
     }
     out = roundtrip(obj)
-    assert list(out) == ["a", "t", 7, (1, 2), "big"]
+    assert list(out) == ["a", "t", 7, (1, 2), "big", "raw"]
+    assert out["raw"] == obj["raw"] and [type(v) for v in out["raw"]] == [bytes, bytearray, set, frozenset]
     assert out["a"][:9] == [1, 2.5, -0.0, "s", None, True, False, math.inf, -math.inf]
     assert math.copysign(1.0, out["a"][2]) == -1.0 and isinstance(out["a"][0], int) and out["a"][9] == 3 + 4j
     assert type(out["t"]) is tuple and type(out["t"][1]) is tuple and out["t"][2] == []
