@@ -7,7 +7,7 @@ from .backend import Availability, Backend, BackendUnavailableError, Capabilitie
 # Before creation's names: importing the submodule ampcore.tensor binds it as ampcore.tensor, which the
 # function ampcore.tensor must then replace.
 from .tensor import Tensor  # isort: skip
-from . import amp, autograd, nn, optim, policy
+from . import amp, autograd, backend_modules, nn, optim, policy, serialization, utils
 from .amp import autocast, custom_bwd, custom_fwd, get_autocast_dtype, is_autocast_available, is_autocast_enabled, op
 from .creation import (
     Generator,
@@ -95,10 +95,20 @@ from .plugins import (
     register_plugin,
     set_default_device,
 )
+from .serialization import load, load_safetensors, save, save_safetensors
 from .syncs import count_host_syncs
 
 __version__ = "0.1.0"
-__getattr__ = dtypes.module_getattr(__name__)
+
+
+def __getattr__(name: str) -> backend_modules.BackendModule:
+    """``ampcore.cuda``, ``ampcore.opencl``, ``ampcore.cpu`` and any registered backend's device module; a torch
+    dtype ampcore does not support (``ampcore.uint8``) raises UnsupportedDTypeError naming it."""
+    error = dtypes.unsupported_dtype_error(name)
+    if error is not None:
+        raise error
+    return backend_modules.module_for(name)
+
 
 __all__ = [
     "__version__",
@@ -238,4 +248,15 @@ __all__ = [
     "register_backend",
     "register_plugin",
     "set_default_device",
+    # checkpoints
+    "save",
+    "load",
+    "save_safetensors",
+    "load_safetensors",
+    "serialization",
+    "utils",
+    # per-backend device modules (torch.cuda's functions), made from the plugin registry on first access
+    "cpu",
+    "cuda",
+    "opencl",
 ]

@@ -147,6 +147,11 @@ class Backend:
     def synchronize(self, device_index: int = 0) -> None:
         """Wait for queued work (for timing); a no-op on synchronous backends."""
 
+    def memory_allocated(self, device_index: int = 0) -> int | None:
+        """Bytes the backend's arrays hold on the device now (``ampcore.<name>.memory_allocated()``);
+        ``None`` (the default) when the backend does not track it, which that function reports as 0."""
+        return None
+
     # --- measurement ---------------------------------------------------
     def peak_memory(self, fn: Callable[[], Any], device_index: int = 0) -> int | None:
         """Run ``fn()`` once and return the most bytes of device memory it had allocated at once.

@@ -37,7 +37,6 @@ __all__ = [
     "UNSUPPORTED_TORCH_DTYPES",
     "UnsupportedDTypeError",
     "unsupported_dtype_error",
-    "module_getattr",
 ]
 
 
@@ -254,15 +253,3 @@ def convert(array: Any, dtype: Any) -> np.ndarray:
         toward_zero = np.where(np.abs(wide) > np.abs(a), np.nextafter(f, np.float32(0)), f)
         odd = toward_zero.view(np.uint32) | inexact.astype(np.uint32)
     return odd.view(np.float32).astype(target)
-
-
-def module_getattr(module: str) -> Any:
-    """A module ``__getattr__`` that names a torch dtype ampcore does not support (``ampcore.uint8``)."""
-
-    def __getattr__(name: str) -> Any:  # noqa: N807 - the module hook's name
-        error = unsupported_dtype_error(name)
-        if error is not None:
-            raise error
-        raise AttributeError(f"module {module!r} has no attribute {name!r}")
-
-    return __getattr__

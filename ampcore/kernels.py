@@ -90,7 +90,7 @@ backend's exception into :class:`KernelError` naming the kernel and device.
 
 Fused kernels are optional; each has a reference composition of primitives in
 the core (see :mod:`ampcore.nn.functional` and :mod:`ampcore.optim`).  Except
-adamw_step they return a new array of their first input's shape and dtype,
+adamw_step and adamw_step_amp they return a new array of their first input's shape and dtype,
 computed in float32 or better (one rounding for float16/bfloat16), and raise
 nothing of their own (the core validated the call):
 
@@ -120,6 +120,22 @@ adamw_step(params, grads, exp_avgs, exp_avg_sqs, *, step, lr, beta1, beta2,
                         anything it raises TypeError for an array that is not
                         the backend's, then calls :func:`check_adamw_step`
                         (ValueError / TypeError)
+adamw_step_amp(params, grads, exp_avgs, exp_avg_sqs, steps, skip, *, lr, beta1,
+           beta2, eps, weight_decay, decoupled)
+           -> (params, exp_avgs, exp_avg_sqs, steps)
+                        adamw_step with no host read, for a fused optimizer
+                        under a GradScaler (torch's fused path): ``steps``
+                        and ``skip`` are 1-element float32 device arrays (the
+                        steps taken so far; nonzero where the step must be
+                        skipped: found inf/NaN or a failed input check).
+                        Where ``skip`` is nonzero nothing is written and the
+                        inputs come back; else one adamw_step numbered
+                        ``steps + 1``, which it returns as the new ``steps``.
+                        Reference composition (no host read):
+                        :func:`ampcore.optim.adam.adamw_step_amp_reference`.
+                        Optional even among fused kernels: without it a
+                        fused optimizer under a GradScaler reads the found-inf
+                        flag on the host once per step, as unfused ones do
 ======================  =====================================================
 """
 
@@ -194,6 +210,7 @@ FUSED: frozenset[str] = frozenset(
         "gelu",
         "gelu_backward",
         "adamw_step",
+        "adamw_step_amp",
     }
 )
 

@@ -39,6 +39,7 @@ __all__ = [
     "to_host",
     "defer_check",
     "run_deferred_checks",
+    "pending_flag",
     "read_with_checks",
     "MAX_PENDING_CHECKS",
 ]
@@ -119,16 +120,60 @@ def run_deferred_checks(device: Any = None) -> None:
             read_with_checks(None, d)
 
 
+def pending_flag(device: Any) -> Tensor | None:
+    """The queued checks of ``device`` as one 1-element float32 flag on the device (nonzero if any failed),
+    without reading them.  None if none are queued.
+
+    They stay queued, compacted into one check whose error is the first
+    failing one's (among the first :data:`MAX_PENDING_CHECKS` compacted), raised
+    at the next read; so a fused optimizer step under a GradScaler skips on
+    this flag (a bad batch updates nothing, nor does any later step until the
+    read that raises the error) and the queue does not grow.
+    """
+    checks = _state.pending.get(device)
+    if not checks:
+        return None
+    backend = checks[0].flag._backend
+    k = KernelGate.of(backend, "deferred checks")
+    total = None
+    for c in checks:
+        flag = k.reshape(k.cast(c.flag._data, float32), (1,))
+        total = flag if total is None else k.add(total, flag)
+    out = checks[0].flag._wrap(total, device, backend)
+    kept = [o for c in checks for o in (c.originals if isinstance(c, _Compacted) else (c,))][:MAX_PENDING_CHECKS]
+    _state.pending[device] = [_Compacted(out, _first_failure(kept), tuple(kept))]
+    return out
+
+
+@dataclass(frozen=True)
+class _Compacted(_Check):
+    originals: tuple[_Check, ...] = ()
+
+
+def _first_failure(kept: list[_Check]) -> Callable[[], Exception]:
+    def error() -> Exception:
+        for c in kept:
+            if bool(np.asarray(KernelGate.of(c.flag._backend, "deferred checks").to_numpy(c.flag._data)).any()):
+                return c.error()
+        return RuntimeError(
+            f"an input check queued on the device failed, but more than {MAX_PENDING_CHECKS} checks were queued "
+            "since the last read and only the first ones keep their details; read a value more often to see it"
+        )
+
+    return error
+
+
 @overload
-def read_with_checks(values: Tensor, device: Any = None) -> np.ndarray: ...
+def read_with_checks(values: Tensor, device: Any = None, *, reason: str | None = None) -> np.ndarray: ...
 @overload
-def read_with_checks(values: None, device: Any = None) -> None: ...
-def read_with_checks(values: Tensor | None, device: Any = None) -> np.ndarray | None:
+def read_with_checks(values: None, device: Any = None, *, reason: str | None = None) -> None: ...
+def read_with_checks(values: Tensor | None, device: Any = None, *, reason: str | None = None) -> np.ndarray | None:
     """Read the 1-D float32 ``values`` and the queued checks of its device in one transfer.
 
     Returns the values on the host (None if ``values`` is None); raises the
     first failed check's error, after clearing the queue.  Works on the
-    backend's arrays directly, so no op is traced or autocast on the way.
+    backend's arrays directly, so no op is traced or autocast on the way.  ``reason`` labels the read for
+    :func:`count_host_syncs` (default: "checks", or "values and checks").
     """
     device = values.device if values is not None else device
     checks = _state.pending.pop(device, [])
@@ -142,7 +187,7 @@ def read_with_checks(values: Tensor | None, device: Any = None) -> np.ndarray | 
     host = _read(
         backend,
         arrays[0] if len(arrays) == 1 else k.concat(arrays, 0),
-        "checks" if values is None else "values and checks",
+        reason or ("checks" if values is None else "values and checks"),
     )
     n = 0 if values is None else values.shape[0]
     for check, failed in zip(checks, host[n:]):

@@ -5,8 +5,12 @@ One step is :func:`train_step`: zero the gradients, forward and loss under
 ``scaler.update``.  The scaler comes from :meth:`GradScaler.for_dtype`, so it
 is active for float16 only (bfloat16 and the float32 baseline need none).
 
-Host syncs: a step reads the device once (the scaler's skip decision, or the
-optimizer's deferred input checks).  Losses are summed on the device and read
+Host syncs: with a float16 GradScaler and a backend with the ``adamw_step_amp``
+kernel (cpu), a step reads nothing: the fused AdamW skips on the device (the
+found-inf flag and the deferred input checks stay there; the checks are read
+every ``ampcore.syncs.MAX_PENDING_CHECKS`` steps or at the next read).  Elsewhere
+a step reads the device once (the scaler's skip decision, or the optimizer's
+deferred input checks).  Losses are summed on the device and read
 when progress is reported (every ``progress_every`` steps, only if someone
 listens) and once at the end.
 """
@@ -33,7 +37,7 @@ from .names import did_you_mean
 from .nn import functional as F
 from .ops import cat
 from .plugins import get_backend, resolve_device
-from .syncs import count_host_syncs, to_host
+from .syncs import count_host_syncs, read_with_checks
 from .tensor import Tensor
 
 __all__ = [
@@ -227,7 +231,10 @@ def train(
     world, rank = (1, 0) if process_group is None else (process_group.size, process_group.rank)
     if process_group is not None:
         model = _data_parallel(model, config, dtype, process_group)
-    optimizer = optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    # fused=True where the backend has the fused step: under a float16 GradScaler a backend with adamw_step_amp
+    # (cpu) then skips overflowed steps on the device, and the step makes no host read at all.
+    fused = True if get_backend(device.type).kernels.has("adamw_step") else None
+    optimizer = optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=fused)
     scaler = GradScaler.for_dtype(dtype, device, process_group=process_group)
 
     rng = np.random.default_rng(config.seed)
@@ -297,6 +304,11 @@ def _data_parallel(model: Any, config: TrainConfig, dtype: dt.DType, process_gro
 def _read_progress(window: Tensor, scaler: GradScaler) -> tuple[float, float | None]:
     """The summed losses and the loss scale in one host read (counted under the reason ``"progress"``)."""
     scale = scaler._get_scale_async()
-    parts = [window.reshape(1)] + ([scale] if scale is not None else [])
-    values = to_host(cat(parts), PROGRESS)
+    skipped = scaler._skipped_device  # steps a fused optimizer skipped on the device, read in the same transfer
+    parts = [window.reshape(1)] + ([scale] if scale is not None else []) + ([skipped] if skipped is not None else [])
+    values = read_with_checks(cat(parts), reason=PROGRESS)  # with any queued label checks, in one transfer
+    assert values is not None
+    if skipped is not None:
+        scaler._skipped_steps += int(values[-1])
+        scaler._skipped_device = None
     return float(values[0]), (float(values[1]) if scale is not None else None)

@@ -88,6 +88,7 @@ def test_info_json_has_the_same_facts(capsys, register_fake):
         "gelu",
         "gelu_backward",
         "adamw_step",
+        "adamw_step_amp",
     }
     assert cpu["kernels"]["native"] >= 47
     assert backends[fake.name]["devices"][0]["storable"] == ["bfloat16", "bool", "float32", "int64"]

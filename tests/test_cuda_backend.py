@@ -243,7 +243,9 @@ def test_the_kernel_table_has_every_primitive_and_every_fused_kernel_of_the_cont
 
     names = set(CUDABackend().kernel_functions())
     assert PRIMITIVES <= names
-    assert names - PRIMITIVES == FUSED
+    # adamw_step_amp (the fused step that reads GradScaler's found-inf on the device) is cpu-only so far: cuda
+    # keeps the one-read path under a GradScaler.
+    assert names - PRIMITIVES == FUSED - {"adamw_step_amp"}
 
 
 def test_the_installed_backend_is_listed_unavailable_with_its_reason_and_not_broken(run_python):

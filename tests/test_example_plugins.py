@@ -222,6 +222,7 @@ def test_fresh_install_lists_the_plugins_with_their_distributions(venv):
     assert arrayapi["kernels"]["primitives"] == 47
     assert arrayapi["kernels"]["reference"] == [
         "adamw_step",
+        "adamw_step_amp",
         "gelu",
         "gelu_backward",
         "log_softmax",

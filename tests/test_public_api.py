@@ -148,6 +148,16 @@ DOCUMENTED = {
     "register_backend",
     "register_plugin",
     "set_default_device",
+    # checkpoints
+    "save",
+    "load",
+    "save_safetensors",
+    "load_safetensors",
+    "serialization",
+    "utils",
+    "cpu",
+    "cuda",
+    "opencl",
 }
 
 
@@ -165,7 +175,22 @@ def test_every_exported_name_exists():
 
 def test_exported_modules_are_modules_and_the_rest_are_not():
     modules = {name for name in ampcore.__all__ if isinstance(getattr(ampcore, name, None), types.ModuleType)}
-    assert modules == {"dtypes", "kernels", "plugins", "nn", "optim", "amp", "autograd", "policy", "cgen"}
+    assert modules == {
+        "dtypes",
+        "kernels",
+        "plugins",
+        "nn",
+        "optim",
+        "amp",
+        "autograd",
+        "policy",
+        "cgen",
+        "serialization",
+        "utils",
+        "cpu",
+        "cuda",
+        "opencl",
+    }
 
 
 def test_testing_helpers_are_importable():

@@ -181,6 +181,7 @@ class GradScaler:
         self._scaled_backward_seen = False
         self._warned: set[str] = set()
         self._skipped_steps = 0
+        self._skipped_device: Tensor | None = None  # skipped steps of fused optimizers, counted on the device
         self._backoffs_in_a_row = 0
         if process_group is not None and not all(
             hasattr(process_group, m) for m in ("all_reduce_host", "check_consistent")
@@ -383,6 +384,13 @@ class GradScaler:
         Returns True if it stepped, False if it skipped (parameters and
         optimizer state untouched).  One host read per gradient device: the
         skip decision.  A disabled scaler returns ``optimizer.step(*args, **kwargs)``.
+
+        An optimizer whose ``_step_supports_amp_scaling`` is true (torch's
+        flag; ``Adam``/``AdamW(fused=True)`` on a backend with the
+        ``adamw_step_amp`` kernel) gets ``found_inf`` instead and skips on the
+        device: no host read at all, and the result is the optimizer's (None),
+        as in torch.  Not with a process group or inside ``detect_overflow()``,
+        which need the flag on the host.
         """
         if not self._enabled:
             return optimizer.step(*args, **kwargs)
@@ -415,7 +423,10 @@ class GradScaler:
                     "scaler.scale(loss).backward() instead of loss.backward()"
                 ),
             )
-        skipped = self._skip_decision(state, self._group_for(optimizer))
+        group = self._group_for(optimizer)
+        if group is None and active() is None and getattr(optimizer, "_step_supports_amp_scaling", False):
+            return self._step_on_device(optimizer, state, kwargs)
+        skipped = self._skip_decision(state, group)
         state.skipped = skipped
         if skipped:
             self._skipped_steps += 1
@@ -424,6 +435,31 @@ class GradScaler:
             optimizer.step(**kwargs)
         state.stage = OptState.STEPPED
         return not skipped
+
+    def _step_on_device(self, optimizer: Any, state: _PerOptimizer, kwargs: dict[str, Any]) -> Any:
+        """torch's fused path: the optimizer gets ``found_inf`` (per device) and skips on the device; no host read.
+
+        The gradients are already unscaled, so ``grad_scale`` is None.  The
+        count of skipped steps is kept on the device too (read by
+        :attr:`skipped_steps`).  Returns the optimizer's ``step()`` result (None).
+        """
+        # As torch: the devices' flags summed on the scaler's device, so an inf anywhere skips every device's step.
+        home = self._require_scale("step").device
+        total: Tensor | None = None
+        for flag in state.found_inf.values():
+            f = flag if flag.device == home else flag.to(home)  # a transfer only with gradients on several devices
+            total = f if total is None else total + f
+        assert total is not None
+        optimizer.grad_scale = None
+        optimizer.found_inf = {d: total if d == home else total.to(d) for d in state.found_inf}
+        try:
+            result = optimizer.step(**kwargs)
+        finally:
+            del optimizer.grad_scale, optimizer.found_inf
+        count = (total > 0).to(dtype=dt.float32).reshape(1)
+        self._skipped_device = count if self._skipped_device is None else self._skipped_device + count
+        state.stage = OptState.STEPPED
+        return result
 
     def _group_for(self, optimizer: Any) -> Any:
         """The process group whose ranks must agree on skipping: the scaler's, else a sharded optimizer's."""
@@ -608,7 +644,12 @@ class GradScaler:
 
     @property
     def skipped_steps(self) -> int:
-        """Optimizer steps skipped for inf/NaN gradients since this scaler was made (or loaded)."""
+        """Optimizer steps skipped for inf/NaN gradients since this scaler was made (or loaded).
+
+        Steps a fused optimizer skipped on the device are counted there; reading them is a host read."""
+        if self._skipped_device is not None:
+            self._skipped_steps += int(self._skipped_device.item())
+            self._skipped_device = None
         return self._skipped_steps
 
     def state_dict(self) -> dict[str, Any]:
@@ -622,7 +663,7 @@ class GradScaler:
             "backoff_factor": self._backoff_factor,
             "growth_interval": self._growth_interval,
             "_growth_tracker": self.get_growth_tracker(),
-            "skipped_steps": self._skipped_steps,
+            "skipped_steps": self.skipped_steps,
         }
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
@@ -656,7 +697,7 @@ class GradScaler:
             raise ValueError(f"GradScaler: skipped_steps must be a non-negative int, got {skipped!r}")
         self._init_scale, self._growth_factor, self._backoff_factor = scale, growth, backoff
         self._growth_interval, self._init_growth_tracker = interval, tracker
-        self._skipped_steps = skipped
+        self._skipped_steps, self._skipped_device = skipped, None
         if self._scale is not None:
             device = self._scale.device
             self._scale = full((1,), scale, dtype=dt.float32, device=device)

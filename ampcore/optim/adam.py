@@ -20,11 +20,13 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .. import dtypes as dt
+from ..creation import full
 from ..dispatch import guarded_kernels
 from ..tensor import Tensor
-from .optimizer import Optimizer, check_hyper, grad_data
+from .optimizer import Optimizer, check_foreach_fused, check_hyper, grad_data
 
-__all__ = ["Adam", "AdamW", "adamw_step_reference"]
+__all__ = ["Adam", "AdamW", "adamw_step_amp_reference", "adamw_step_reference"]
 
 
 def _widen(k: Any, x: Any, dtype: Any) -> Any:
@@ -95,6 +97,60 @@ def adamw_step_reference(
     return new_p, new_m, new_v
 
 
+def adamw_step_amp_reference(
+    k: Any,
+    params: Sequence[Any],
+    grads: Sequence[Any],
+    exp_avgs: Sequence[Any],
+    exp_avg_sqs: Sequence[Any],
+    steps: Any,
+    skip: Any,
+    *,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float,
+    decoupled: bool,
+) -> tuple[list[Any], list[Any], list[Any], Any]:
+    """The fused ``adamw_step_amp`` kernel's contract composed from primitive kernels ``k``, with no host read.
+
+    ``steps`` and ``skip`` are 1-element float32 arrays (steps taken; nonzero
+    to skip).  The step is :func:`adamw_step_reference`'s with ``step = steps + 1``,
+    its bias corrections computed on the device in float64 (as the host
+    computes them) and rounded once to the moments' dtype; every output is
+    then selected with ``where(skip == 0, new, old)``, so a skipped step
+    returns its inputs' values (and ``steps`` unchanged).  Needs float64
+    storage for the bias corrections (cpu and cuda have it).
+    """
+    go = k.eq(skip, 0.0)
+    t_new = k.add(steps, 1.0)
+    t64 = k.cast(t_new, dt.float64)
+    step_size64 = k.div(lr, k.sub(1.0, k.pow(beta1, t64)))
+    bc2_sqrt64 = k.sqrt(k.sub(1.0, k.pow(beta2, t64)))
+    consts: dict[Any, tuple[Any, Any]] = {}
+    new_p, new_m, new_v = [], [], []
+    for p, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs):
+        cdt = k.dtype_of(m)
+        if cdt not in consts:
+            consts[cdt] = (_widen(k, step_size64, cdt), _widen(k, bc2_sqrt64, cdt))
+        step_size, bc2_sqrt = consts[cdt]
+        pc, gc = _widen(k, p, cdt), _widen(k, g, cdt)
+        if weight_decay:
+            if decoupled:
+                pc = k.mul(pc, 1.0 - lr * weight_decay)
+            else:
+                gc = k.add(gc, k.mul(pc, weight_decay))
+        m2 = k.add(m, k.mul(k.sub(gc, m), 1.0 - beta1))
+        v2 = k.add(k.mul(v, beta2), k.mul(k.mul(gc, gc), 1.0 - beta2))
+        denom = k.add(k.div(k.sqrt(v2), bc2_sqrt), eps)
+        pc = k.sub(pc, k.mul(k.div(m2, denom), step_size))
+        new_p.append(k.where(go, _widen(k, pc, k.dtype_of(p)), p))
+        new_m.append(k.where(go, m2, m))
+        new_v.append(k.where(go, v2, v))
+    return new_p, new_m, new_v, k.where(go, t_new, steps)
+
+
 class Adam(Optimizer):
     """Adam (torch.optim.Adam): ``weight_decay`` is an L2 term added to the gradient.
 
@@ -109,6 +165,18 @@ class Adam(Optimizer):
     ``step`` (int), ``exp_avg``, ``exp_avg_sq`` (and ``max_exp_avg_sq`` with
     amsgrad), float32 for float32/float16/bfloat16 parameters.
     ValueError for lr < 0, eps < 0, betas outside [0, 1) or weight_decay < 0.
+
+    ``foreach`` and ``fused`` are torch's options.  ``foreach`` changes
+    nothing here (every group is one multi-tensor step already).
+    ``fused=None`` (default) uses the backend's fused kernel where there is
+    one; ``fused=False`` always runs the reference composition (the same
+    bits on the cpu backend); ``fused=True`` requires the fused kernel
+    (ValueError naming the backends without one, or for ``amsgrad``).  Under a
+    GradScaler a ``fused=True`` optimizer on backends with ``adamw_step_amp``
+    (cpu so far; opencl and cuda read found-inf on the host once per step, as
+    before) is stepped with ``found_inf`` on the device: the step is skipped
+    there, with no host read, and the step counts become 1-element float32
+    device tensors (as torch's fused state); ``scaler.step`` then returns None.
     """
 
     decoupled = False
@@ -121,8 +189,25 @@ class Adam(Optimizer):
         eps: float = 1e-8,
         weight_decay: float = 0.0,
         amsgrad: bool = False,
+        *,
+        foreach: bool | None = None,
+        fused: bool | None = None,
     ) -> None:
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad))
+        check_foreach_fused(type(self).__name__, foreach, fused)
+        defaults = dict(
+            lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, foreach=foreach, fused=fused
+        )
+        super().__init__(params, defaults)
+
+    @property
+    def _step_supports_amp_scaling(self) -> bool:
+        """True when every group is ``fused=True`` and every parameter's backend has ``adamw_step_amp``: then
+        ``GradScaler.step`` hands this optimizer ``found_inf`` and the step is skipped on the device (torch's
+        fused path, no host read)."""
+        return all(
+            group["fused"] and all(p._backend.kernels.has("adamw_step_amp") for p in group["params"])
+            for group in self.param_groups
+        )
 
     def _validate_group(self, group: dict[str, Any]) -> None:
         check_hyper("learning rate", group["lr"])
@@ -134,6 +219,22 @@ class Adam(Optimizer):
         check_hyper("beta parameter at index 1", betas[1], 0.0, 1.0, high_open=True)
         check_hyper("weight_decay value", group["weight_decay"])
         group["betas"] = (float(betas[0]), float(betas[1]))
+        name = type(self).__name__
+        group.setdefault("foreach", None)
+        group.setdefault("fused", None)
+        check_foreach_fused(name, group["foreach"], group["fused"])
+        if group["fused"]:
+            if group["amsgrad"]:
+                raise ValueError(
+                    f"{name}(fused=True) does not support amsgrad=True: the backends' fused adamw_step has no "
+                    "max_exp_avg_sq; pass fused=None (or False) with amsgrad"
+                )
+            lacking = sorted({p._backend.name for p in group["params"] if not p._backend.kernels.has("adamw_step")})
+            if lacking:
+                raise ValueError(
+                    f"{name}(fused=True): backend(s) {lacking} have no fused adamw_step kernel; pass fused=None "
+                    "(the fused kernel where there is one) or fused=False"
+                )
 
     def _state_spec(self, group: dict[str, Any]) -> dict[str, str]:
         spec = {"step": "step", "exp_avg": "tensor", "exp_avg_sq": "tensor"}
@@ -151,13 +252,19 @@ class Adam(Optimizer):
                 if amsgrad:
                     st["max_exp_avg_sq"] = self._new_state_tensor(p)
             states[p] = st
+        if self._skip is not None:
+            return self._update_on_device(group, params, states, self._skip)
+        for st in states.values():
+            if isinstance(st["step"], Tensor):  # counted on the device by an earlier fused AMP step
+                st["step"] = int(st["step"].item())
         # One kernel call per backend and step count (usually one for the whole group).
         buckets: dict[tuple[int, int], list[Tensor]] = {}
         for p in params:
             buckets.setdefault((id(p._backend), states[p]["step"] + 1), []).append(p)
         # The fused kernel may write p, m and v in place, so it runs in the finish phase, after every
         # out-of-place computation of every group has succeeded (see the optimizer module's docstring).
-        fused = [key for key, ps in buckets.items() if not amsgrad and ps[0]._backend.kernels.has("adamw_step")]
+        use_fused = group["fused"] is not False and not amsgrad
+        fused = [key for key, ps in buckets.items() if use_fused and ps[0]._backend.kernels.has("adamw_step")]
         results = {
             key: self._run(group, ps, states, key[1], fused=False) for key, ps in buckets.items() if key not in fused
         }
@@ -178,6 +285,66 @@ class Adam(Optimizer):
                     st["step"] = key[1]
                     self.state[p] = st
                     self._mark_owned(p)
+
+        return finish
+
+    def _update_on_device(
+        self,
+        group: dict[str, Any],
+        params: list[Tensor],
+        states: dict[Tensor, dict[str, Any]],
+        skip: dict[Any, Tensor],
+    ) -> Callable[[], Callable[[], None]]:
+        """The fused AMP step: ``adamw_step_amp`` per (device, step counter), skipped on the device where
+        ``skip`` is nonzero.  Step counts live on the device as 1-element float32 tensors (torch's fused
+        state), one tensor shared by the parameters that have taken the same number of steps."""
+        shared: dict[tuple[Any, int], Tensor] = {}
+        for p in params:
+            st = states[p]
+            if not isinstance(st["step"], Tensor):
+                key = (p.device, int(st["step"]))
+                if key not in shared:
+                    shared[key] = full((1,), float(st["step"]), dtype=dt.float32, device=p.device)
+                st["step"] = shared[key]
+        buckets: dict[int, list[Tensor]] = {}
+        for p in params:
+            buckets.setdefault(id(states[p]["step"]), []).append(p)
+        results: dict[int, tuple[Any, ...]] = {}
+
+        def finish() -> Callable[[], None]:
+            for key, ps in buckets.items():
+                k = guarded_kernels(ps[0]._backend, f"{type(self).__name__}.step")
+                beta1, beta2 = group["betas"]
+                flag = skip.get(ps[0].device)
+                if flag is None:
+                    raise RuntimeError(
+                        f"{type(self).__name__}.step: the GradScaler found no gradients on {str(ps[0].device)!r}"
+                    )
+                results[key] = k.adamw_step_amp(
+                    [self._private(p) for p in ps],
+                    [grad_data(p) for p in ps],
+                    [states[p]["exp_avg"]._data for p in ps],
+                    [states[p]["exp_avg_sq"]._data for p in ps],
+                    states[ps[0]]["step"]._data,
+                    flag._data,
+                    lr=float(group["lr"]),
+                    beta1=beta1,
+                    beta2=beta2,
+                    eps=float(group["eps"]),
+                    weight_decay=float(group["weight_decay"]),
+                    decoupled=self.decoupled,
+                )
+            return commit
+
+        def commit() -> None:
+            for key, ps in buckets.items():
+                new_p, new_m, new_v, steps = results[key]
+                for i, p in enumerate(ps):
+                    st = states[p]
+                    p._data, st["exp_avg"]._data, st["exp_avg_sq"]._data = new_p[i], new_m[i], new_v[i]
+                    self.state[p] = st
+                    self._mark_owned(p)
+                states[ps[0]]["step"]._data = steps
 
         return finish
 
@@ -220,5 +387,17 @@ class AdamW(Adam):
         eps: float = 1e-8,
         weight_decay: float = 1e-2,
         amsgrad: bool = False,
+        *,
+        foreach: bool | None = None,
+        fused: bool | None = None,
     ) -> None:
-        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad)
+        super().__init__(
+            params,
+            lr=lr,
+            betas=betas,
+            eps=eps,
+            weight_decay=weight_decay,
+            amsgrad=amsgrad,
+            foreach=foreach,
+            fused=fused,
+        )

@@ -38,10 +38,10 @@ from .. import dtypes as dt
 from ..autograd import enable_grad, no_grad, zero_grads
 from ..creation import zeros
 from ..dispatch import guarded_kernels
-from ..syncs import run_deferred_checks
+from ..syncs import pending_flag, run_deferred_checks
 from ..tensor import Tensor
 
-__all__ = ["Optimizer", "StateDictError", "state_dtype"]
+__all__ = ["Optimizer", "StateDictError", "check_foreach_fused", "state_dtype"]
 
 ParamsT = Iterable[Tensor] | Iterable[dict[str, Any]]
 
@@ -96,6 +96,7 @@ class Optimizer:
         self.state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
         self.param_groups: list[dict[str, Any]] = []
         self._owned: dict[Tensor, _ArrayRef] = {}
+        self._skip: dict[Any, Tensor] | None = None  # per device, while a GradScaler's fused step runs
         # Tensors or dicts; a list of tensors becomes one group below.
         groups: list[Any] = list(params)
         if not groups:
@@ -178,16 +179,24 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        run_deferred_checks()
+        found_inf: dict[Any, Tensor] | None = getattr(self, "found_inf", None)
+        if found_inf is None:
+            run_deferred_checks()
+            self._skip = None
+        else:  # a GradScaler's fused path: skip on the device where inf/NaN was found or a queued check failed
+            self._skip = {d: _skip_flag(f, pending_flag(d)) for d, f in found_inf.items()}
         plan = [(group, [p for p in group["params"] if p.grad is not None]) for group in self.param_groups]
         for _, params in plan:
             for p in params:
                 _check_grad(p)
-        with no_grad():
-            finishers = [self._update(group, params) for group, params in plan if params]
-            commits = [finish() for finish in finishers]
-            for commit in commits:
-                commit()
+        try:
+            with no_grad():
+                finishers = [self._update(group, params) for group, params in plan if params]
+                commits = [finish() for finish in finishers]
+                for commit in commits:
+                    commit()
+        finally:
+            self._skip = None
         return loss
 
     def _private(self, p: Tensor) -> Any:
@@ -311,6 +320,21 @@ class Optimizer:
             lines.append(f"Parameter Group {i}")
             lines.extend(f"    {k}: {v}" for k, v in sorted(group.items()) if k != "params")
         return "\n".join(lines + [")"])
+
+
+def _skip_flag(found_inf: Tensor, checks: Any) -> Tensor:
+    """found_inf (1-element float32), plus the failed-check flag when input checks are queued, on the device."""
+    flag = found_inf.detach().reshape(1).to(dtype=dt.float32)
+    return flag if checks is None else flag + checks.to(device=flag.device, dtype=dt.float32).reshape(1)
+
+
+def check_foreach_fused(name: str, foreach: Any, fused: Any) -> None:
+    """torch's rules for the ``foreach`` and ``fused`` options: None, True or False, and not both True."""
+    for option, value in (("foreach", foreach), ("fused", fused)):
+        if value is not None and not isinstance(value, bool):
+            raise TypeError(f"{name}: {option} must be None, True or False, got {value!r}")
+    if foreach and fused:
+        raise RuntimeError(f"{name}: `fused` and `foreach` cannot be `True` together; pass one of them")
 
 
 def grad_data(p: Tensor) -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 from ..dispatch import guarded_kernels
 from ..tensor import Tensor
 from .adam import _widen
-from .optimizer import Optimizer, check_hyper, grad_data, state_dtype
+from .optimizer import Optimizer, check_foreach_fused, check_hyper, grad_data, state_dtype
 
 __all__ = ["SGD"]
 
@@ -27,6 +27,8 @@ class SGD(Optimizer):
     State: ``momentum_buffer`` (float32 for float32/float16/bfloat16
     parameters) once momentum is used.  ValueError for lr, momentum or
     weight_decay < 0, or nesterov without momentum or with dampening.
+    ``foreach`` (torch's option) changes nothing here; ``fused=True`` raises
+    ValueError (no backend has a fused SGD kernel).
     """
 
     def __init__(
@@ -37,10 +39,26 @@ class SGD(Optimizer):
         dampening: float = 0.0,
         weight_decay: float = 0.0,
         nesterov: bool = False,
+        *,
+        foreach: bool | None = None,
+        fused: bool | None = None,
     ) -> None:
-        super().__init__(
-            params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov)
+        check_foreach_fused("SGD", foreach, fused)
+        if fused:
+            raise ValueError(
+                "SGD(fused=True) is not supported: no ampcore backend has a fused SGD kernel; pass fused=None "
+                "(the update is already one pass over each group's primitives)"
+            )
+        defaults = dict(
+            lr=lr,
+            momentum=momentum,
+            dampening=dampening,
+            weight_decay=weight_decay,
+            nesterov=nesterov,
+            foreach=foreach,
+            fused=fused,
         )
+        super().__init__(params, defaults)
 
     def _validate_group(self, group: dict[str, Any]) -> None:
         check_hyper("learning rate", group["lr"])

@@ -167,3 +167,45 @@ def _update_tensor(
 
 
 OPTIM_KERNELS: dict[str, Callable[..., Any]] = {"adamw_step": adamw_step}
+
+
+def adamw_step_amp(
+    params: Sequence[np.ndarray],
+    grads: Sequence[np.ndarray],
+    exp_avgs: Sequence[np.ndarray],
+    exp_avg_sqs: Sequence[np.ndarray],
+    steps: np.ndarray,
+    skip: np.ndarray,
+    *,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float,
+    decoupled: bool,
+) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], np.ndarray]:
+    """:func:`adamw_step` that reads the step count and the skip flag on the device (host memory here):
+    nothing changes where ``skip[0] != 0``, else one step numbered ``steps[0] + 1`` and ``steps + 1`` returned."""
+    if not (isinstance(steps, np.ndarray) and isinstance(skip, np.ndarray) and steps.size == 1 and skip.size == 1):
+        raise TypeError("adamw_step_amp: steps and skip must be 1-element NumPy arrays")
+    if skip.reshape(-1)[0] != 0:
+        _validate(params, grads, exp_avgs, exp_avg_sqs, 1, {})
+        return list(params), list(exp_avgs), list(exp_avg_sqs), steps
+    step = int(steps.reshape(-1)[0]) + 1
+    new_p, new_m, new_v = adamw_step(
+        params,
+        grads,
+        exp_avgs,
+        exp_avg_sqs,
+        step=step,
+        lr=lr,
+        beta1=beta1,
+        beta2=beta2,
+        eps=eps,
+        weight_decay=weight_decay,
+        decoupled=decoupled,
+    )
+    return new_p, new_m, new_v, np.full_like(steps, step)
+
+
+OPTIM_KERNELS["adamw_step_amp"] = adamw_step_amp

@@ -1,0 +1,5 @@
+"""torch.utils's counterparts: :mod:`ampcore.utils.data` (Dataset, TensorDataset, DataLoader)."""
+
+from . import data
+
+__all__ = ["data"]
