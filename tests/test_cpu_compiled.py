@@ -19,8 +19,8 @@ def test_peak_memory_does_not_count_numba_compiling_the_loops():
         import numpy as np
         import ampcore
         backend = ampcore.get_backend("cpu")
-        x = np.ones(4096, np.float32)
-        print(backend.peak_memory(lambda: backend.kernels.cast(backend.kernels.cast(x, ampcore.float16), ampcore.float32)))
+        k, x = backend.kernels, np.ones(4096, np.float32)
+        print(backend.peak_memory(lambda: k.cast(k.cast(x, ampcore.float16), ampcore.float32)))
         """
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
