@@ -294,10 +294,56 @@ def _gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.matmul(_blas_ready(a), _blas_ready(b))
 
 
+# A float16/bfloat16 product whose larger operand has at least this many elements is computed block by block
+# (:func:`_blocked_lowp_gemm`): widening the whole operand to float32 held three times its bytes at once.
+BLOCKED_GEMM_ELEMENTS = 1 << 21
+_BLOCK_ELEMENTS = 1 << 20  # elements of the larger operand widened per block (4 MiB of float32)
+# Each block's product stays at least this large (m*n*k), far above the sizes where OpenBLAS switches to its
+# "direct" small-matrix sgemm (under 28*512*512 on Skylake-X), so blocks take the same path as the whole product.
+_BLOCK_MIN_MNK = 1 << 25
+
+
+def _blocked_lowp_gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """A 2-D float16/bfloat16 ``a @ b`` (batch dimensions all 1 allowed) in column blocks of ``b`` or row
+    blocks of ``a``, whichever is the larger operand, each widened, multiplied and rounded in turn; None
+    where the product is small or batched.
+
+    Every output element is still one float32 dot product over the whole of K, rounded once: the blocks split
+    M or N, never K, so the bits are the whole product's (checked on the benchmark models' shapes by
+    ``tests/test_cpu_compiled.py``).  Peak memory is the two 2-byte operands, the 2-byte output and one
+    block, instead of float32 copies of both operands and of the output: the cnn's conv2 input gradient,
+    (32, 576) @ (576, 8192), held 28 MiB in float16 against 19 in float32.
+    """
+    if a.ndim != b.ndim or any(n != 1 for n in a.shape[:-2] + b.shape[:-2]) or a.ndim < 2:
+        return None
+    lead = a.shape[:-2]
+    a2, b2 = a.reshape(a.shape[-2:]), b.reshape(b.shape[-2:])
+    (m, k), n = a2.shape, b2.shape[1]
+    if max(m * k, k * n) < BLOCKED_GEMM_ELEMENTS or min(m, n) < 16:
+        return None
+    out = np.empty((m, n), a.dtype)
+    if k * n >= m * k:  # blocks of b's columns
+        step = max(-(-_BLOCK_ELEMENTS // k), -(-_BLOCK_MIN_MNK // (m * k)))
+        if step >= n:
+            return None
+        aw = _up(a2)
+        for s in range(0, n, step):
+            out[:, s : s + step] = _down(np.matmul(aw, _up(b2[:, s : s + step])), a.dtype)
+    else:  # blocks of a's rows
+        step = max(-(-_BLOCK_ELEMENTS // k), -(-_BLOCK_MIN_MNK // (n * k)))
+        if step >= m:
+            return None
+        bw = _up(b2)
+        for s in range(0, m, step):
+            out[s : s + step] = _down(np.matmul(_up(a2[s : s + step]), bw), a.dtype)
+    return out.reshape(lead + out.shape)
+
+
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype in LOW:
         # BLAS sgemm: fp32 products and accumulation, one rounding on output.
-        return _down(_gemm(_up(a), _up(b)), a.dtype)
+        blocked = _blocked_lowp_gemm(a, b)
+        return blocked if blocked is not None else _down(_gemm(_up(a), _up(b)), a.dtype)
     return _gemm(a, b)
 
 
