@@ -318,7 +318,7 @@ def _blocked_lowp_gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         return None
     lead = a.shape[:-2]
     a2, b2 = a.reshape(a.shape[-2:]), b.reshape(b.shape[-2:])
-    (m, k), n = a2.shape, b2.shape[1]
+    m, k, n = a2.shape[0], a2.shape[1], b2.shape[1]
     if max(m * k, k * n) < BLOCKED_GEMM_ELEMENTS or min(m, n) < 16:
         return None
     out = np.empty((m, n), a.dtype)
