@@ -76,3 +76,48 @@ def test_small_or_batched_low_precision_products_are_not_blocked():
     assert cpu_kernels._blocked_lowp_gemm(a, a) is None
     big = np.ones((2, 64, 288), np.float16), np.ones((2, 288, 8192), np.float16)
     assert cpu_kernels._blocked_lowp_gemm(*big) is None
+
+
+def _adamw_case(dtype, n, seed):
+    rng = np.random.default_rng(seed)
+    p, g, m = (rng.standard_normal(n).astype(dtype) for _ in range(3))
+    v = np.abs(rng.standard_normal(n)).astype(dtype)
+    if n > 10:
+        g[3], g[7], p[5] = np.inf, np.nan, -np.inf  # IEEE values propagate alike on both paths
+    return [p], [g], [m], [v]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [20_000, 70_001])
+@pytest.mark.parametrize("decoupled", [True, False])
+@pytest.mark.parametrize("weight_decay", [0.0, 0.05])
+def test_compiled_adamw_step_gives_the_numpy_kernels_bits(monkeypatch, dtype, n, decoupled, weight_decay):
+    """The compiled Adam(W) pass repeats the NumPy kernel's operations in its order and dtype."""
+    pytest.importorskip("numba")
+    from ampcore_cpu import fused_optim
+
+    hyper = dict(step=7, lr=3e-3, beta1=0.8, beta2=0.99, eps=1e-6, weight_decay=weight_decay, decoupled=decoupled)
+    compiled_out = fused_optim.adamw_step(*_adamw_case(dtype, n, 1), **hyper)
+    monkeypatch.setattr(fused_optim, "_compiled", lambda: None)
+    numpy_out = fused_optim.adamw_step(*_adamw_case(dtype, n, 1), **hyper)
+    for got, want in zip(compiled_out, numpy_out):
+        assert got[0].dtype == want[0].dtype == dtype
+        np.testing.assert_array_equal(got[0].view(np.uint8), want[0].view(np.uint8))
+
+
+def test_compiled_adamw_step_reads_a_strided_gradient_and_skips_mixed_dtypes():
+    """A transposed gradient is read in the parameter's order; a float16 parameter takes the NumPy path."""
+    from ampcore_cpu import fused_optim
+
+    rng = np.random.default_rng(2)
+    hyper = dict(step=1, lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=True)
+    g = rng.standard_normal((64, 96), dtype=np.float32)
+    p1, m1, v1 = (np.zeros((96, 64), np.float32) for _ in range(3))
+    p2, m2, v2 = (np.zeros((96, 64), np.float32) for _ in range(3))
+    fused_optim.adamw_step([p1], [g.T], [m1], [v1], **hyper)
+    fused_optim.adamw_step([p2], [np.ascontiguousarray(g.T)], [m2], [v2], **hyper)
+    np.testing.assert_array_equal(p1, p2)
+    p16, v = np.ones(1 << 15, np.float16), np.zeros(1 << 15, np.float32)
+    assert not fused_optim._compiled_update(p16, p16, v, v, {})
+    small = np.ones(100, np.float32)
+    assert not fused_optim._compiled_update(small, small, small, small, {})

@@ -22,7 +22,7 @@ def warm() -> bool:
     """Call each compiled loop once on tiny arrays of the types the backend passes it (the types pick the
     compiled version).  Returns whether numba is in use; without it there is nothing to load."""
     try:
-        from . import _bf16conv_numba, _gelu_numba, _halfconv_numba
+        from . import _bf16conv_numba, _gelu_numba, _halfconv_numba, _optim_numba
     except ImportError:
         return False
     bits32, bits16 = np.zeros(1, np.uint32), np.zeros(1, np.uint16)
@@ -32,4 +32,6 @@ def warm() -> bool:
     x, out = np.zeros(1, np.float32), np.zeros(1, np.float64)
     _gelu_numba.gelu(x, out)
     _gelu_numba.gelu_backward(x, x, out)
+    consts = np.zeros(8, np.float32)
+    _optim_numba.adamw(x, x, x, x, consts, True, True)
     return True
