@@ -121,3 +121,48 @@ def test_compiled_adamw_step_reads_a_strided_gradient_and_skips_mixed_dtypes():
     assert not fused_optim._compiled_update(p16, p16, v, v, {})
     small = np.ones(100, np.float32)
     assert not fused_optim._compiled_update(small, small, small, small, {})
+
+
+def _same_or_both_nan(got, want):
+    """Equal bits, or NaN in both (which NaN an operation returns is not specified: see lowp_binary)."""
+    got32, want32 = got.astype(np.float32), want.astype(np.float32)
+    both_nan = np.isnan(got32) & np.isnan(want32)
+    np.testing.assert_array_equal(
+        np.where(both_nan, 0, got.view(np.uint16)), np.where(both_nan, 0, want.view(np.uint16))
+    )
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div"])
+@pytest.mark.parametrize("b_shape", ["same", "bias", "row_of_ones", "one"])
+def test_compiled_low_precision_binary_ops_give_the_numpy_paths_numbers(monkeypatch, dtype, name, b_shape):
+    """Every float16/bfloat16 bit pattern as ``a`` (inf, NaN, subnormals, overflow to inf, ties) against
+    reversed, bias-shaped and single-element ``b``: the compiled pass's results are the NumPy path's."""
+    pytest.importorskip("numba")
+    from ampcore_cpu import lowp_binary
+
+    a = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dtype).reshape(64, 4, 256)
+    b = {
+        "same": a[::-1].copy(),
+        "bias": a[7, 1].copy(),
+        "row_of_ones": a[3, 2].reshape(1, 1, 256).copy(),
+        "one": np.full((1,), 3.0, dtype),
+    }[b_shape]
+    fn = getattr(K, name)
+    compiled = lowp_binary.binary(name, a, b)
+    assert compiled is not None and compiled.dtype == a.dtype and compiled.shape == a.shape
+    monkeypatch.setattr(lowp_binary, "_engine", lambda: None)
+    numpy_path = fn(a, b)
+    _same_or_both_nan(compiled, numpy_path)
+    assert np.array_equal(np.isnan(compiled.astype(np.float32)), np.isnan(numpy_path.astype(np.float32)))
+
+
+def test_compiled_low_precision_binary_ops_leave_other_operands_to_numpy():
+    from ampcore_cpu import lowp_binary
+
+    a = np.ones((64, 128), np.float16)
+    assert lowp_binary.binary("add", a, 2.0) is None  # a Python scalar stays float32 on the NumPy path
+    assert lowp_binary.binary("add", a, np.ones((64, 1), np.float16)) is None  # a column broadcast
+    assert lowp_binary.binary("add", a, a.astype(np.float32)) is None
+    assert lowp_binary.binary("add", a.T, a.T) is None  # not C-contiguous
+    assert lowp_binary.binary("add", a[:2], a[:2]) is None  # small

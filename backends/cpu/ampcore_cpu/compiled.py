@@ -22,7 +22,7 @@ def warm() -> bool:
     """Call each compiled loop once on tiny arrays of the types the backend passes it (the types pick the
     compiled version).  Returns whether numba is in use; without it there is nothing to load."""
     try:
-        from . import _bf16conv_numba, _gelu_numba, _halfconv_numba, _optim_numba
+        from . import _bf16conv_numba, _gelu_numba, _halfconv_numba, _lowp_numba, _optim_numba
     except ImportError:
         return False
     bits32, bits16 = np.zeros(1, np.uint32), np.zeros(1, np.uint16)
@@ -34,4 +34,7 @@ def warm() -> bool:
     _gelu_numba.gelu_backward(x, x, out)
     consts = np.zeros(8, np.float32)
     _optim_numba.adamw(x, x, x, x, consts, True, True)
+    bits2d = np.zeros((1, 1), np.uint16)
+    for f16 in (True, False):
+        _lowp_numba.binary(0, bits2d, bits2d, bits2d, f16)
     return True

@@ -15,7 +15,7 @@ import numpy as np
 
 from ampcore import dtypes as dt
 
-from . import bf16conv, halfconv, special
+from . import bf16conv, halfconv, lowp_binary, special
 
 F32 = np.dtype(np.float32)
 F16 = np.dtype(np.float16)
@@ -46,13 +46,20 @@ def _down(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return x.astype(dtype)
 
 
-def _lowp(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Run ``fn`` in float32 for low-precision inputs and round the result once to their dtype."""
+def _lowp(fn: Callable[..., Any], compiled: str | None = None) -> Callable[..., Any]:
+    """Run ``fn`` in float32 for low-precision inputs and round the result once to their dtype.
+
+    ``compiled``: the name of a :mod:`.lowp_binary` op that does the same in one compiled pass where it can.
+    """
 
     def kernel(*args: Any) -> Any:
         first = args[0]
         dtype = first.dtype if isinstance(first, np.ndarray) else args[1].dtype  # one operand may be a scalar
         if dtype in LOW:
+            if compiled is not None and isinstance(first, np.ndarray):
+                out = lowp_binary.binary(compiled, first, args[1])
+                if out is not None:
+                    return out
             return _down(np.asarray(fn(*[_up(a) for a in args])), dtype)
         out = np.asarray(fn(*args))
         return out if out.dtype == dtype else out.astype(dtype)
@@ -512,7 +519,7 @@ def primitive_table() -> dict[str, Callable[..., Any]]:
     for name, fn in UNARY.items():
         table[name] = _quiet(_lowp(fn))
     for name, fn in BINARY.items():
-        table[name] = _quiet(_lowp(fn))
+        table[name] = _quiet(_lowp(fn, name if name in lowp_binary.OPS else None))
     for name, fn in COMPARE.items():
         table[name] = _compare(fn)
     table.update(
