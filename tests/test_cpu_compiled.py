@@ -88,7 +88,7 @@ def _adamw_case(dtype, n, seed):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("n", [20_000, 70_001])
+@pytest.mark.parametrize("n", [300, 70_001])
 @pytest.mark.parametrize("decoupled", [True, False])
 @pytest.mark.parametrize("weight_decay", [0.0, 0.05])
 def test_compiled_adamw_step_gives_the_numpy_kernels_bits(monkeypatch, dtype, n, decoupled, weight_decay):
@@ -119,7 +119,7 @@ def test_compiled_adamw_step_reads_a_strided_gradient_and_skips_mixed_dtypes():
     np.testing.assert_array_equal(p1, p2)
     p16, v = np.ones(1 << 15, np.float16), np.zeros(1 << 15, np.float32)
     assert not fused_optim._compiled_update(p16, p16, v, v, {})
-    small = np.ones(100, np.float32)
+    small = np.ones(100, np.float32)  # below COMPILED_ELEMENTS
     assert not fused_optim._compiled_update(small, small, small, small, {})
 
 

@@ -11,8 +11,8 @@ The arithmetic is op for op the core's reference composition
 (``ampcore.optim.adam.adamw_step_reference``), so both paths give the same bits.
 
 With numba, a tensor whose parameter, gradient and moments share one dtype
-(float32 master weights under AMP, or float64) is updated by one compiled pass
-split across threads (:mod:`._optim_numba`): the same operations in the same
+(float32 master weights under AMP, or float64) is updated by one compiled,
+vectorised pass (:mod:`._optim_numba`): the same operations in the same
 order and dtype, so the same bits.  mlp's 1.9M float32 parameters: 16.6 -> 2.9 ms (best of 60)
 per step on one thread (2-core Xeon under load, ``benchmarks/README.md``).  Other tensors, and every
 tensor without numba, take the blockwise NumPy passes.
@@ -89,11 +89,8 @@ def _compiled() -> Any:
     return _optim_numba
 
 
-# Tensors below this many elements take the NumPy passes: each compiled call is a parallel region, and on a
-# busy machine every region waits for its other threads to be scheduled (with numba's OpenMP layer and 2
-# threads on an oversubscribed 2-core host, the mlp's six tensors took a median 176 ms against 50 for NumPy;
-# its two large ones alone amortise the wait).
-COMPILED_ELEMENTS = 1 << 14
+# Tensors below this many elements take the NumPy passes (a call into the loop costs about as much).
+COMPILED_ELEMENTS = 1 << 8
 
 
 def _compiled_update(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, consts: dict[str, Any]) -> bool:
