@@ -8,11 +8,6 @@ ulp of float64).  The backward is more accurate than the NumPy kernel's and not
 its bits: the normal density in float64 (NumPy's: float32 ``exp``) and the
 cdf as ``erfc(-x / sqrt 2) / 2``, which keeps its digits in the left tail where
 ``1 + erf`` cancels.
-
-Both loops are split across threads (``prange``): each element is computed
-alone, so the bits do not depend on the split.  libm's erf/erfc dominate (about
-30 ns per element, not vectorised), so a parallel region's start-up is noise
-beside a million-element call.
 """
 
 from __future__ import annotations
@@ -28,18 +23,18 @@ _INV_SQRT2 = _F32(1.0 / math.sqrt(2.0))
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
-@numba.njit(nogil=True, cache=True, parallel=True)
+@numba.njit(nogil=True, cache=True)
 def gelu(x: Any, out: Any) -> None:  # pragma: no cover - compiled
     """float32 ``x`` -> float64 ``out`` (both flat, one length): 0.5 x (1 + erf(x / sqrt 2))."""
-    for i in numba.prange(x.size):
+    for i in range(x.size):
         v = x[i]
         out[i] = np.float64(_F32(0.5) * v) * (1.0 + math.erf(np.float64(v * _INV_SQRT2)))
 
 
-@numba.njit(nogil=True, cache=True, parallel=True)
+@numba.njit(nogil=True, cache=True)
 def gelu_backward(x: Any, gy: Any, out: Any) -> None:  # pragma: no cover - compiled
     """float32 ``x``, ``gy`` -> float64 ``out``: gy (Phi(x) + x phi(x))."""
-    for i in numba.prange(x.size):
+    for i in range(x.size):
         v = x[i]
         w = np.float64(v)
         cdf = 0.5 * math.erfc(-np.float64(v * _INV_SQRT2))  # no cancellation in 1 + erf for x << 0
