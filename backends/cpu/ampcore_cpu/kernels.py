@@ -15,7 +15,7 @@ import numpy as np
 
 from ampcore import dtypes as dt
 
-from . import bf16conv, halfconv, special
+from . import bf16conv, halfconv, lowp_binary, special
 
 F32 = np.dtype(np.float32)
 F16 = np.dtype(np.float16)
@@ -46,13 +46,20 @@ def _down(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return x.astype(dtype)
 
 
-def _lowp(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Run ``fn`` in float32 for low-precision inputs and round the result once to their dtype."""
+def _lowp(fn: Callable[..., Any], compiled: str | None = None) -> Callable[..., Any]:
+    """Run ``fn`` in float32 for low-precision inputs and round the result once to their dtype.
+
+    ``compiled``: the name of a :mod:`.lowp_binary` op that does the same in one compiled pass where it can.
+    """
 
     def kernel(*args: Any) -> Any:
         first = args[0]
         dtype = first.dtype if isinstance(first, np.ndarray) else args[1].dtype  # one operand may be a scalar
         if dtype in LOW:
+            if compiled is not None and isinstance(first, np.ndarray):
+                out = lowp_binary.binary(compiled, first, args[1])
+                if out is not None:
+                    return out
             return _down(np.asarray(fn(*[_up(a) for a in args])), dtype)
         out = np.asarray(fn(*args))
         return out if out.dtype == dtype else out.astype(dtype)
@@ -294,10 +301,56 @@ def _gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.matmul(_blas_ready(a), _blas_ready(b))
 
 
+# A float16/bfloat16 product whose larger operand has at least this many elements is computed block by block
+# (:func:`_blocked_lowp_gemm`): widening the whole operand to float32 held three times its bytes at once.
+BLOCKED_GEMM_ELEMENTS = 1 << 21
+_BLOCK_ELEMENTS = 1 << 20  # elements of the larger operand widened per block (4 MiB of float32)
+# Each block's product stays at least this large (m*n*k), far above the sizes where OpenBLAS switches to its
+# "direct" small-matrix sgemm (under 28*512*512 on Skylake-X), so blocks take the same path as the whole product.
+_BLOCK_MIN_MNK = 1 << 25
+
+
+def _blocked_lowp_gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """A 2-D float16/bfloat16 ``a @ b`` (batch dimensions all 1 allowed) in column blocks of ``b`` or row
+    blocks of ``a``, whichever is the larger operand, each widened, multiplied and rounded in turn; None
+    where the product is small or batched.
+
+    Every output element is still one float32 dot product over the whole of K, rounded once: the blocks split
+    M or N, never K, so the bits are the whole product's (checked on the benchmark models' shapes by
+    ``tests/test_cpu_compiled.py``).  Peak memory is the two 2-byte operands, the 2-byte output and one
+    block, instead of float32 copies of both operands and of the output: the cnn's conv2 input gradient,
+    (32, 576) @ (576, 8192), held 28 MiB in float16 against 19 in float32.
+    """
+    if a.ndim != b.ndim or any(n != 1 for n in a.shape[:-2] + b.shape[:-2]) or a.ndim < 2:
+        return None
+    lead = a.shape[:-2]
+    a2, b2 = a.reshape(a.shape[-2:]), b.reshape(b.shape[-2:])
+    m, k, n = a2.shape[0], a2.shape[1], b2.shape[1]
+    if max(m * k, k * n) < BLOCKED_GEMM_ELEMENTS or min(m, n) < 16:
+        return None
+    out = np.empty((m, n), a.dtype)
+    if k * n >= m * k:  # blocks of b's columns
+        step = max(-(-_BLOCK_ELEMENTS // k), -(-_BLOCK_MIN_MNK // (m * k)))
+        if step >= n:
+            return None
+        aw = _up(a2)
+        for s in range(0, n, step):
+            out[:, s : s + step] = _down(np.matmul(aw, _up(b2[:, s : s + step])), a.dtype)
+    else:  # blocks of a's rows
+        step = max(-(-_BLOCK_ELEMENTS // k), -(-_BLOCK_MIN_MNK // (n * k)))
+        if step >= m:
+            return None
+        bw = _up(b2)
+        for s in range(0, m, step):
+            out[s : s + step] = _down(np.matmul(_up(a2[s : s + step]), bw), a.dtype)
+    return out.reshape(lead + out.shape)
+
+
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype in LOW:
         # BLAS sgemm: fp32 products and accumulation, one rounding on output.
-        return _down(_gemm(_up(a), _up(b)), a.dtype)
+        blocked = _blocked_lowp_gemm(a, b)
+        return blocked if blocked is not None else _down(_gemm(_up(a), _up(b)), a.dtype)
     return _gemm(a, b)
 
 
@@ -466,7 +519,7 @@ def primitive_table() -> dict[str, Callable[..., Any]]:
     for name, fn in UNARY.items():
         table[name] = _quiet(_lowp(fn))
     for name, fn in BINARY.items():
-        table[name] = _quiet(_lowp(fn))
+        table[name] = _quiet(_lowp(fn, name if name in lowp_binary.OPS else None))
     for name, fn in COMPARE.items():
         table[name] = _compare(fn)
     table.update(

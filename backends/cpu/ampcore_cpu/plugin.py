@@ -18,6 +18,7 @@ import ampcore
 from ampcore import dtypes as dt
 from ampcore.plugins import hookimpl
 
+from .compiled import warm
 from .kernels import primitive_table
 from .malloc import tune_malloc
 
@@ -74,8 +75,11 @@ class CPUBackend(ampcore.Backend):
 
         Python objects allocated by ``fn`` (graph nodes, tensors) count too; they
         are small beside the arrays.  Tracing slows Python while it is on, so
-        it is on only for this call (unless the caller had started it).
+        it is on only for this call (unless the caller had started it).  The
+        compiled loops are loaded first (:func:`.compiled.warm`): numba's one-time
+        compilation is the process's memory, not ``fn``'s.
         """
+        warm()
         started = not tracemalloc.is_tracing()
         if started:
             tracemalloc.start()
