@@ -324,3 +324,19 @@ def test_cpu_scaled_mm_equals_torch_scaled_mm_on_cpu(out_dtype):
     else:
         scale = np.abs(a.astype(np.float64) * sa) @ np.abs(b.astype(np.float64) * sb)
         assert np.all(np.abs(ours - t_out) <= 2 * k * 2**-24 * scale)
+
+
+# --------------------------------------------------------------------------- detect_overflow
+def test_detect_overflow_names_a_float8_cast_and_an_unsaturated_quantize():
+    x = _t([1.0, 1000.0])
+    with ampcore.amp.detect_overflow() as watch:
+        x.to(E4M3)
+    assert watch.first is not None and watch.first.op == "cast" and "float8_e4m3fn[2]" in watch.first.outputs
+    with ampcore.amp.detect_overflow() as watch:
+        quantize_float8(x, _one(), E4M3, True)  # saturated: finite
+    assert watch.first is None
+    with ampcore.amp.detect_overflow() as watch:
+        quantize_float8(x, _one(), E5M2, False)  # 1000 fits e5m2
+        quantize_float8(x, _t(np.float32(100.0)), E5M2, False)  # 100000 does not: inf
+    assert watch.first is not None and watch.first.op == "quantize_float8"
+    assert watch.first.outputs == ("float8_e5m2[2]",)
