@@ -35,7 +35,22 @@ from .creation import (
 from .device import Device
 from .device import parse_device as device
 from .dispatch import KernelError
-from .dtypes import DType, bfloat16, bool_, finfo, float16, float32, float64, int32, int64, promote_types, result_type
+from .dtypes import (
+    DType,
+    bfloat16,
+    bool_,
+    finfo,
+    float8_e4m3fn,
+    float8_e5m2,
+    float8_e8m0fnu,
+    float16,
+    float32,
+    float64,
+    int32,
+    int64,
+    promote_types,
+    result_type,
+)
 
 # torch's dtype aliases (ampcore.long is ampcore.int64); a torch dtype ampcore cannot store raises naming it.
 from .dtypes import bool_ as bool  # noqa: A004
@@ -85,6 +100,7 @@ from .functions import (  # torch's function forms of Tensor methods, from one t
 from .grad_scaler import GradScaler
 from .kernels import MissingKernelsError, get_float32_matmul_precision, set_float32_matmul_precision
 from .ops import argsort, cat, chunk, masked_select, matmul, sort, split, stack, take_along_dim, topk, tril, triu, where
+from .ops.float8 import scaled_mm_torch as _scaled_mm  # noqa: F401 - torch._scaled_mm's name, kept out of __all__
 from .plugins import (
     PluginLoadError,
     UnknownBackendError,
@@ -130,6 +146,9 @@ __all__ = [
     "float16",
     "float32",
     "float64",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e8m0fnu",
     "int32",
     "int64",
     "promote_types",

@@ -26,7 +26,8 @@ def test_info_lists_cpu_as_available_with_capabilities(capsys, wide):
     assert f"default device {ampcore.get_default_device()}" in out
     cpu_panel = out.split("─ cpu ─", 1)[1].split("╰", 1)[0]
     assert re.search(r"status +available", cpu_panel)
-    assert re.search(r"storable +bfloat16, bool, float16, float32, float64, int32, int64", out)
+    assert re.search(r"storable +bfloat16, bool, float16, float32, float64, float8_e4m3fn,", out)
+    assert re.search(r"float8 +emulated", out)
     assert re.search(r"native +bool, float32, float64, int32, int64", out)
     assert re.search(r"emulated +bfloat16, float16", out)
     assert re.search(r"autocast dtype +bfloat16", out)
@@ -89,7 +90,10 @@ def test_info_json_has_the_same_facts(capsys, register_fake):
         "gelu_backward",
         "adamw_step",
         "adamw_step_amp",
+        "quantize_float8",
+        "scaled_mm",
     }
+    assert cpu["devices"][0]["float8"] == "emulated" and backends[fake.name]["devices"][0]["float8"] == "none"
     assert cpu["kernels"]["native"] >= 47
     assert backends[fake.name]["devices"][0]["storable"] == ["bfloat16", "bool", "float32", "int64"]
     assert backends[fake.name]["devices"][0]["emulated"] == ["bfloat16"]

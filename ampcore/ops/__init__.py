@@ -1,5 +1,6 @@
 """Primitive ops with backward rules, and their Tensor-level functions."""
 
+from . import float8
 from .elementwise import binary, broadcast_shapes, cast, compare, relu, unary, where
 from .indexing import masked_select, setitem, take_along_dim
 from .linalg import matmul
@@ -26,6 +27,7 @@ from .shape import (
 from .sorting import argsort, sort, topk
 
 __all__ = [
+    "float8",
     "binary",
     "broadcast_shapes",
     "cast",
