@@ -30,10 +30,26 @@ from .creation import (
 from .device import Device
 from .device import parse_device as device
 from .dispatch import KernelError
-from .dtypes import DType, bfloat16, bool_, finfo, float16, float32, float64, int32, int64, promote_types, result_type
+from .dtypes import (
+    DType,
+    bfloat16,
+    bool_,
+    finfo,
+    float8_e4m3fn,
+    float8_e5m2,
+    float8_e8m0fnu,
+    float16,
+    float32,
+    float64,
+    int32,
+    int64,
+    promote_types,
+    result_type,
+)
 from .grad_scaler import GradScaler
 from .kernels import MissingKernelsError
 from .ops import cat, matmul, stack, where
+from .ops.float8 import scaled_mm_torch as _scaled_mm  # noqa: F401 - torch._scaled_mm's name, kept out of __all__
 from .plugins import (
     PluginLoadError,
     UnknownBackendError,
@@ -68,6 +84,9 @@ __all__ = [
     "float16",
     "float32",
     "float64",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e8m0fnu",
     "int32",
     "int64",
     "promote_types",

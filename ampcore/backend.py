@@ -17,7 +17,10 @@ import numpy as np
 from .dtypes import _BY_NUMPY, DType, as_dtype
 from .kernels import KernelTable
 
-__all__ = ["Backend", "Capabilities", "Availability", "BackendUnavailableError"]
+__all__ = ["Backend", "Capabilities", "Availability", "BackendUnavailableError", "FLOAT8_SUPPORT"]
+
+# How a device runs float8: in hardware, emulated exactly through float32, or not at all.
+FLOAT8_SUPPORT = ("native", "emulated", "none")
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,13 @@ class Capabilities:
     ``fallback_ops`` lists, per low-precision dtype, the ops this device
     cannot run in it (say, no bfloat16 GEMM before compute capability 8.0):
     autocast runs them in float32 instead and its trace says why.
+
+    ``float8`` says how this device runs float8 (the formats in
+    :data:`ampcore.dtypes.FLOAT8_DTYPES`, the ``quantize_float8`` and
+    ``scaled_mm`` kernels): ``"native"`` (hardware float8, sm_89+),
+    ``"emulated"`` (exact, through float32) or ``"none"`` (the default: no
+    float8 tensors; ``float8_reason`` says why).  A device with float8 lists
+    the float8 dtypes in ``storable``.
     """
 
     device_name: str
@@ -53,6 +63,12 @@ class Capabilities:
     memory_bytes: int | None = None
     fallback_ops: Mapping[DType, frozenset[str]] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
+    float8: str = "none"
+    float8_reason: str = ""
+
+    def __post_init__(self) -> None:
+        if self.float8 not in FLOAT8_SUPPORT:
+            raise ValueError(f"Capabilities float8 must be one of {FLOAT8_SUPPORT}, got {self.float8!r}")
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-friendly view, for ``ampcore info`` and reports."""
@@ -66,6 +82,8 @@ class Capabilities:
             "policy": self.policy,
             "memory_bytes": self.memory_bytes,
             "fallback_ops": {d.name: sorted(ops) for d, ops in self.fallback_ops.items()},
+            "float8": self.float8,
+            **({"float8_reason": self.float8_reason} if self.float8_reason else {}),
             **{str(k): v for k, v in self.extra.items()},
         }
 

@@ -3,6 +3,16 @@
 One table names every dtype; everything else (parsing, promotion, NumPy
 equivalents) is derived from it.  bfloat16 is ``ml_dtypes.bfloat16`` on the
 NumPy side: 2 bytes per element, float32's exponent range, 8 bits of precision.
+
+The OCP float8 formats are ml_dtypes' too: ``float8_e4m3fn`` (max 448, no
+inf: overflow is NaN), ``float8_e5m2`` (max 57344, with inf) and MX's
+``float8_e8m0fnu`` (a power of two 2**-127 .. 2**127, NaN, no zero, no sign:
+block scales only, never arithmetic).  They are storage formats: tensors of
+them are made by casts and by :func:`ampcore.ops.float8.quantize_float8` and
+read by casts and :func:`ampcore.ops.float8.scaled_mm`.  They are kept out of
+:data:`ALL_DTYPES` (the dtypes every backend stores and computes in) and
+listed in :data:`FLOAT8_DTYPES`; a backend says whether it stores them in
+:attr:`ampcore.Capabilities.float8`.
 """
 
 from __future__ import annotations
@@ -25,6 +35,10 @@ __all__ = [
     "ALL_DTYPES",
     "FLOAT_DTYPES",
     "LOW_PRECISION_DTYPES",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e8m0fnu",
+    "FLOAT8_DTYPES",
     "as_dtype",
     "convert",
     "promote_types",
@@ -82,7 +96,12 @@ ALL_DTYPES: tuple[DType, ...] = (float64, float32, float16, bfloat16, int64, int
 FLOAT_DTYPES: tuple[DType, ...] = (float64, float32, float16, bfloat16)
 LOW_PRECISION_DTYPES: tuple[DType, ...] = (float16, bfloat16)
 
-_BY_NAME = {d.name: d for d in ALL_DTYPES}
+float8_e4m3fn = DType("float8_e4m3fn", 1, "f", np.dtype(ml_dtypes.float8_e4m3fn))
+float8_e5m2 = DType("float8_e5m2", 1, "f", np.dtype(ml_dtypes.float8_e5m2))
+float8_e8m0fnu = DType("float8_e8m0fnu", 1, "f", np.dtype(ml_dtypes.float8_e8m0fnu))
+FLOAT8_DTYPES: tuple[DType, ...] = (float8_e4m3fn, float8_e5m2, float8_e8m0fnu)
+
+_BY_NAME = {d.name: d for d in ALL_DTYPES + FLOAT8_DTYPES}
 _BY_NAME.update(
     {
         "bool_": bool_,
@@ -95,9 +114,12 @@ _BY_NAME.update(
         "fp64": float64,
         "long": int64,
         "int": int32,
+        "e4m3": float8_e4m3fn,
+        "e5m2": float8_e5m2,
+        "e8m0": float8_e8m0fnu,
     }
 )
-_BY_NUMPY = {d.numpy: d for d in ALL_DTYPES}
+_BY_NUMPY = {d.numpy: d for d in ALL_DTYPES + FLOAT8_DTYPES}
 
 
 def as_dtype(value: Any) -> DType:
@@ -111,7 +133,7 @@ def as_dtype(value: Any) -> DType:
         try:
             return _BY_NAME[value]
         except KeyError:
-            known = ", ".join(repr(d.name) for d in ALL_DTYPES)
+            known = ", ".join(repr(d.name) for d in ALL_DTYPES + FLOAT8_DTYPES)
             raise ValueError(f"unknown dtype {value!r}; known dtypes are {known}") from None
     try:
         np_dtype = np.dtype(value)
@@ -120,7 +142,7 @@ def as_dtype(value: Any) -> DType:
     try:
         return _BY_NUMPY[np_dtype]
     except KeyError:
-        known = ", ".join(repr(d.name) for d in ALL_DTYPES)
+        known = ", ".join(repr(d.name) for d in ALL_DTYPES + FLOAT8_DTYPES)
         raise ValueError(f"NumPy dtype {np_dtype!r} has no ampcore equivalent; use one of {known}") from None
 
 
@@ -137,6 +159,11 @@ def promote_types(a: DType, b: DType) -> DType:
     a, b = as_dtype(a), as_dtype(b)
     if a == b:
         return a
+    if a in FLOAT8_DTYPES or b in FLOAT8_DTYPES:
+        raise TypeError(
+            f"no type promotion between {a.name} and {b.name}: float8 tensors are storage; "
+            "cast them explicitly (x.to(ampcore.float32)) before combining them"
+        )
     if {a, b} == {float16, bfloat16}:
         return float32
     return a if _RANK[a] > _RANK[b] else b
@@ -166,11 +193,12 @@ class FInfo:
 
 
 def finfo(dtype: Any) -> FInfo:
-    """Limits of a floating dtype: fp16 max 65504, eps 2**-10; bf16 max ~3.39e38, eps 2**-7."""
+    """Limits of a floating dtype: fp16 max 65504, eps 2**-10; bf16 max ~3.39e38, eps 2**-7;
+    float8_e4m3fn max 448, eps 2**-3; float8_e5m2 max 57344, eps 2**-2."""
     d = as_dtype(dtype)
     if not d.is_floating_point:
         raise TypeError(f"finfo needs a floating dtype, got {d.name!r}")
-    info = ml_dtypes.finfo(d.numpy) if d is bfloat16 else np.finfo(d.numpy)
+    info = ml_dtypes.finfo(d.numpy) if d is bfloat16 or d in FLOAT8_DTYPES else np.finfo(d.numpy)
     return FInfo(
         d,
         d.itemsize * 8,
@@ -182,6 +210,9 @@ def finfo(dtype: Any) -> FInfo:
     )
 
 
+_VIA_ODD_FLOAT32 = frozenset(d.numpy for d in (bfloat16,) + FLOAT8_DTYPES)
+
+
 def convert(array: Any, dtype: Any) -> np.ndarray:
     """``array`` as a new NumPy array of ``dtype``, rounded once to nearest-even.
 
@@ -189,11 +220,12 @@ def convert(array: Any, dtype: Any) -> np.ndarray:
     ml_dtypes converts through float32 and so rounds twice (1 + 2**-8 + 2**-40
     becomes 1.0, not 1.0078125).  Here that pair goes through float32 rounded
     to *odd* (truncate, then set the last bit if anything was dropped): 24 bits
-    keep enough to round correctly to bfloat16's 8.
+    keep enough to round correctly to bfloat16's 8.  ml_dtypes converts float64
+    to the float8 formats through float32 too, so they take the same path.
     """
     target = as_dtype(dtype).numpy
     a = np.asarray(array)
-    if target != bfloat16.numpy or a.dtype != np.float64:
+    if a.dtype != np.float64 or target not in _VIA_ODD_FLOAT32:
         return a.astype(target)
     with np.errstate(over="ignore", invalid="ignore"):
         f = a.astype(np.float32)

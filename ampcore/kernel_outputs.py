@@ -3,7 +3,8 @@
 A kernel that returns the wrong shape (a ``max`` that ignores ``keepdims``) would otherwise surface far
 away, as a broadcast error inside softmax or a training step that never names it.  The kernel table
 (:class:`ampcore.kernels.KernelTable`) wraps every kernel listed in :data:`OUTPUT_RULES`; the wrapper
-computes the expected ``(shape, dtype)`` from the arguments with the backend's ``shape_of`` / ``dtype_of``
+computes the expected ``(shape, dtype)`` (a list of them for a kernel with several outputs) from the
+arguments with the backend's ``shape_of`` / ``dtype_of``
 and raises :class:`ampcore.kernels.KernelError` naming the kernel when the result disagrees.  A rule returns
 None for a part it leaves open (operands of mixed dtypes, a shape with -1).  The cost is a few
 microseconds per kernel call, so the check runs only while debug checks are on
@@ -19,14 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from .dtypes import DType, as_dtype, bool_, int64
+from .dtypes import DType, as_dtype, bool_, float32, int64
 
 __all__ = ["OUTPUT_RULES", "expected_output"]
 
 _SCALARS = (int, float, bool, np.number)
 Shape = tuple[int, ...]
 Expected = tuple["Shape | None", "DType | None"]
-Rule = Callable[[Callable[[Any], Shape], Callable[[Any], DType], tuple[Any, ...]], Expected]
+Rule = Callable[[Callable[[Any], Shape], Callable[[Any], DType], tuple[Any, ...]], "Expected | list[Expected]"]
 
 
 def _broadcast(shapes: Sequence[Shape]) -> Shape | None:
@@ -174,6 +175,18 @@ def _arange(shape_of, dtype_of, args):
     return (max(0, math.ceil((stop - start) / step)),), as_dtype(args[3])
 
 
+def _quantize_float8(
+    shape_of: Callable[[Any], Shape], dtype_of: Callable[[Any], DType], args: tuple[Any, ...]
+) -> list[Expected]:
+    """(q of x's shape in the float8 dtype, a 0-d float32 amax)."""
+    return [(shape_of(args[0]), as_dtype(args[2])), ((), float32)]
+
+
+def _scaled_mm(shape_of: Callable[[Any], Shape], dtype_of: Callable[[Any], DType], args: tuple[Any, ...]) -> Expected:
+    a, b = shape_of(args[0]), shape_of(args[1])
+    return (a[0], b[1]), as_dtype(args[4])
+
+
 # kernel -> how to get the expected (shape, dtype) of its output from its positional arguments.
 OUTPUT_RULES: dict[str, Rule] = {
     **dict.fromkeys(
@@ -206,13 +219,16 @@ OUTPUT_RULES: dict[str, Rule] = {
     "log_softmax_backward": _same,
     "gelu": _same,
     "gelu_backward": _same,
+    "quantize_float8": _quantize_float8,
+    "scaled_mm": _scaled_mm,
 }
 
 
 def expected_output(
     name: str, args: tuple[Any, ...], shape_of: Callable[[Any], Shape], dtype_of: Callable[[Any], DType]
-) -> Expected:
-    """The (shape, dtype) kernel ``name`` must return for ``args``; None for what the contract leaves open."""
+) -> Expected | list[Expected]:
+    """The (shape, dtype) kernel ``name`` must return for ``args`` (a list, one per output, for a kernel with
+    several); None for what the contract leaves open."""
     rule = OUTPUT_RULES.get(name)
     return (None, None) if rule is None else rule(shape_of, dtype_of, args)
 

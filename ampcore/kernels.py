@@ -120,7 +120,39 @@ adamw_step(params, grads, exp_avgs, exp_avg_sqs, *, step, lr, beta1, beta2,
                         anything it raises TypeError for an array that is not
                         the backend's, then calls :func:`check_adamw_step`
                         (ValueError / TypeError)
+quantize_float8(x, scale, dtype, saturate) -> (q, amax)
+                        float8 training's cast, one pass: ``q = cast(x * scale,
+                        dtype)`` with ``x * scale`` in float32 (``x`` float32,
+                        bfloat16 or float16; ``scale`` a float32 array that
+                        broadcasts to ``x``'s shape without changing it: 0-d
+                        per tensor, (rows, 1) per row), ``dtype``
+                        float8_e4m3fn or float8_e5m2, rounded to nearest-even;
+                        ``saturate`` clamps to +-max first (NaN stays NaN),
+                        else overflow is what the format has (e4m3fn: NaN,
+                        e5m2: inf).  ``amax`` = max|x| as a 0-d float32 array
+                        (NaN if any element is NaN; 0 for an empty ``x``).
+                        Bit-exact against ml_dtypes (the reference composition
+                        in :mod:`ampcore.ops.float8`)
+scaled_mm(a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum) -> out
+                        torch._scaled_mm on CPU: ``a`` (M, K) and ``b`` (K, N)
+                        float8 (e4m3fn or e5m2), ``scale_a`` / ``scale_b`` the
+                        float32 *dequantization* scales (0-d per tensor, or
+                        (M, 1) and (1, N) per row / column), ``bias`` None or
+                        (N,) float32/bfloat16/float16;  ``((a * scale_a) @
+                        (b * scale_b) + bias)`` with each scaled operand
+                        rounded to float32, float32 accumulation, rounded once
+                        to ``out_dtype`` (float32, bfloat16 or float16).  A
+                        GPU applies the scales to the accumulator instead
+                        (differences at float32 rounding); ``use_fast_accum``
+                        may trade accumulation precision for speed there
 ======================  =====================================================
+
+Float8 kernels return a tuple (``quantize_float8``) or one array; neither
+records autograd (float8 training wraps them in its own autograd function).
+A backend that implements neither still runs them: the core composes
+``cast``, ``mul``, ``where``, ``abs``, ``max`` and ``matmul`` (see
+:mod:`ampcore.ops.float8`), on every backend whose capabilities store float8
+(:attr:`ampcore.Capabilities.float8`).
 """
 
 from __future__ import annotations
@@ -143,6 +175,7 @@ __all__ = [
     "COMPARISON",
     "PRIMITIVES",
     "FUSED",
+    "FLOAT8_KERNELS",
     "KernelTable",
     "KernelError",
     "KernelGate",
@@ -191,8 +224,13 @@ FUSED: frozenset[str] = frozenset(
         "gelu",
         "gelu_backward",
         "adamw_step",
+        "quantize_float8",
+        "scaled_mm",
     }
 )
+# The fused kernels of float8 training: no backward partner (float8 training's own autograd function
+# calls them in its backward too).
+FLOAT8_KERNELS: frozenset[str] = frozenset({"quantize_float8", "scaled_mm"})
 
 
 class MissingKernelsError(TypeError):
@@ -269,11 +307,7 @@ def _checked(
     """``fn`` with its output's shape and dtype checked against :data:`ampcore.kernel_outputs.OUTPUT_RULES`."""
     rule = OUTPUT_RULES[name]
 
-    def kernel(*args: Any, **kwargs: Any) -> Any:
-        out = fn(*args, **kwargs)
-        if kwargs:
-            return out  # rules read positional arguments; the core passes none by keyword to these kernels
-        shape, dtype = rule(shape_of, dtype_of, args)
+    def check(args: tuple[Any, ...], out: Any, shape: Any, dtype: Any, which: str) -> None:
         got_shape, got_dtype = shape_of(out), dtype_of(out)
         # Identity first: DType equality compares fields, and this runs on every kernel call.
         if (shape is not None and got_shape != shape) or (
@@ -281,10 +315,24 @@ def _checked(
         ):
             want = f"{dtype.name if dtype else got_dtype.name} of shape {shape if shape is not None else got_shape}"
             error = KernelOutputError(
-                f"{name}({describe_args(args, shape_of, dtype_of)}) returned {got_dtype.name} of shape "
+                f"{name}({describe_args(args, shape_of, dtype_of)}) returned{which} {got_dtype.name} of shape "
                 f"{got_shape}, expected {want}; see the kernel contract in ampcore.kernels"
             )
             raise KernelError(None, backend_name, error, kernel=name)
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        out = fn(*args, **kwargs)
+        if kwargs:
+            return out  # rules read positional arguments; the core passes none by keyword to these kernels
+        expected = rule(shape_of, dtype_of, args)
+        if isinstance(expected, list):  # a kernel with several outputs: one (shape, dtype) each
+            if not isinstance(out, tuple) or len(out) != len(expected):
+                error = KernelOutputError(f"{name} returned {type(out).__name__}, expected a {len(expected)}-tuple")
+                raise KernelError(None, backend_name, error, kernel=name)
+            for i, (one, (shape, dtype)) in enumerate(zip(out, expected)):
+                check(args, one, shape, dtype, f" as output {i}")
+            return out
+        check(args, out, *expected, "")
         return out
 
     kernel.__name__ = name

@@ -87,7 +87,10 @@ def test_info_json_has_the_same_facts(capsys, register_fake):
         "gelu",
         "gelu_backward",
         "adamw_step",
+        "quantize_float8",
+        "scaled_mm",
     }
+    assert cpu["devices"][0]["float8"] == "emulated" and backends[fake.name]["devices"][0]["float8"] == "none"
     assert cpu["kernels"]["native"] >= 47
     assert backends[fake.name]["devices"][0]["storable"] == ["bfloat16", "bool", "float32", "int64"]
     assert backends[fake.name]["devices"][0]["emulated"] == ["bfloat16"]

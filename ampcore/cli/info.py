@@ -166,6 +166,8 @@ _STANDARD_FIELDS = {
     "autocast_dtype",
     "policy",
     "fallback_ops",
+    "float8",
+    "float8_reason",
 }
 
 
@@ -192,6 +194,8 @@ def _backend_panel(b: dict[str, Any]) -> Any:
         grid.add_row("  native", _e(", ".join(dev["native"])))
         grid.add_row("  emulated", _e(", ".join(dev["emulated"]) or "none"))
         grid.add_row("  autocast dtype", _e(dev["autocast_dtype"]))
+        float8 = dev.get("float8", "none")  # native, emulated or none (Capabilities.float8)
+        grid.add_row("  float8", _e(float8 + (f" ({dev['float8_reason']})" if dev.get("float8_reason") else "")))
         grid.add_row("  cast policy", _e(f"{dev['policy']} table (ampcore policy --device {b['name']})"))
         for dtype, ops in dev.get("fallback_ops", {}).items():
             grid.add_row(f"  float32 fallback ({_e(dtype)})", _e(", ".join(ops)))

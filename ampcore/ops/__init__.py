@@ -1,5 +1,6 @@
 """Primitive ops with backward rules, and their Tensor-level functions."""
 
+from . import float8
 from .elementwise import binary, broadcast_shapes, cast, compare, relu, unary, where
 from .linalg import matmul
 from .reduction import amax, argmax, cumsum, max, mean, sum
@@ -20,6 +21,7 @@ from .shape import (
 )
 
 __all__ = [
+    "float8",
     "binary",
     "broadcast_shapes",
     "cast",

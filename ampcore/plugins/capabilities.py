@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..dtypes import DType
+from ..dtypes import FLOAT8_DTYPES, DType
 
 __all__ = ["capabilities_of", "forget_capabilities", "check_storable"]
 
@@ -30,5 +30,8 @@ def check_storable(backend: Any, index: int, dtype: DType) -> None:
     """TypeError naming the dtype, device and what it can store, if ``dtype`` cannot live there."""
     caps = capabilities_of(backend, index)
     if dtype not in caps.storable:
+        if dtype in FLOAT8_DTYPES:
+            why = getattr(caps, "float8_reason", "") or "its backend does not claim float8 (Capabilities.float8)"
+            raise TypeError(f"device '{backend.name}:{index}' cannot store {dtype.name} tensors: {why}")
         can = ", ".join(sorted(d.name for d in caps.storable))
         raise TypeError(f"device '{backend.name}:{index}' cannot store {dtype.name} tensors; it can store {can}")

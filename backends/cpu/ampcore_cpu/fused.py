@@ -8,7 +8,8 @@ from typing import Any
 
 def fused_table() -> dict[str, Callable[..., Any]]:
     """Every fused kernel this backend implements natively."""
+    from .float8 import float8_table
     from .fused_nn import NN_KERNELS
     from .fused_optim import OPTIM_KERNELS
 
-    return {**NN_KERNELS, **OPTIM_KERNELS}
+    return {**NN_KERNELS, **OPTIM_KERNELS, **float8_table()}

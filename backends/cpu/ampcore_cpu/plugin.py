@@ -52,13 +52,14 @@ class CPUBackend(ampcore.Backend):
     def capabilities(self, index: int = 0) -> ampcore.Capabilities:
         return ampcore.Capabilities(
             device_name=_cpu_name(),
-            storable=frozenset(dt.ALL_DTYPES),
+            storable=frozenset(dt.ALL_DTYPES + dt.FLOAT8_DTYPES),
             native=frozenset({dt.float64, dt.float32, dt.int64, dt.int32, dt.bool_}),
             emulated=frozenset({dt.float16, dt.bfloat16}),
             autocast_dtype=dt.bfloat16,
             policy="cpu",
             memory_bytes=_memory_bytes(),
             extra={"numpy": np.__version__, "cores": os.cpu_count(), "malloc_tuned": self.malloc_tuned},
+            float8="emulated",
         )
 
     def kernel_functions(self) -> Mapping[str, Callable[..., Any]]:
