@@ -22,6 +22,7 @@ DOCUMENTED = {
     "autograd",
     "policy",
     "cgen",
+    "float8",
     # dtypes
     "DType",
     "bfloat16",
@@ -108,7 +109,27 @@ def test_every_exported_name_exists():
 
 def test_exported_modules_are_modules_and_the_rest_are_not():
     modules = {name for name in ampcore.__all__ if isinstance(getattr(ampcore, name, None), types.ModuleType)}
-    assert modules == {"dtypes", "kernels", "plugins", "nn", "optim", "amp", "autograd", "policy", "cgen"}
+    assert modules == {"dtypes", "kernels", "plugins", "nn", "optim", "amp", "autograd", "policy", "cgen", "float8"}
+
+
+def test_the_float8_training_surface_is_pinned():
+    assert set(ampcore.float8.__all__) == {
+        "convert_to_float8_training",
+        "float8_stats",
+        "Float8Linear",
+        "Float8LinearConfig",
+        "Float8GemmConfig",
+        "STATS_LENGTH",
+        "Format",
+        "Recipe",
+        "TensorwiseScaling",
+        "RowwiseScaling",
+        "DelayedScaling",
+        "MXFP8BlockScaling",
+        "RECIPES",
+        "parse_recipe",
+    }
+    assert all(hasattr(ampcore.float8, name) for name in ampcore.float8.__all__)
 
 
 def test_testing_helpers_are_importable():
