@@ -341,3 +341,30 @@ def test_another_projects_backend_fixture_is_left_alone(pytester):
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     assert "ampcore conformance" not in result.stdout.str()
+
+
+# --------------------------------------------------------------------------- float8
+def test_float8_checks_pass_on_the_core_compositions_of_an_honest_backend(suite, register_fake):
+    result = suite(register_fake(float8="emulated").name, "float8")
+    assert result.ret == 0, result.run.stdout.str()[-3000:]
+    ops = {op for _, op, _ in result.cells("pass")}
+    assert {"quantize_float8", "scaled_mm", "cast"} <= ops
+
+
+def test_float8_checks_skip_with_the_reason_on_a_backend_without_float8(suite, register_fake):
+    result = suite(register_fake(float8_reason="no float8 on this fake").name, "float8")
+    assert result.ret == 0 and not result.cells("pass") and not result.cells("fail")
+    assert result.cells("not supported")
+    messages = {t["message"] for c in result.report["cells"] for t in c["tests"]}
+    assert all("has no float8 (no float8 on this fake)" in m for m in messages), messages
+
+
+def test_a_float8_cast_rounded_toward_zero_fails_naming_the_kernel(suite, register_fake):
+    backend = register_fake(float8="emulated", defects=("float8_truncating_quantize",))
+    result = suite(backend.name, "float8", args=("-k", "not block_scaled"))
+    assert result.ret == 1, "the suite passed a float8 cast that truncates"
+    failing = result.cells("fail")
+    assert ("float8", "quantize_float8", "float8_e4m3fn") in failing
+    assert ("float8", "quantize_float8", "float8_e5m2") in failing
+    assert {op for _, op, _ in failing} == {"quantize_float8"}, failing
+    result.run.stdout.fnmatch_lines(["*quantize_float8(float16 -> float8_e4m3fn, saturate=True)*elements differ*"])

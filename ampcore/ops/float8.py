@@ -32,7 +32,7 @@ scales the float32 accumulator instead, which differs only by float32 rounding.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,6 +40,9 @@ from .. import dtypes as dt
 from ..kernels import KernelGate
 from ..plugins.capabilities import check_storable
 from ..tensor_base import TensorBase, wrap
+
+if TYPE_CHECKING:
+    from ..tensor import Tensor
 
 __all__ = [
     "quantize_float8",
@@ -127,9 +130,7 @@ def _broadcasts_onto(scale: tuple[int, ...], shape: tuple[int, ...]) -> bool:
 
 
 # --------------------------------------------------------------------------- Tensor level
-def quantize_float8(
-    x: Any, scale: Any, dtype: Any = dt.float8_e4m3fn, saturate: bool = True
-) -> tuple[TensorBase, TensorBase]:
+def quantize_float8(x: Any, scale: Any, dtype: Any = dt.float8_e4m3fn, saturate: bool = True) -> tuple[Tensor, Tensor]:
     """``(q, amax)``: ``x * scale`` cast to the float8 ``dtype`` and ``max|x|``, in one pass.
 
     ``x`` is float32, bfloat16 or float16; ``scale`` a float32 tensor on its
@@ -182,7 +183,7 @@ def scaled_mm(
     out_dtype: Any,
     bias: Any = None,
     use_fast_accum: bool = False,
-) -> TensorBase:
+) -> Tensor:
     """``(a * scale_a) @ (b * scale_b) + bias`` for float8 ``a`` (M, K) and ``b`` (K, N), rounded once to
     ``out_dtype``: torch._scaled_mm's semantics.
 
@@ -246,7 +247,7 @@ def scaled_mm_torch(
     scale_result: Any = None,
     out_dtype: Any = None,
     use_fast_accum: bool = False,
-) -> TensorBase:
+) -> Tensor:
     """``torch._scaled_mm`` with its signature (``ampcore._scaled_mm``): :func:`scaled_mm` with
     ``out_dtype`` defaulting to ``self``'s dtype.
 

@@ -190,6 +190,25 @@ def floating_point_warnings(table: Kernels) -> None:
         table[name] = loud(fn)
 
 
+def float8_truncating_quantize(table: Kernels) -> None:
+    """A ``quantize_float8`` kernel that rounds toward zero (drops the low mantissa bits) instead of to nearest."""
+
+    def quantize_float8(x: Any, scale: Any, dtype: Any, saturate: bool) -> tuple[Any, Any]:
+        x32 = np.asarray(x, np.float32)
+        with np.errstate(all="ignore"):
+            y = np.multiply(x32, scale, dtype=np.float32)
+            if saturate:
+                top = np.float32(dt.finfo(dtype).max)
+                y = np.clip(y, -top, top)
+            rounded = y.astype(dtype.numpy)
+        too_far = np.abs(rounded.astype(np.float32)) > np.abs(y)  # rounded away from zero: one code back
+        codes = rounded.view(np.uint8) - too_far.astype(np.uint8)
+        amax = np.abs(x32).max() if x32.size else np.float32(0)
+        return codes.view(dtype.numpy), np.asarray(amax, np.float32)
+
+    table["quantize_float8"] = quantize_float8
+
+
 DEFECTS: dict[str, Callable[[Kernels], None]] = {
     "truncating_casts": truncating_casts,
     "low_precision_accumulation": low_precision_accumulation,
@@ -199,6 +218,7 @@ DEFECTS: dict[str, Callable[[Kernels], None]] = {
     "integer_add_off_by_one": integer_add_off_by_one,
     "unchecked_adamw_step": unchecked_adamw_step,
     "floating_point_warnings": floating_point_warnings,
+    "float8_truncating_quantize": float8_truncating_quantize,
 }
 
 

@@ -224,6 +224,10 @@ class FakeBackend(Backend):
     ``fallback_ops`` maps a dtype to ops the device claims it cannot run in it,
     and ``policy`` names the built-in cast-policy table it starts from.
     ``defects`` names deliberate bugs from :data:`ampcore.testing.defects.DEFECTS`.
+    ``float8="emulated"`` (or ``"native"``) claims float8 (the float8 dtypes
+    become storable; ``quantize_float8`` and ``scaled_mm`` run as the core's
+    compositions of its primitives); ``float8_reason`` is the reason a
+    ``"none"`` device gives.
     """
 
     def __init__(
@@ -242,11 +246,16 @@ class FakeBackend(Backend):
         policy: str = "cpu",
         defects: Collection[str] = (),
         unusable: Mapping[int, str] | None = None,
+        float8: str = "none",
+        float8_reason: str = "",
     ):
         as_set = lambda ds: frozenset(dt.as_dtype(d) for d in ds)  # noqa: E731 - local conversion
         self.name = name
         self.priority = priority
         self.storable = as_set(dt.ALL_DTYPES if storable is None else storable)
+        if float8 != "none":
+            self.storable |= frozenset(dt.FLOAT8_DTYPES)
+        self.float8, self.float8_reason = float8, float8_reason
         default_native = {dt.float64, dt.float32, dt.int64, dt.int32, dt.bool_}
         self.native = as_set(default_native if native is None else native) & self.storable
         emulated = dt.LOW_PRECISION_DTYPES if emulated is None else emulated
@@ -282,6 +291,8 @@ class FakeBackend(Backend):
             memory_bytes=1 << 30,
             policy=self.policy,
             fallback_ops=self.fallback_ops,
+            float8=self.float8,
+            float8_reason=self.float8_reason,
         )
 
     def kernel_functions(self) -> Mapping[str, Callable[..., Any]]:
