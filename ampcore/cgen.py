@@ -45,6 +45,8 @@ __all__ = [
     "CUDA",
     "TAGS",
     "FLOAT_TAGS",
+    "FLOAT8_TAGS",
+    "float8_conversions",
     "element_type",
     "compute_type",
     "half_conversions",
@@ -79,9 +81,15 @@ TAGS: dict[str, str] = {
     "int32": "i32",
     "int64": "i64",
     "bool": "b8",
+    "float8_e4m3fn": "f8e4m3",
+    "float8_e5m2": "f8e5m2",
+    "float8_e8m0fnu": "f8e8m0",
 }
 """Each dtype's tag (by the dtype's name): the renderers' ``tag`` argument, and short enough for kernel names."""
 FLOAT_TAGS = ("f32", "f64", "f16", "bf16")
+FLOAT8_TAGS = ("f8e4m3", "f8e5m2", "f8e8m0")
+# tag -> the format's name in the conversion helpers (float_to_e4m3, e4m3_to_float, ...)
+_F8 = {"f8e4m3": "e4m3", "f8e5m2": "e5m2", "f8e8m0": "e8m0"}
 
 
 @dataclass(frozen=True)
@@ -192,6 +200,7 @@ def element_type(d: Dialect, tag: str) -> str:
         "i32": "int",
         "i64": d.i64,
         "b8": d.bool_storage,
+        **dict.fromkeys(FLOAT8_TAGS, "unsigned char"),
     }
     if tag not in types:
         raise ValueError(f"unknown dtype tag {tag!r}; valid tags are {', '.join(types)}")
@@ -201,7 +210,7 @@ def element_type(d: Dialect, tag: str) -> str:
 def compute_type(d: Dialect, tag: str) -> str:
     """The C type arithmetic on dtype ``tag`` runs in: float for float16/bfloat16, int for bool."""
     storage = element_type(d, tag)
-    return "float" if tag in ("f16", "bf16") else "int" if tag == "b8" else storage
+    return "float" if tag in ("f16", "bf16") or tag in _F8 else "int" if tag == "b8" else storage
 
 
 # --------------------------------------------------------------------------- 16-bit conversions
@@ -265,10 +274,77 @@ def double_conversions(d: Dialect) -> str:
 """
 
 
+# OCP float8 formats: (mantissa bits, exponent bias, largest finite code, code of an overflow, code of NaN,
+# float32 bits of the largest finite value, float32 bits of 2**(24 - bias - mantissa bits): adding it to a
+# value below the smallest normal leaves the subnormal code in the low bits, rounded by the float adder).
+_FLOAT8_FORMATS = {
+    "e4m3": (3, 7, 0x7E, 0x7F, 0x7F, 0x43E00000, 0x46800000),  # max 448; no inf: overflow is NaN (0x7f)
+    "e5m2": (2, 15, 0x7B, 0x7C, 0x7E, 0x47600000, 0x43000000),  # max 57344; overflow is inf (0x7c)
+}
+
+
+def float8_conversions(d: Dialect) -> str:
+    """``float_to_e4m3(f, saturate)`` / ``float_to_e5m2(f, saturate)``: round to nearest even on the bit
+    pattern (subnormals through the float adder, as :func:`half_conversions`), NaN kept NaN with its sign,
+    overflow NaN (e4m3fn has no inf) or inf (e5m2), or +-max when ``saturate``; ``e4m3_to_float`` /
+    ``e5m2_to_float`` exact (NaN as the quiet NaN with its sign); ``float_to_e8m0`` / ``e8m0_to_float``: MX
+    scales, ml_dtypes' rule (round half up on the mantissa, zero/negative/inf/NaN/overflow to NaN 0xff,
+    a float32 subnormal to 2**-127, or 2**-126 when above 2**-127).  Bit-for-bit ml_dtypes; no float8 type
+    or header needed."""
+    u32, f, b = d.u32, d.bits_float, d.float_bits
+    out = []
+    for name, (mbits, bias, top, over, nan, top_bits, sub_bits) in _FLOAT8_FORMATS.items():
+        shift = 23 - mbits
+        adder = d.add_rn.format(a=f.format("a"), b=f.format(f"{sub_bits:#x}u"))
+        is_nan = f"(c & 0x7fu) > {top if name == 'e4m3' else 0x7C:#x}u"
+        inf = "" if name == "e4m3" else f"    if ((c & 0x7fu) == 0x7cu) return {f.format('sign | 0x7f800000u')};\n"
+        out.append(f"""
+{d.inline} unsigned char float_to_{name}(float v, int saturate) {{
+    {u32} x = {b.format("v")}, sign = (x >> 24) & 0x80u, a = x & 0x7fffffffu;
+    if (a > 0x7f800000u) return (unsigned char)(sign | {nan:#x}u);
+    if (saturate && a >= {top_bits:#x}u) return (unsigned char)(sign | {top:#x}u);
+    if (a >= {(128 - bias) << 23:#x}u) {{
+        {u32} r = a - {(127 - bias) << 23:#x}u;
+        r = (r + {(1 << (shift - 1)) - 1:#x}u + ((r >> {shift}) & 1u)) >> {shift};
+        return (unsigned char)(sign | (r > {top:#x}u ? {over:#x}u : r));
+    }}
+    return (unsigned char)(sign | ({b.format(adder)} - {sub_bits:#x}u));
+}}
+{d.inline} float {name}_to_float(unsigned char c) {{
+    {u32} sign = (({u32})(c & 0x80u)) << 24, e = (c >> {mbits}) & {(1 << (7 - mbits)) - 1:#x}u;
+    {u32} m = c & {(1 << mbits) - 1:#x}u;
+    if ({is_nan}) return {f.format("sign | 0x7fc00000u")};
+{inf}    {u32} bits = e == 0u ? {b.format(f"(float)m * {2.0 ** (1 - bias - mbits)!r}f")}
+                        : ((e + {127 - bias}u) << 23) | (m << {shift});
+    return {f.format("bits | sign")};
+}}
+""")
+    out.append(f"""
+{d.inline} unsigned char float_to_e8m0(float v) {{
+    {u32} x = {b.format("v")};
+    if (x == 0u || x >= 0x7f800000u) return (unsigned char)0xffu;
+    {u32} e = x >> 23, m = x & 0x7fffffu;
+    if (e == 0u) return (unsigned char)(m > 0x400000u ? 1u : 0u);
+    e += m >= 0x400000u ? 1u : 0u;
+    return (unsigned char)(e > 0xffu ? 0xffu : e);
+}}
+{d.inline} float e8m0_to_float(unsigned char c) {{
+    return {f.format(f"c == 0xffu ? 0x7fc00000u : c == 0u ? 0x400000u : (({u32})c) << 23")};
+}}
+""")
+    return "".join(out)
+
+
 def conversions(d: Dialect, double: bool = True) -> str:
-    """Every conversion helper (:func:`half_conversions`, :func:`bfloat16_conversions` and, with ``double``,
-    :func:`double_conversions`), the prelude the element code of :func:`load` and :func:`store` calls."""
-    return half_conversions(d) + bfloat16_conversions(d) + (double_conversions(d) if double else "")
+    """Every conversion helper (:func:`half_conversions`, :func:`bfloat16_conversions`,
+    :func:`float8_conversions` and, with ``double``, :func:`double_conversions`), the prelude the element code
+    of :func:`load` and :func:`store` calls."""
+    return (
+        half_conversions(d)
+        + bfloat16_conversions(d)
+        + float8_conversions(d)
+        + (double_conversions(d) if double else "")
+    )
 
 
 # --------------------------------------------------------------------------- element access
@@ -281,6 +357,8 @@ def load(tag: str, ptr: str, index: str) -> str:
         return f"bf16_to_float({ptr}[{index}])"
     if tag == "b8":
         return f"(int)({ptr}[{index}] != 0)"
+    if tag in _F8:
+        return f"{_F8[tag]}_to_float({ptr}[{index}])"
     return f"{ptr}[{index}]"
 
 
@@ -298,6 +376,9 @@ def store(tag: str, storage: str, ptr: str, index: str, value: str, value_type: 
         return f"{ptr}[{index}] = float_to_bf16({value});"
     if tag == "b8":
         return f"{ptr}[{index}] = ({storage})(({value}) != 0);"
+    if tag in _F8:  # a cast: no saturation (overflow is what the format has); a double through round-to-odd
+        wide = f"double_to_float_odd({value})" if value_type == "double" else value
+        return f"{ptr}[{index}] = float_to_{_F8[tag]}({wide}{'' if tag == 'f8e8m0' else ', 0'});"
     return f"{ptr}[{index}] = ({storage})({value});"
 
 

@@ -119,7 +119,36 @@ def test_the_whole_conformance_suite_passes_on_the_simulator(profile, tmp_path):
     for dtype in ("float16", "bfloat16"):  # the kernels ran in both 16-bit types on both profiles
         assert cells[("kernels", "add", dtype)] == "pass"
         assert cells[("amp_kernels", "unscale_and_check", dtype)] == "pass"
+    # float8 runs on sm_90 (the h100 profile) and is refused on sm_75 (t4) with the reason.
+    float8 = {key: outcome for key, outcome in cells.items() if key[0] == "float8"}
+    assert float8 and set(float8.values()) == ({"pass"} if profile == "h100" else {"not supported"}), float8
     print(f"{profile}: {report['summary']} in {time.perf_counter() - start:.0f} s")
+
+
+@needs_gxx
+@pytest.mark.parametrize("profile", PROFILES)
+def test_float8_on_h100_and_its_refusal_on_t4_with_the_reason(profile):
+    code = (
+        "import ampcore, numpy as np\n"
+        "caps = ampcore.get_backend('cuda').capabilities()\n"
+        "print(caps.float8, '|', caps.float8_reason)\n"
+        "x = ampcore.tensor(np.array([1.0, 465.0, -3.4e-3], np.float32), device='cuda')\n"
+        "try:\n"
+        "    print(x.to(ampcore.float8_e4m3fn).float().numpy().tolist())\n"
+        "except TypeError as e:\n"
+        "    print('refused:', e)\n"
+    )
+    proc = _python(code, profile)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    support, converted = proc.stdout.strip().splitlines()
+    if profile == "h100":
+        assert support.startswith("emulated") and converted == "[1.0, nan, -0.00390625]"
+    else:
+        assert (
+            support.startswith("none | float8 needs compute capability 8.9+")
+            and "Tesla T4 (ampcore CUDA simulator) has 7.5" in support
+        )
+        assert converted.startswith("refused: device 'cuda:0' cannot store float8_e4m3fn tensors: float8 needs")
 
 
 TRAIN_STEPS = r"""

@@ -2,7 +2,8 @@
 
 When GradScaler skips a step, torch tells you only that *some* gradient held
 inf or NaN.  Inside ``detect_overflow()`` every primitive op's output, and
-every backward step's gradients, are checked as they are made; the first one
+every backward step's gradients, are checked as they are made (float8 casts
+and ``quantize_float8`` too: an unsaturated e4m3fn overflow is NaN); the first one
 that went non-finite from finite inputs is recorded with its name, shapes,
 dtypes and the composite ops it ran inside, and a skipped ``scaler.step``
 names it in a warning::
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import dispatch
+from .. import dtypes as dt
 from ..syncs import to_host
 from ..tensor import Tensor
 
@@ -112,7 +114,8 @@ def _finite(t: Any) -> bool:
     if not isinstance(t, Tensor) or not t.dtype.is_floating_point or t.numel() == 0:
         return True
     k = dispatch.guarded_kernels(t._backend, "detect_overflow")
-    bad = k.sum(k.ne(k.sub(t._data, t._data), 0.0), tuple(range(t.ndim)), False)
+    data = k.cast(t._data, dt.float32) if t.dtype in dt.FLOAT8_DTYPES else t._data  # float8 is storage only
+    bad = k.sum(k.ne(k.sub(data, data), 0.0), tuple(range(t.ndim)), False)
     return int(to_host(Tensor._wrap(bad, t.device, t._backend), _REASON)) == 0
 
 

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import dtypes as dt
+from ..hooks import STATE
 from ..kernels import KernelGate
 from ..plugins.capabilities import check_storable
 from ..tensor_base import TensorBase, wrap
@@ -167,7 +168,10 @@ def quantize_float8(x: Any, scale: Any, dtype: Any = dt.float8_e4m3fn, saturate:
         q, amax = gate.quantize_float8(x._data, scale._data, dtype, bool(saturate))
     else:
         q, amax = quantize_float8_reference(gate, x._data, scale._data, dtype, bool(saturate))
-    return wrap(q, x.device, backend), wrap(amax, x.device, backend)
+    out = wrap(q, x.device, backend)
+    if STATE.watching and STATE.overflow_hook is not None:  # detect_overflow: a cast that overflowed
+        STATE.overflow_hook("quantize_float8", "forward", [x, scale], [out])
+    return out, wrap(amax, x.device, backend)
 
 
 def _per_tensor(gate: KernelGate, scale: TensorBase) -> Any:

@@ -53,7 +53,7 @@ class CType:
 
 
 # The CuPy dtype holding each dtype where it is not its own: CuPy has no bfloat16
-_RAW = {dt.bfloat16: np.uint16}
+_RAW = {dt.bfloat16: np.uint16, **dict.fromkeys(dt.FLOAT8_DTYPES, np.uint8)}  # nor float8: bytes
 
 
 def _make(dtype: dt.DType) -> CType:
@@ -62,7 +62,10 @@ def _make(dtype: dt.DType) -> CType:
     return CType(dtype, storage, compute, tag, np.dtype(_RAW.get(dtype, dtype.numpy)))
 
 
-_TABLE = {d: _make(d) for d in (dt.float32, dt.float64, dt.float16, dt.bfloat16, dt.int32, dt.int64, dt.bool_)}
+_TABLE = {
+    d: _make(d)
+    for d in (dt.float32, dt.float64, dt.float16, dt.bfloat16, dt.int32, dt.int64, dt.bool_, *dt.FLOAT8_DTYPES)
+}
 
 FLOAT_CTYPES = tuple(_TABLE[d] for d in (dt.float32, dt.float64, dt.float16, dt.bfloat16))
 

@@ -26,7 +26,8 @@ from .runtime import import_cupy
 __all__ = ["sources", "LOW", "convert", "up", "down", "scalar_storage"]
 
 LOW = frozenset({dt.float16, dt.bfloat16})
-FLOATS = frozenset({dt.float16, dt.bfloat16, dt.float32, dt.float64})
+FLOAT8 = frozenset(dt.FLOAT8_DTYPES)
+FLOATS = frozenset({dt.float16, dt.bfloat16, dt.float32, dt.float64, *FLOAT8})
 _PAIRS = (
     ("f16", "f32"),
     ("bf16", "f32"),
@@ -44,14 +45,26 @@ _PAIRS = (
     ("bf16", "b8"),
     ("f32", "b8"),
     ("f64", "b8"),
+    # float8 (ampcore.cgen.float8_conversions): to and from every float, through float (exact) or round-to-odd
+    *((w, f8) for f8 in ("f8e4m3", "f8e5m2", "f8e8m0") for w in ("f32", "f16", "bf16", "f64")),
+    *((f8, w) for f8 in ("f8e4m3", "f8e5m2", "f8e8m0") for w in ("f32", "f16", "bf16", "f64")),
 )
-_TAGS = {"f16": dt.float16, "bf16": dt.bfloat16, "f32": dt.float32, "f64": dt.float64, "b8": dt.bool_}
+_TAGS = {
+    "f16": dt.float16,
+    "bf16": dt.bfloat16,
+    "f32": dt.float32,
+    "f64": dt.float64,
+    "b8": dt.bool_,
+    "f8e4m3": dt.float8_e4m3fn,
+    "f8e5m2": dt.float8_e5m2,
+    "f8e8m0": dt.float8_e8m0fnu,
+}
 
 
 def _source(src: str, dst: str) -> str:
     s, d = ctype(_TAGS[src]), ctype(_TAGS[dst])
     value = s.load("x", "i")
-    if src == "f64" and dst in ("f16", "bf16"):
+    if src == "f64" and dst in ("f16", "bf16", "f8e4m3", "f8e5m2", "f8e8m0"):
         value = f"double_to_float_odd({value})"
     return (
         PRELUDE
@@ -89,9 +102,11 @@ def convert(data: Any, src: dt.DType, dst: dt.DType) -> Any:
         return data.copy()
     if src in FLOATS and (dst in FLOATS or dst == dt.bool_):
         return _run(data, src, dst)
-    if src in LOW:  # to an integer: float32 holds the value exactly, and truncating it flushes nothing
+    if src in LOW or src in FLOAT8:  # to an integer: float32 holds the value exactly, and truncating it flushes nothing
         return convert(_run(data, src, dt.float32), dt.float32, dst)
-    if dst in LOW:  # int/bool -> 16 bits: float64 holds int32 exactly (and int64 up to 2^53), then one rounding
+    if (
+        dst in LOW or dst in FLOAT8
+    ):  # int/bool -> 16 (or 8) bits: float64 holds int32 exactly (and int64 up to 2^53), then one rounding
         return _run(data.astype(np.float64), dt.float64, dst)
     if dst == dt.bool_:
         return data != 0

@@ -9,7 +9,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-FAMILIES = ("elementwise", "reductions", "movement", "gemm", "amp", "softmax", "gelu", "optim")
+FAMILIES = ("elementwise", "reductions", "movement", "gemm", "amp", "softmax", "gelu", "optim", "float8")
 
 
 def kernel_table() -> dict[str, Callable[..., Any]]:

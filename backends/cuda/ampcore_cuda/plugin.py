@@ -61,7 +61,7 @@ class CUDABackend(ampcore.Backend):
 
     def to_numpy(self, array: CuArray) -> np.ndarray:
         raw = array.data.get()
-        return raw.view(array.dtype.numpy) if array.dtype == dt.bfloat16 else raw
+        return raw.view(array.dtype.numpy) if array.dtype == dt.bfloat16 or array.dtype in dt.FLOAT8_DTYPES else raw
 
     def dtype_of(self, array: CuArray) -> dt.DType:
         return array.dtype

@@ -300,6 +300,9 @@ def _name(props: Mapping[str, Any]) -> str:
     return (name.decode(errors="replace") if isinstance(name, bytes) else str(name)).strip("\x00 ")
 
 
+FLOAT8_CC = (8, 9)  # Ada (sm_89) and Hopper (sm_90): float8 tensor cores
+
+
 def capabilities_from_properties(props: Mapping[str, Any], runtime_version: int = 0) -> ampcore.Capabilities:
     """What a device of compute capability ``major.minor`` does in this backend.
 
@@ -315,6 +318,15 @@ def capabilities_from_properties(props: Mapping[str, Any], runtime_version: int 
     - cc < 7.0 (Pascal and older): no tensor cores.  Autocast still defaults to
       float16: it halves activation memory and bandwidth, though GEMMs gain no
       speed; both 16-bit dtypes are emulated and bfloat16 GEMMs fall back.
+
+    float8 needs cc >= 8.9 (Ada, Hopper: float8 tensor cores); there the float8
+    dtypes are storable and ``float8`` is ``"emulated"``: the conversions are
+    integer bit arithmetic (:func:`ampcore.cgen.float8_conversions`, bit-exact
+    ml_dtypes) and ``scaled_mm`` is the core's composition over float32 GEMMs.
+    The native path (``cvt.rn.satfinite.e4m3x2.f32`` conversions, a cuBLASLt
+    float8 GEMM) is future work.  Below 8.9 ``float8`` is ``"none"`` with the
+    reason: no float8 hardware, so a float8 recipe would only be slower than
+    the 16-bit one; rehearse it on the cpu backend.
     """
     cc = (int(props["major"]), int(props["minor"]))
     ints = {dt.float64, dt.float32, dt.int32, dt.int64, dt.bool_}
@@ -322,11 +334,14 @@ def capabilities_from_properties(props: Mapping[str, Any], runtime_version: int 
     tensor_cores = [d for d, need in ((dt.float16, (7, 0)), (dt.bfloat16, (8, 0))) if cc >= need]
     native = frozenset(ints | set(tensor_cores))
     fallback = {} if dt.bfloat16 in tensor_cores else {dt.bfloat16: GEMM_OPS}
+    float8 = cc >= FLOAT8_CC
+    if float8:
+        storable |= frozenset(dt.FLOAT8_DTYPES)
     return ampcore.Capabilities(
         device_name=_name(props),
         storable=storable,
         native=native,
-        emulated=storable - native,
+        emulated=storable - native - frozenset(dt.FLOAT8_DTYPES),
         autocast_dtype=dt.bfloat16 if dt.bfloat16 in tensor_cores else dt.float16,
         policy="cuda",
         memory_bytes=int(props.get("totalGlobalMem", 0)) or None,
@@ -338,4 +353,11 @@ def capabilities_from_properties(props: Mapping[str, Any], runtime_version: int 
             "cuda_runtime": _cuda_version(runtime_version) if runtime_version else None,
             **({"simulated": f"{_SIM_ENV}={os.environ.get(_SIM_ENV, '')}"} if simulated() else {}),
         },
+        float8="emulated" if float8 else "none",
+        float8_reason=(
+            ""
+            if float8
+            else f"float8 needs compute capability {FLOAT8_CC[0]}.{FLOAT8_CC[1]}+ (float8 tensor cores); "
+            f"{_name(props)} has {cc[0]}.{cc[1]}: train in 16 bits here, or rehearse float8 on the cpu backend"
+        ),
     )

@@ -68,7 +68,7 @@ class CType:
 
 
 # NumPy dtypes of the raw buffer elements where they are not the dtype's own: 16-bit words, bytes for bool
-_RAW = {dt.float16: np.uint16, dt.bfloat16: np.uint16, dt.bool_: np.uint8}
+_RAW = {dt.float16: np.uint16, dt.bfloat16: np.uint16, dt.bool_: np.uint8, **dict.fromkeys(dt.FLOAT8_DTYPES, np.uint8)}
 
 
 def _make(dtype: dt.DType) -> CType:
@@ -77,7 +77,10 @@ def _make(dtype: dt.DType) -> CType:
     return CType(dtype, storage, compute, tag, np.dtype(_RAW.get(dtype, dtype.numpy)))
 
 
-_TABLE = {d: _make(d) for d in (dt.float32, dt.float64, dt.float16, dt.bfloat16, dt.int32, dt.int64, dt.bool_)}
+_TABLE = {
+    d: _make(d)
+    for d in (dt.float32, dt.float64, dt.float16, dt.bfloat16, dt.int32, dt.int64, dt.bool_, *dt.FLOAT8_DTYPES)
+}
 
 
 def ctype(dtype: dt.DType) -> CType:
@@ -139,6 +142,7 @@ def prelude(fp64: bool, native_half: bool = False) -> str:
         parts.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n")
     parts.append(half_conversions())
     parts.append(cgen.bfloat16_conversions(cgen.OPENCL))
+    parts.append(cgen.float8_conversions(cgen.OPENCL))  # float8 as bytes: OpenCL C has no float8 type
     if fp64:
         parts.append(cgen.double_conversions(cgen.OPENCL))
     parts.append(INDEX_HELPERS)

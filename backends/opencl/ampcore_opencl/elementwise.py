@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ampcore import cgen
 from ampcore import dtypes as dt
 from ampcore.kernels import BINARY, COMPARISON, UNARY
 
@@ -232,7 +233,7 @@ def _convert(src: CType, dst: CType, v: str) -> tuple[str, str]:
     if dst.tag == "b8" or (src.dtype.is_floating_point and not dst.dtype.is_floating_point):
         return v, src.compute  # the bool store tests != 0; a C cast to an integer truncates, like astype
     if not src.dtype.is_floating_point:  # integer or bool -> float: one rounding (to odd first where a second follows)
-        if dst.tag in ("f16", "bf16"):
+        if dst.tag in ("f16", "bf16", *cgen.FLOAT8_TAGS):
             return f"long_to_float_odd((long)({v}))", "float"
         if dst.tag in ("f32", "f64"):
             return f"convert_{dst.compute}_rte({v})", dst.compute

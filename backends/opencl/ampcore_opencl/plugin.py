@@ -93,7 +93,7 @@ class OpenCLBackend(ampcore.Backend):
     def capabilities(self, index: int = 0) -> ampcore.Capabilities:
         state = self._state(index)
         device = state.device
-        storable = {dt.float32, dt.float16, dt.bfloat16, dt.int32, dt.int64, dt.bool_}
+        storable = {dt.float32, dt.float16, dt.bfloat16, dt.int32, dt.int64, dt.bool_, *dt.FLOAT8_DTYPES}
         native = {dt.float32, dt.int32, dt.int64, dt.bool_}
         if state.fp64:
             storable.add(dt.float64)
@@ -104,7 +104,7 @@ class OpenCLBackend(ampcore.Backend):
             device_name=device.name.strip(),
             storable=frozenset(storable),
             native=frozenset(native),
-            emulated=frozenset(storable - native),
+            emulated=frozenset(storable - native - set(dt.FLOAT8_DTYPES)),
             autocast_dtype=dt.float16,
             policy="cuda",  # an fp16 accelerator: torch's CUDA lists (matmul/conv in fp16, softmax/losses in fp32)
             memory_bytes=int(device.global_mem_size),
@@ -120,6 +120,7 @@ class OpenCLBackend(ampcore.Backend):
                 "correctly_rounded_div_sqrt": state.correctly_rounded_div_sqrt,
                 "extensions": sorted(state.extensions),
             },
+            float8="emulated",  # bytes, converted with integer arithmetic (ampcore.cgen.float8_conversions)
         )
 
     def kernel_functions(self) -> Mapping[str, Callable[..., Any]]:
