@@ -25,7 +25,8 @@ def test_info_lists_cpu_as_available_with_capabilities(capsys, wide):
     assert f"default device {ampcore.get_default_device()}" in out
     cpu_panel = out.split("─ cpu ─", 1)[1].split("╰", 1)[0]
     assert re.search(r"status +available", cpu_panel)
-    assert re.search(r"storable +bfloat16, bool, float16, float32, float64, int32, int64", out)
+    assert re.search(r"storable +bfloat16, bool, float16, float32, float64, float8_e4m3fn,", out)
+    assert re.search(r"float8 +emulated", out)
     assert re.search(r"native +bool, float32, float64, int32, int64", out)
     assert re.search(r"emulated +bfloat16, float16", out)
     assert re.search(r"autocast dtype +bfloat16", out)
