@@ -7,7 +7,7 @@ from .backend import Availability, Backend, BackendUnavailableError, Capabilitie
 # Before creation's names: importing the submodule ampcore.tensor binds it as ampcore.tensor, which the
 # function ampcore.tensor must then replace.
 from .tensor import Tensor  # isort: skip
-from . import amp, autograd, backend_modules, nn, optim, policy, serialization, utils
+from . import amp, autograd, backend_modules, float8, nn, optim, policy, serialization, utils
 from .amp import autocast, custom_bwd, custom_fwd, get_autocast_dtype, is_autocast_available, is_autocast_enabled, op
 from .creation import (
     Generator,
@@ -138,6 +138,7 @@ __all__ = [
     "autograd",
     "policy",
     "cgen",
+    "float8",
     # dtypes
     "DType",
     "bfloat16",

@@ -32,6 +32,8 @@ from .autograd import no_grad
 from .creation import manual_seed, tensor, zeros
 from .data import load_digits, train_test_split
 from .device import Device
+from .float8 import convert_to_float8_training, float8_stats, parse_recipe
+from .float8.stats import summarize
 from .grad_scaler import GradScaler
 from .names import did_you_mean
 from .nn import functional as F
@@ -63,7 +65,11 @@ class TrainConfig:
 
     ``dtype`` is the autocast dtype (``"float16"`` or ``"bfloat16"``; None
     takes the device's own, as ``autocast`` does); ``amp=False`` or
-    ``dtype="float32"`` trains the float32 baseline.  Raises ValueError for an
+    ``dtype="float32"`` trains the float32 baseline.  ``float8`` names a
+    float8 recipe (``"tensorwise"``, ``"rowwise"``, ``"delayed"``,
+    ``"mxfp8"``, with ``,key=value`` fields): the model's Linear layers are
+    converted with :func:`ampcore.float8.convert_to_float8_training` and the
+    rest runs under autocast as before.  Raises ValueError for an
     unknown dtype and for a non-positive epoch count, batch size, learning
     rate or ``progress_every``.
     """
@@ -79,8 +85,11 @@ class TrainConfig:
     seed: int = 0
     test_fraction: float = 0.2
     progress_every: int = 8
+    float8: str | None = None  # a float8 recipe (ampcore.float8.parse_recipe): the Linear layers train in float8
 
     def __post_init__(self) -> None:
+        if self.float8 is not None:
+            object.__setattr__(self, "float8", str(parse_recipe(self.float8)))  # ValueError names a bad recipe
         object.__setattr__(self, "dtype", training_dtype_name(self.dtype))
         for name in ("epochs", "batch_size", "progress_every"):
             value = getattr(self, name)
@@ -156,6 +165,9 @@ class TrainResult:
     world_size: int = 1
     allreduce_bytes_per_step: float = 0.0
     collective_seconds: float = 0.0
+    float8: str | None = None
+    # per layer and role ("0.input", ...): the last amax and scale, saturated values over the run (float8 runs)
+    float8_stats: dict[str, dict[str, float | int]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -228,6 +240,8 @@ def train(
     x_train, y_train = tensor(x_tr, device=device), tensor(y_tr, device=device)
     x_test, y_test = tensor(x_te, device=device), tensor(y_te, device=device)
     model = build_model(x_tr.shape[1], config.hidden, int(y_all.max()) + 1, device)
+    if config.float8 is not None:
+        convert_to_float8_training(model, config.float8)
     world, rank = (1, 0) if process_group is None else (process_group.size, process_group.rank)
     if process_group is not None:
         model = _data_parallel(model, config, dtype, process_group)
@@ -290,6 +304,8 @@ def train(
         world_size=world,
         allreduce_bytes_per_step=stats.bytes_by_op.get("all_reduce", 0) / max(step, 1) if stats else 0.0,
         collective_seconds=stats.seconds if stats else 0.0,
+        float8=config.float8,
+        float8_stats=summarize(float8_stats(model)) if config.float8 is not None else {},
     )
 
 

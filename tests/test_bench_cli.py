@@ -171,9 +171,28 @@ def test_bench_from_a_saved_result_prints_it_again(tmp_path, capsys):
     assert result["model"]["name"] == "cnn" and "bf16 AMP" in printed and "CNN" in printed
 
 
+def test_bench_float8_adds_a_row_per_recipe_against_bfloat16(tmp_path, capsys):
+    result, _ = _bench(tmp_path, "--no-torch", "--dtype", "bfloat16", "--float8", "tensorwise", "--float8", "mxfp8")
+    rows = {row["id"]: row for row in result["configs"]}
+    assert result["settings"]["float8"] == ["tensorwise", "mxfp8"]
+    bf16 = rows["ampcore cpu:0 bfloat16 AMP"]
+    for recipe in ("tensorwise", "mxfp8"):
+        row = rows[f"ampcore cpu:0 bfloat16 AMP + float8 {recipe}"]
+        _check_row(row, 16)
+        assert row["float8"] == recipe and row["precision"] == "bfloat16"
+        assert math.isclose(row["final_loss_vs_reference"], row["final_loss"] / bf16["final_loss"] - 1)
+        assert math.isclose(
+            row["step_time_vs_reference"], row["step_seconds"]["median"] / bf16["step_seconds"]["median"]
+        )
+    assert bf16["float8"] is None and bf16["final_loss_vs_reference"] is None
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "bf16 AMP + f8 tensorwise" in printed and "% vs bfloat16" in printed
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
+        (["--float8", "fp8"], "unknown recipe 'fp8'"),
         (["--device", "nosuch"], "nosuch"),
         (["--dtype", "float64"], "float64"),
         (["--steps", "0"], "steps must be an integer >= 1"),

@@ -190,6 +190,14 @@ def test_train_json_compare_reports_both_runs(capsys):
     assert amp["loss_scale"] == 65536.0 and fp32["loss_scale"] is None
 
 
+def test_train_float8_shows_the_recipe_and_each_layers_casts(capsys):
+    assert main(["train", "--epochs", "1", "--device", "cpu", "--float8", "rowwise"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # rich wraps lines at the terminal width
+    assert "Linear layers in float8 (recipe rowwise)" in out and "test accuracy 0." in out
+    assert "float8 casts (recipe rowwise)" in out
+    assert re.search(r"0\.input │ [\d.e+-]+ │ [\d.e+-]+ │ 0 │ \d+", out) and "4.grad_output" in out
+
+
 def test_train_json_reports_the_result(capsys):
     assert main(["train", "--epochs", "1", "--batch-size", "128", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
@@ -219,6 +227,7 @@ def test_train_json_reports_the_result(capsys):
             "--no-amp trains in float32 but --dtype asks for 'float16'; drop",
         ),
         (["train", "--epochs", "0"], "epochs must be a positive integer, got 0"),
+        (["train", "--float8", "blockwise"], "float8 recipe 'blockwise': unknown recipe 'blockwise'; the recipes are"),
     ],
 )
 def test_bad_train_options_exit_2_with_one_line_and_no_traceback(capsys, argv, message):

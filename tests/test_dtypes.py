@@ -88,7 +88,9 @@ def test_torchs_dtype_aliases_are_the_dtypes_ampcore_stores():
     assert all(dt.as_dtype(name) is d for name, d in dt.TORCH_ALIASES.items())
 
 
-@pytest.mark.parametrize("name", ["cfloat", "cdouble", "complex64", "uint8", "int8", "int16", "short", "float8_e4m3fnuz"])
+@pytest.mark.parametrize(
+    "name", ["cfloat", "cdouble", "complex64", "uint8", "int8", "int16", "short", "float8_e4m3fnuz"]
+)
 def test_a_torch_dtype_ampcore_cannot_store_raises_naming_it(name):
     import ampcore
 

@@ -731,3 +731,14 @@ def test_module_dict_errors_name_the_key():
         d["x"] = 3
     with pytest.raises(TypeError, match=r"element 0 must be a \(name, module\) pair"):
         nn.ModuleDict([nn.ReLU()])
+
+
+def test_assigning_over_a_child_or_parameter_keeps_its_place_as_in_torch():
+    seq = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 1))
+    seq[0] = nn.Linear(2, 2)
+    setattr(seq, "0", nn.Identity())  # an existing name: the Sequential keeps its order
+    assert [type(m).__name__ for m in seq] == ["Identity", "ReLU", "Linear"]
+    layer = nn.Linear(2, 2)
+    names = [n for n, _ in layer.named_parameters()]
+    layer.weight = nn.Parameter(ampcore.zeros(2, 2))
+    assert [n for n, _ in layer.named_parameters()] == names == ["weight", "bias"]

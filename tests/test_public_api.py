@@ -22,6 +22,7 @@ DOCUMENTED = {
     "autograd",
     "policy",
     "cgen",
+    "float8",
     # dtypes
     "DType",
     "bfloat16",
@@ -193,7 +194,28 @@ def test_exported_modules_are_modules_and_the_rest_are_not():
         "cpu",
         "cuda",
         "opencl",
+        "float8",
     }
+
+
+def test_the_float8_training_surface_is_pinned():
+    assert set(ampcore.float8.__all__) == {
+        "convert_to_float8_training",
+        "float8_stats",
+        "Float8Linear",
+        "Float8LinearConfig",
+        "Float8GemmConfig",
+        "STATS_LENGTH",
+        "Format",
+        "Recipe",
+        "TensorwiseScaling",
+        "RowwiseScaling",
+        "DelayedScaling",
+        "MXFP8BlockScaling",
+        "RECIPES",
+        "parse_recipe",
+    }
+    assert all(hasattr(ampcore.float8, name) for name in ampcore.float8.__all__)
 
 
 def test_testing_helpers_are_importable():

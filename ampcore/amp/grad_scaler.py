@@ -276,6 +276,19 @@ class GradScaler:
         self._scaled_backward_seen = True
 
     def _warn_if_bfloat16_autocast(self) -> None:
+        # (recipe, autocast dtype or None), set by this step's float8 forward
+        seen = thread_state.float8_recipe.pop(self._device_type, None)
+        if seen is not None and seen[1] != dt.float16:
+            recipe = seen[0]
+            self._warn_once(
+                "float8",
+                (
+                    f"GradScaler: float8 layers (recipe {recipe!r}) on {self._device_type!r} scale their gradients "
+                    "themselves (grad_output gets its own scale) and the other ops run in bfloat16 or float32, "
+                    "whose gradients do not underflow: loss scaling only costs time. Use enabled=False "
+                    "(scaling is for float16 autocast)"
+                ),
+            )
         if thread_state.last_dtype.get(self._device_type) == dt.bfloat16:
             self._warn_once(
                 "bfloat16",

@@ -64,6 +64,9 @@ class _ThreadState(threading.local):
         self.cast_cache: dict[tuple[int, DType, bool], tuple[Any, Any, Any]] = {}
         # device type -> dtype of the last enabled region entered (GradScaler warns about bfloat16).
         self.last_dtype: dict[str, DType] = {}
+        # device type -> the recipe a Float8Linear ran with gradients on since the last GradScaler.scale(), which
+        # reads and clears it (and warns: float8 layers need no loss scale).
+        self.float8_recipe: dict[str, tuple[str, DType | None]] = {}  # (recipe, the autocast dtype or None)
 
 
 thread_state = _ThreadState()

@@ -46,6 +46,7 @@ import numpy as np
 from .. import __version__
 from ..backend import BackendUnavailableError
 from ..creation import manual_seed
+from ..float8 import parse_recipe
 from ..plugins import available_backends, get_backend, resolve_device
 from ..plugins.registry import registry
 from . import torch_reference
@@ -86,8 +87,10 @@ class BenchSettings:
     seed: int = 0
     batch: int | None = None
     torch: bool = True
+    float8: tuple[str, ...] = ()  # float8 recipes: one more ampcore row per recipe and device
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "float8", tuple(str(parse_recipe(r)) for r in self.float8))
         for name, low in (("steps", 1), ("warmup", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -194,6 +197,9 @@ def configurations(settings: BenchSettings, refusals: Refusals | None = None) ->
         dtypes = refusals.attempt(("ampcore", name), _amp_dtypes, name, settings.dtypes)
         if dtypes is not None:
             configs += [Config("ampcore", name, p) for p in ["float32", *dtypes]]
+            if settings.float8 and dtypes:  # float8 Linears beside bfloat16 (else the device's AMP dtype)
+                base = "bfloat16" if "bfloat16" in dtypes else dtypes[0]
+                configs += [Config("ampcore", name, base, recipe) for recipe in settings.float8]
     if settings.torch:
         named = {d.split(":")[0] for d in settings.devices} if settings.devices else None
         for device in torch_reference.devices():
@@ -296,6 +302,7 @@ def _config_result(
         "framework": config.framework,
         "device": config.device,
         "precision": config.precision,
+        "float8": config.float8,
         "amp": config.amp,
         "loss_scaling": config.loss_scaling,
         "step_seconds": stats,
@@ -332,6 +339,18 @@ def _add_ratios(rows: dict[Config, dict[str, Any]]) -> None:
         row["final_loss_diff_vs_float32"] = (
             row["final_loss"] - base["final_loss"]
             if base and row["final_loss"] is not None and base["final_loss"] is not None
+            else None
+        )
+        reference = rows.get(config.without_float8) if config.float8 else None
+        row["final_loss_vs_reference"] = (
+            row["final_loss"] / reference["final_loss"] - 1.0
+            if reference and row["final_loss"] is not None and reference["final_loss"]
+            else None
+        )
+        row["step_time_vs_reference"] = median / reference["step_seconds"]["median"] if reference else None
+        row["peak_memory_vs_reference"] = (
+            row["peak_memory_bytes"] / reference["peak_memory_bytes"]
+            if reference and row["peak_memory_bytes"] and reference["peak_memory_bytes"]
             else None
         )
         twin = Config("torch", config.device.split(":")[0], config.precision)
@@ -414,6 +433,7 @@ def _result(
             "lr": LR,
             "batches": BATCH_COUNT,
             "torch": settings.torch,
+            "float8": list(settings.float8),
             "timing": "round-robin within each (framework, device) phase; phases in turn",
         },
         "backends": _backends(configs),

@@ -16,11 +16,14 @@ class Config:
 
     ``precision`` float32 is the baseline; float16 and bfloat16 train under
     autocast, float16 with a GradScaler (bfloat16 has float32's range).
+    ``float8`` names a float8 recipe (ampcore only): the model's Linear layers
+    train in float8 and the rest under autocast to ``precision``.
     """
 
     framework: str
     device: str
     precision: str
+    float8: str | None = None
 
     @property
     def amp(self) -> bool:
@@ -32,7 +35,8 @@ class Config:
 
     @property
     def label(self) -> str:
-        return f"{self.framework} {self.device} {self.precision}{' AMP' if self.amp else ''}"
+        float8 = f" + float8 {self.float8}" if self.float8 else ""
+        return f"{self.framework} {self.device} {self.precision}{' AMP' if self.amp else ''}{float8}"
 
     @property
     def phase(self) -> tuple[str, str]:
@@ -43,6 +47,11 @@ class Config:
     def baseline(self) -> Config:
         """The float32 configuration of the same framework and device."""
         return Config(self.framework, self.device, "float32")
+
+    @property
+    def without_float8(self) -> Config:
+        """The same configuration with its Linear layers in ``precision`` (a float8 row's reference)."""
+        return Config(self.framework, self.device, self.precision)
 
 
 @dataclass

@@ -69,7 +69,7 @@ def table(result: dict[str, Any]) -> Any:
         t.add_row(
             row["framework"],
             row["device"],
-            SHORT.get(row["precision"], row["precision"]),
+            SHORT.get(row["precision"], row["precision"]) + (f" + f8 {row['float8']}" if row.get("float8") else ""),
             _ms(row["step_seconds"]["median"]),
             _ms(row["step_seconds"]["iqr"]),
             f"{row['samples_per_second']:.0f}",
@@ -110,6 +110,15 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
             f"{row['id']} vs torch: AMP speedup over float32 {row['speedup_vs_float32']:.2f}x (torch "
             f"{twin['speedup_vs_float32']:.2f}x); AMP step time {row['step_time_vs_torch']:.2f}x torch's"
         )
+    for row in result["configs"]:
+        if row.get("float8") and row.get("step_time_vs_reference") is not None:
+            memory = row["peak_memory_vs_reference"]
+            loss = row["final_loss_vs_reference"]
+            lines.append(
+                f"{row['id']}: step time {row['step_time_vs_reference']:.2f}x {row['precision']}'s, peak memory "
+                f"{'not measurable' if memory is None else f'{memory:.2f}x'}, final loss "
+                f"{'-' if loss is None else f'{100 * loss:+.2f}%'} vs {row['precision']}"
+            )
     for row in result["configs"]:
         if not row["amp"] or row["speedup_vs_float32"] is None:
             continue

@@ -19,6 +19,7 @@ from .. import optim
 from ..amp import autocast
 from ..autograd import saved_bytes
 from ..creation import from_numpy
+from ..float8 import convert_to_float8_training
 from ..grad_scaler import GradScaler
 from ..nn import functional as F
 from ..ops import cat
@@ -47,6 +48,8 @@ class AmpcoreRun:
         self.dtype = dt.as_dtype(config.precision)
         self.model = spec.build(self.device)
         self.model.load_state_dict(weights)
+        if config.float8 is not None:
+            convert_to_float8_training(self.model, config.float8)
         self.optimizer = optim.AdamW(self.model.parameters(), lr=LR)
         self.scaler = GradScaler.for_dtype(self.dtype, self.device)
         self.batches = [(from_numpy(x, device=self.device), from_numpy(y, device=self.device)) for x, y in batches]

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from ..bench import benchmark, models, report
+from ..float8 import RECIPES
 from .common import CommandError, checked_device, console
 
 __all__ = ["add_parser", "run"]
@@ -53,6 +54,14 @@ def add_parser(subparsers: Any) -> None:
         help="AMP dtype(s) to measure, float16 and/or bfloat16 (default: each one the device "
         "computes in); float32 always runs as the baseline",
     )
+    parser.add_argument(
+        "--float8",
+        action="append",
+        default=None,
+        metavar="RECIPE",
+        help="also train with the Linear layers in float8 under this recipe (tensorwise, rowwise, delayed, "
+        "mxfp8, with ',key=value' fields), beside bfloat16; repeat for more, or 'all' for the four recipes",
+    )
     parser.add_argument("--steps", type=int, default=_DEFAULTS.steps, help="timed steps per configuration")
     parser.add_argument("--warmup", type=int, default=_DEFAULTS.warmup, help="untimed steps per configuration first")
     parser.add_argument("--batch", type=int, default=None, help="batch size (default: the model's)")
@@ -76,6 +85,13 @@ def _split(values: list[str] | None) -> tuple[str, ...] | None:
     return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
 
 
+def _float8(values: list[str] | None) -> tuple[str, ...]:
+    """The recipes of the repeated --float8 option; 'all' is each recipe with its defaults."""
+    if not values:
+        return ()
+    return tuple(name for value in values for name in (list(RECIPES) if value == "all" else [value]))
+
+
 def _settings(args: argparse.Namespace) -> benchmark.BenchSettings:
     devices = _split(args.device)
     for name in devices or ():
@@ -90,6 +106,7 @@ def _settings(args: argparse.Namespace) -> benchmark.BenchSettings:
             args.seed,
             args.batch,
             args.torch,
+            _float8(args.float8),
         )
     except ValueError as exc:
         raise CommandError(str(exc)) from exc

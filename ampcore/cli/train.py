@@ -52,6 +52,13 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--batch-size", type=int, default=_DEFAULTS.batch_size, help="rows per step")
     parser.add_argument("--lr", type=float, default=_DEFAULTS.lr, help="AdamW learning rate")
     parser.add_argument("--seed", type=int, default=_DEFAULTS.seed, help="seed for the split, init and batch order")
+    parser.add_argument(
+        "--float8",
+        default=None,
+        metavar="RECIPE",
+        help="train the Linear layers in float8 with this recipe: tensorwise, rowwise, delayed or mxfp8, "
+        "optionally with fields (e.g. 'delayed,amax_history_len=16'); see docs/float8.md",
+    )
     parser.add_argument("--json", action="store_true", help="print the result(s) as JSON instead of a progress bar")
     parser.add_argument(
         "--nproc",
@@ -79,12 +86,13 @@ def run(args: argparse.Namespace) -> int:
             batch_size=args.batch_size,
             lr=args.lr,
             seed=args.seed,
+            float8=args.float8,
         )
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
     if nproc > 1 and job_size == 1:
         return _launch(nproc, args.argv)  # options checked once, here, before any rank starts
-    configs = [config, replace(config, amp=False)] if args.compare else [config]
+    configs = [config, replace(config, amp=False, float8=None)] if args.compare else [config]
     group = _join_job() if job_size > 1 else None
     quiet = group is not None and group.rank != 0  # one summary, from rank 0
     if args.json:
@@ -181,6 +189,8 @@ def _train_with_progress(out: Any, config: training.TrainConfig, group: Any = No
     dtype = training.training_dtype(config, checked_device(config.device)).name
     scaling = "GradScaler on" if dtype == "float16" else "no loss scaling needed"
     mode = f"autocast to {dtype}, {scaling}" if dtype != "float32" else "float32 (no AMP)"
+    if config.float8 is not None:
+        mode += f"; Linear layers in float8 (recipe {config.float8})"
     ranks = "" if group is None else f" x {group.size} ranks (data parallel)"
     out.print(
         f"training on {config.device} in {dtype}: {mode}; {_count(config.epochs, 'epoch')}, batch size "
@@ -221,6 +231,8 @@ def _train_with_progress(out: Any, config: training.TrainConfig, group: Any = No
         f"{result.seconds:.1f} s on {result.device} ({result.dtype}){scale}  "
         f"{result.host_syncs_per_step:.2f} host syncs/step{_progress_reads(result)}"
     )
+    if result.float8_stats:
+        out.print(_float8_table(result))
     if result.world_size > 1:
         share = result.collective_seconds / result.seconds if result.seconds else 0.0
         out.print(
@@ -236,6 +248,17 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+def _float8_table(result: training.TrainResult) -> Any:
+    from rich.table import Table
+
+    table = Table(title=f"float8 casts (recipe {result.float8}): the last step's amax and scale, saturated values")
+    for column in ("layer.tensor", "amax", "scale", "saturated", "steps"):
+        table.add_column(column, justify="left" if column == "layer.tensor" else "right")
+    for name, row in result.float8_stats.items():
+        table.add_row(name, f"{row['amax']:.4g}", f"{row['scale']:.4g}", str(row["saturated"]), str(row["steps"]))
+    return table
+
+
 def _progress_reads(result: training.TrainResult) -> str:
     reads = result.host_syncs_by_reason.get(training.PROGRESS, 0)
     return f" (+{reads} progress-bar reads)" if reads else ""
@@ -248,7 +271,8 @@ def _comparison(results: list[training.TrainResult]) -> Any:
     table = Table(title=None)
     table.add_column("")
     for r in results:
-        table.add_column(f"{r.dtype}{' (AMP)' if r.amp else ''}", justify="right")
+        float8 = f" + float8 {r.float8}" if r.float8 else ""
+        table.add_column(f"{r.dtype}{' (AMP)' if r.amp else ''}{float8}", justify="right")
     rows = [
         ("test accuracy", lambda r: f"{r.test_accuracy:.4f}"),
         ("train accuracy", lambda r: f"{r.train_accuracy:.4f}"),

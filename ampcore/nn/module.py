@@ -171,7 +171,8 @@ class Module:
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         self._check_free(name, "_modules")
-        self._forget(name)
+        if name not in store:  # a child replaced keeps its place (torch's rule; a Sequential's order)
+            self._forget(name)
         store[name] = module
 
     register_module = add_module
@@ -180,7 +181,10 @@ class Module:
         d = self.__dict__
         params, modules, buffers = d.get("_parameters"), d.get("_modules"), d.get("_buffers")
         if isinstance(value, Parameter):
-            self._store("_parameters")
+            params = self._store("_parameters")
+            if name in params:  # replaced where it stands, as torch does: parameters() keeps its order
+                params[name] = value
+                return
             self._forget(name)
             self.register_parameter(name, value)
         elif params is not None and name in params:
@@ -191,8 +195,9 @@ class Module:
                 )
             params[name] = None
         elif isinstance(value, Module):
-            self._store("_modules")
-            self._forget(name)
+            modules = self._store("_modules")
+            if name not in modules:  # a child replaced keeps its place (a Sequential's order)
+                self._forget(name)
             self._modules[name] = value
         elif modules is not None and name in modules:
             if value is not None:
