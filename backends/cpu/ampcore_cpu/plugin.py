@@ -18,6 +18,7 @@ import ampcore
 from ampcore import dtypes as dt
 from ampcore.plugins import hookimpl
 
+from . import compiled
 from .kernels import primitive_table
 from .malloc import tune_malloc
 
@@ -58,7 +59,13 @@ class CPUBackend(ampcore.Backend):
             autocast_dtype=dt.bfloat16,
             policy="cpu",
             memory_bytes=_memory_bytes(),
-            extra={"numpy": np.__version__, "cores": os.cpu_count(), "malloc_tuned": self.malloc_tuned},
+            extra={
+                "numpy": np.__version__,
+                "cores": os.cpu_count(),
+                "malloc_tuned": self.malloc_tuned,
+                "compiled": compiled.status().enabled,  # ampcore bench's "compiled" column
+                "kernel_path": compiled.status().describe(),
+            },
         )
 
     def kernel_functions(self) -> Mapping[str, Callable[..., Any]]:
