@@ -40,9 +40,11 @@ from .plugins import (
     available_backends,
     get_backend,
     get_default_device,
+    get_num_threads,
     register_backend,
     register_plugin,
     set_default_device,
+    set_num_threads,
 )
 from .syncs import count_host_syncs
 
@@ -126,4 +128,7 @@ __all__ = [
     "register_backend",
     "register_plugin",
     "set_default_device",
+    # host threads
+    "set_num_threads",
+    "get_num_threads",
 ]

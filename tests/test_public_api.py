@@ -88,6 +88,9 @@ DOCUMENTED = {
     "register_backend",
     "register_plugin",
     "set_default_device",
+    # host threads
+    "set_num_threads",
+    "get_num_threads",
 }
 
 

@@ -18,7 +18,7 @@ import ampcore
 from ampcore import dtypes as dt
 from ampcore.plugins import hookimpl
 
-from . import compiled
+from . import compiled, threads
 from .kernels import primitive_table
 from .malloc import tune_malloc
 
@@ -94,6 +94,13 @@ class CPUBackend(ampcore.Backend):
         finally:
             if started:
                 tracemalloc.stop()
+
+    def set_num_threads(self, n: int) -> None:
+        """BLAS (threadpoolctl) and numba's parallel loops on ``n`` threads (``ampcore.set_num_threads``)."""
+        threads.set_threads(n)
+
+    def thread_counts(self) -> Mapping[str, int]:
+        return threads.counts()
 
     def to_numpy(self, array: np.ndarray) -> np.ndarray:
         return np.array(array, copy=True)
