@@ -247,7 +247,7 @@ def run_benchmark(settings: BenchSettings, on_step: Callable[[str], None] | None
     weights, n_params = _initial_weights(spec, settings.seed, configs, refusals)
     batches = make_batches(spec, settings.seed + 1, BATCH_COUNT, settings.batch_size)
 
-    threads = {"ampcore": thread_info(), "torch": None}
+    threads: dict[str, Any] = {"ampcore": thread_info(), "torch": None}
     if any(c.framework == "torch" for c in configs):  # the same thread count as ampcore's, as torch.set_num_threads
         threads["torch"] = torch_reference.set_threads(threads["ampcore"]["num_threads"])
     memory: dict[Config, Any] = {}  # None where the phase was refused, as in runs and histories
