@@ -107,9 +107,11 @@ from .plugins import (
     available_backends,
     get_backend,
     get_default_device,
+    get_num_threads,
     register_backend,
     register_plugin,
     set_default_device,
+    set_num_threads,
 )
 from .serialization import load, load_safetensors, save, save_safetensors
 from .syncs import count_host_syncs
@@ -279,4 +281,7 @@ __all__ = [
     "cpu",
     "cuda",
     "opencl",
+    # host threads
+    "set_num_threads",
+    "get_num_threads",
 ]

@@ -182,6 +182,20 @@ class Backend:
         fn()
         return None
 
+    # --- host threads --------------------------------------------------
+    def set_num_threads(self, n: int) -> None:
+        """Use ``n`` host threads for this backend's work (its BLAS, compiled loops, a CPU runtime's pool).
+
+        Called with ``ampcore.get_num_threads()`` when the backend is loaded, and by
+        ``ampcore.set_num_threads(n)``.  The default does nothing: a backend whose work does not run on
+        host threads (a GPU's) ignores the setting.
+        """
+
+    def thread_counts(self) -> Mapping[str, int]:
+        """The host threads each library of this backend uses now, such as ``{"blas": 2, "numba": 2}``,
+        for ``ampcore info`` and ``ampcore bench``; empty (the default) when it runs on none."""
+        return {}
+
     # --- conformance ---------------------------------------------------
     def conformance_known_gaps(self) -> str | None:
         """Path of the TOML file listing the conformance checks this backend is known to fail, with reasons.

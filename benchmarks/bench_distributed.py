@@ -140,7 +140,8 @@ def run_job(config: str, argv: list[str]) -> dict[str, Any]:
     command = mpiexec_command(world, [sys.executable, os.path.abspath(__file__), *argv, "--worker", config])
     env = rank_environment(world)
     if threads is not None:
-        env.update({name: str(threads) for name in BLAS_THREAD_VARIABLES})
+        # AMPCORE_NUM_THREADS first of all: rank_environment set it to the rank's share of the budget.
+        env.update({name: str(threads) for name in ("AMPCORE_NUM_THREADS", *BLAS_THREAD_VARIABLES)})
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"the {config!r} job failed ({done.returncode}):\n{done.stdout}{done.stderr}")

@@ -330,3 +330,53 @@ def test_torch_runs_beside_the_device_types_named_only():
     if "opencl" in {b.name for b in __import__("ampcore").available_backends()}:
         only_opencl = configurations(BenchSettings(spec, devices=("opencl:0",)))
         assert {c.framework for c in only_opencl} == {"ampcore"}
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_the_table_says_what_it_compared_and_on_how_many_threads(cpu_run):
+    """Without torch the 'vs torch' column is gone and the footer says why; it names the compiled path and the
+    thread counts, which the JSON holds too."""
+    import ampcore
+    from ampcore_cpu import compiled
+
+    result, printed, _ = cpu_run
+    flat = _flat(printed)
+    assert "vs torch" not in printed and "torch not measured (--no-torch)" in flat
+    enabled = compiled.status().enabled
+    assert f"compiled kernels: cpu:0 {'yes' if enabled else 'no'}" in flat
+    assert result["backends"][0]["compiled"] is enabled
+    threads = result["threads"]
+    assert threads["torch"] is None and threads["ampcore"]["num_threads"] == ampcore.get_num_threads()
+    assert threads["ampcore"]["backends"]["cpu"]["blas"] >= 1
+    assert f"threads {ampcore.get_num_threads()} ({threads['ampcore']['source']}): cpu blas" in flat
+
+
+def test_without_torch_installed_one_line_says_so_and_how_to_add_it(tmp_path, monkeypatch, capsys):
+    from ampcore.bench import torch_reference
+
+    monkeypatch.setattr(torch_reference, "devices", lambda: [])
+    monkeypatch.setattr(torch_reference, "missing", lambda: torch_reference.MISSING)
+    result, _ = _bench(tmp_path, "--dtype", "bfloat16")
+    printed = capsys.readouterr().out
+    assert result["settings"]["torch_missing"] == torch_reference.MISSING
+    assert {row["framework"] for row in result["configs"]} == {"ampcore"} and "vs torch" not in printed
+    assert (
+        _flat(printed).count("torch is not installed, so nothing ran beside ampcore; add it with: pip install torch")
+        == 1
+    )
+
+
+def test_torch_runs_on_ampcores_thread_count(tmp_path):
+    pytest.importorskip("torch", reason="torch is an optional dependency of the benchmark")
+    import ampcore
+
+    ampcore.set_num_threads(1)
+    try:
+        result, _ = _bench(tmp_path, "--dtype", "bfloat16")
+    finally:
+        ampcore.set_num_threads(None)
+    assert result["threads"]["torch"] == 1 == result["threads"]["ampcore"]["num_threads"]
+    assert result["threads"]["ampcore"]["backends"]["cpu"]["blas"] == 1

@@ -338,8 +338,10 @@ def test_compiled_gelu_forward_is_the_numpy_kernels_bits_and_backward_float32_ac
     arithmetic (same bits in every dtype); the backward (float64 density, erfc for the cdf) is held,
     element by element, to no worse than the NumPy kernel against a float64 erfc reference, but for
     an ulp of its terms."""
-    pytest.importorskip("numba")
-    from ampcore_cpu import fused_nn
+    from ampcore_cpu import compiled, fused_nn
+
+    if not compiled.status().enabled:
+        pytest.skip(f"the cpu backend runs its {compiled.status().describe()}")
     from ampcore_cpu.kernels import _lowp, _quiet
 
     rng = np.random.default_rng(11)
@@ -369,7 +371,8 @@ def test_compiled_gelu_forward_is_the_numpy_kernels_bits_and_backward_float32_ac
 
 
 def test_gelu_without_numba_runs_the_numpy_kernels(monkeypatch):
-    """The quick start installs no numba: GELU and its backward are the blockwise NumPy kernels' bits."""
+    """On the NumPy fallback path (no numba, or AMPCORE_CPU_NO_NUMBA=1):
+    GELU and its backward are the blockwise NumPy kernels' bits."""
     from ampcore_cpu import fused_nn
     from ampcore_cpu.kernels import CHUNK, _lowp, _quiet
 

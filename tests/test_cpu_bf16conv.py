@@ -12,7 +12,8 @@ from ampcore_cpu import bf16conv
 BF16 = np.dtype(ml_dtypes.bfloat16)
 needs_numba = pytest.mark.skipif(
     bf16conv.engine() != "numba",
-    reason="numba is not installed: the cpu backend rounds to bfloat16 with "
+    reason="the cpu backend is on its NumPy fallback path (no numba, or AMPCORE_CPU_NO_NUMBA=1): it "
+    "rounds to bfloat16 with "
     "ml_dtypes' own astype, so there is no second implementation to check",
 )
 
@@ -75,7 +76,8 @@ def test_the_backend_casts_and_rounds_through_it():
 
 
 def test_without_numba_the_rounding_is_ml_dtypes_astype(monkeypatch):
-    """The quick start installs no numba: to_bfloat16 falls back to ml_dtypes' astype, a new array."""
+    """On the NumPy fallback path (no numba, or AMPCORE_CPU_NO_NUMBA=1):
+    to_bfloat16 falls back to ml_dtypes' astype, a new array."""
     monkeypatch.setattr(bf16conv, "_engine", lambda: None)
     x = np.random.default_rng(2).standard_normal((40, 50)).astype(np.float32)
     assert bf16conv.engine() == "ml_dtypes"

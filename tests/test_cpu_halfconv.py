@@ -9,7 +9,8 @@ from ampcore_cpu import halfconv
 
 needs_numba = pytest.mark.skipif(
     halfconv.engine() != "numba",
-    reason="numba is not installed: the cpu backend converts float16 with NumPy's "
+    reason="the cpu backend is on its NumPy fallback path (no numba, or AMPCORE_CPU_NO_NUMBA=1): it "
+    "converts float16 with NumPy's "
     "own astype, so there is no second implementation to check",
 )
 
@@ -91,7 +92,8 @@ def test_conversion_keeps_shape_and_memory_order_and_returns_a_new_array(layout)
 
 
 def test_without_numba_the_conversions_are_numpys_astype(monkeypatch):
-    """The quick start installs no numba: both directions fall back to astype, new arrays of the right dtype."""
+    """On the NumPy fallback path (no numba, or AMPCORE_CPU_NO_NUMBA=1):
+    both directions fall back to astype, new arrays of the right dtype."""
     monkeypatch.setattr(halfconv, "_engine", lambda: None)
     x = np.random.default_rng(2).standard_normal((40, 50)).astype(np.float32)
     assert halfconv.engine() == "numpy"

@@ -162,6 +162,9 @@ DOCUMENTED = {
     "cpu",
     "cuda",
     "opencl",
+    # host threads
+    "set_num_threads",
+    "get_num_threads",
 }
 
 

@@ -47,7 +47,7 @@ from .. import __version__
 from ..backend import BackendUnavailableError
 from ..creation import manual_seed
 from ..float8 import parse_recipe
-from ..plugins import available_backends, get_backend, resolve_device
+from ..plugins import available_backends, get_backend, resolve_device, thread_info
 from ..plugins.registry import registry
 from . import torch_reference
 from .config import LR, Config, History
@@ -253,6 +253,9 @@ def run_benchmark(settings: BenchSettings, on_step: Callable[[str], None] | None
     weights, n_params = _initial_weights(spec, settings.seed, configs, refusals)
     batches = make_batches(spec, settings.seed + 1, BATCH_COUNT, settings.batch_size)
 
+    threads: dict[str, Any] = {"ampcore": thread_info(), "torch": None}
+    if any(c.framework == "torch" for c in configs):  # the same thread count as ampcore's, as torch.set_num_threads
+        threads["torch"] = torch_reference.set_threads(threads["ampcore"]["num_threads"])
     memory: dict[Config, Any] = {}  # None where the phase was refused, as in runs and histories
     for config in refusals.live(configs):
         gc.collect()
@@ -277,7 +280,7 @@ def run_benchmark(settings: BenchSettings, on_step: Callable[[str], None] | None
     measured = refusals.live(configs)
     if not measured:
         raise NothingMeasured(refusals.as_list())
-    return _result(settings, measured, n_params, times, memory, histories, refusals.as_list())
+    return _result(settings, measured, n_params, times, memory, histories, refusals.as_list(), threads)
 
 
 # ----------------------------------------------------------------------------- the result
@@ -383,13 +386,15 @@ def _backends(configs: list[Config]) -> list[dict[str, Any]]:
     for name in dict.fromkeys(c.device for c in configs if c.framework == "ampcore"):
         d = resolve_device(name)
         distribution, version, _ = entry_points.get(d.type, (None, None, None))
+        caps = get_backend(d.type).capabilities(d.index)
         out.append(
             {
                 "device": name,
                 "backend": d.type,
                 "distribution": distribution,
                 "version": version,
-                "capabilities": get_backend(d.type).capabilities(d.index).as_dict(),
+                "capabilities": caps.as_dict(),
+                "compiled": caps.extra.get("compiled"),
             }
         )
     return out
@@ -403,6 +408,7 @@ def _result(
     memory: dict[Config, tuple[int | None, int]],
     histories: dict[Config, History],
     refused: list[dict[str, str]],
+    threads: dict[str, Any],
 ) -> dict[str, Any]:
     rows = {c: _config_result(c, settings, times[c], *memory[c], histories[c]) for c in configs}
     _add_ratios(rows)
@@ -434,9 +440,11 @@ def _result(
             "batches": BATCH_COUNT,
             "torch": settings.torch,
             "float8": list(settings.float8),
+            "torch_missing": torch_reference.missing() if settings.torch else None,
             "timing": "round-robin within each (framework, device) phase; phases in turn",
         },
         "backends": _backends(configs),
+        "threads": threads,
         "configs": list(rows.values()),
         "refused": refused,
     }

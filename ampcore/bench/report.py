@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["table", "refused_lines", "summary_lines", "plot"]
+from ..plugins.threads import describe as describe_threads
+
+__all__ = ["table", "refused_lines", "summary_lines", "setup_lines", "plot"]
 
 MIB = 2**20
 
@@ -46,6 +48,7 @@ def table(result: dict[str, Any]) -> Any:
         f"steps after {settings['warmup']} warm-up; each device's configurations interleaved"
     )
     t = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), caption_justify="left")
+    with_torch = any(row["framework"] == "torch" for row in result["configs"])
     columns = (
         "",
         "device",
@@ -63,10 +66,11 @@ def table(result: dict[str, Any]) -> Any:
         "skipped",
     )
     for i, name in enumerate(columns):
-        t.add_column(name, justify="left" if i < 3 else "right", no_wrap=i < 3)
+        if name != "vs torch" or with_torch:  # without torch the column would be all '-': setup_lines says why
+            t.add_column(name, justify="left" if i < 3 else "right", no_wrap=i < 3)
     for row in result["configs"]:
         diff = row["final_loss_diff_vs_float32"]
-        t.add_row(
+        cells = (
             row["framework"],
             row["device"],
             SHORT.get(row["precision"], row["precision"]) + (f" + f8 {row['float8']}" if row.get("float8") else ""),
@@ -74,7 +78,7 @@ def table(result: dict[str, Any]) -> Any:
             _ms(row["step_seconds"]["iqr"]),
             f"{row['samples_per_second']:.0f}",
             _ratio(row["speedup_vs_float32"]) if row["amp"] else "",
-            _ratio(row["step_time_vs_torch"]),
+            *([_ratio(row["step_time_vs_torch"])] if with_torch else []),
             _mib(row["peak_memory_bytes"]),
             _mib(row["saved_for_backward_bytes"]),
             "-" if row["final_loss"] is None else f"{row['final_loss']:.4f}",
@@ -82,13 +86,39 @@ def table(result: dict[str, Any]) -> Any:
             _scales(row),
             str(row["skipped_steps"]),
         )
+        t.add_row(*cells)
+    vs_torch = "  vs torch: ampcore step time / torch's in the same precision (<1: faster)." if with_torch else ""
     t.caption = (
-        "vs fp32: speedup over float32 on the same framework and device (>1: faster).  vs torch: ampcore "
-        "step time / torch's in the same precision (<1: faster).\npeak: device memory of building the "
-        "configuration and training two steps ('-': not measurable).  saved: bytes kept for backward, "
-        "parameters excluded."
+        f"vs fp32: speedup over float32 on the same framework and device (>1: faster).{vs_torch}\npeak: device "
+        "memory of building the configuration and training two steps ('-': not measurable).  saved: bytes kept "
+        "for backward, parameters excluded.\n" + "\n".join(setup_lines(result))
     )
     return t
+
+
+def setup_lines(result: dict[str, Any]) -> list[str]:
+    """What was compared, and on how many threads: whether torch ran (and if not, why and how to add it), each
+    device's compiled path (where its backend reports one), and the thread counts.  Results saved before these
+    fields existed give fewer lines."""
+    lines = []
+    missing = result["settings"].get("torch_missing")
+    if missing:
+        lines.append(missing)
+    elif not result["settings"].get("torch", True):
+        lines.append("torch not measured (--no-torch)")
+    compiled = [(b["device"], b.get("compiled")) for b in result.get("backends", [])]
+    if any(flag is not None for _, flag in compiled):
+        lines.append(
+            "compiled kernels: "
+            + ", ".join(f"{device} {'yes' if flag else 'no'}" for device, flag in compiled if flag is not None)
+        )
+    threads = result.get("threads")
+    if threads:
+        line = describe_threads(threads["ampcore"])
+        if threads.get("torch") is not None:
+            line += f"; torch {threads['torch']}"
+        lines.append(line)
+    return lines
 
 
 def refused_lines(result: dict[str, Any]) -> list[str]:

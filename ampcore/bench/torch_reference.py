@@ -19,7 +19,19 @@ from .config import INIT_SCALE, LR, Config, History
 if TYPE_CHECKING:
     from .models import ModelSpec
 
-__all__ = ["devices", "mlp", "small_cnn", "transformer_block", "twin", "TorchRun", "peak_memory"]
+__all__ = [
+    "devices",
+    "missing",
+    "mlp",
+    "small_cnn",
+    "transformer_block",
+    "twin",
+    "TorchRun",
+    "peak_memory",
+    "set_threads",
+]
+
+MISSING = "torch is not installed, so nothing ran beside ampcore; add it with: pip install torch"
 
 
 def devices() -> list[str]:
@@ -29,6 +41,19 @@ def devices() -> list[str]:
     import torch
 
     return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def missing() -> str | None:
+    """Why torch cannot be measured here (not installed: how to add it), or None when it can."""
+    return MISSING if importlib.util.find_spec("torch") is None else None
+
+
+def set_threads(n: int) -> int:
+    """Run torch's CPU ops on ``n`` threads, as ampcore's (``torch.set_num_threads``); the count torch reports."""
+    import torch
+
+    torch.set_num_threads(n)
+    return int(torch.get_num_threads())
 
 
 def mlp(sizes: tuple[int, ...]) -> Any:

@@ -10,8 +10,9 @@ from typing import Any
 
 from .. import __version__
 from ..kernels import FUSED, PRIMITIVES
-from ..plugins import broken_plugins, get_default_device, list_backends, registry
+from ..plugins import broken_plugins, get_default_device, list_backends, registry, thread_info
 from ..plugins.registry import BackendRecord, device_status
+from ..plugins.threads import describe as describe_threads
 
 __all__ = ["add_parser", "collect", "run"]
 
@@ -39,10 +40,19 @@ def collect() -> dict[str, Any]:
         "python": platform.python_version(),
         "default_device": default,
         "default_device_error": default_error,
+        "threads": _threads(),
         "backends": [_backend_info(r) for r in records],
         "plugins": _plugins(records),
         "broken_plugins": [{"name": b.name, "stage": b.where, "error": b.error} for b in broken_plugins()],
     }
+
+
+def _threads() -> dict[str, Any]:
+    """The thread setting, its source and each backend's libraries' counts; a malformed variable is reported."""
+    try:
+        return thread_info()
+    except ValueError as exc:
+        return {"num_threads": None, "source": None, "backends": {}, "error": str(exc)}
 
 
 def _plugins(records: list[BackendRecord]) -> list[dict[str, Any]]:
@@ -254,6 +264,7 @@ def render(data: dict[str, Any]) -> None:
         _e(data["default_device"]) if data["default_device"] else f"[red]none[/] ({_e(data['default_device_error'])})"
     )
     console.print(f"ampcore {_e(data['ampcore'])}  python {_e(data['python'])}  default device {default}")
+    console.print(_e(describe_threads(data["threads"])))
     if not data["backends"]:
         console.print("[red]no backends installed[/]: pip install ampcore-cpu")
     for backend in data["backends"]:

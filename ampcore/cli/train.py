@@ -137,13 +137,14 @@ def _launch(nproc: int, argv: list[str]) -> int:
     try:
         import mpi4py  # noqa: F401 - only to fail early, with the fix, before starting ranks
 
-        from ..distributed.launch import mpiexec_command, rank_environment
+        from ..distributed.launch import mpiexec_command, rank_environment, rank_threads
 
         command = mpiexec_command(nproc, [sys.executable, "-m", "ampcore", *argv])
     except (ImportError, FileNotFoundError) as exc:
         raise CommandError(
             f"--nproc needs mpi4py and mpiexec ({exc}); install them with: pip install 'ampcore[mpi]'"
         ) from exc
+    print(rank_threads(nproc).describe(), file=sys.stderr)
     return subprocess.run(command, env=rank_environment(nproc)).returncode
 
 

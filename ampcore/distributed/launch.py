@@ -8,6 +8,11 @@ and the oversubscribed threads spin against each other.  Measured on the
 MPICH's own polling settings (``MPIR_CVAR_CH4_PROGRESS_THROTTLE``,
 ``MPIR_CVAR_POLLS_BEFORE_YIELD``) changed the same run by less than its
 noise, so they are left at their defaults.
+
+The ranks share one thread budget, ``ampcore.get_num_threads()`` of the
+launching process (``AMPCORE_NUM_THREADS``, else ``OMP_NUM_THREADS`` or a BLAS
+variable, else the CPUs it may use): each rank gets ``budget // nproc``, at
+least one, as its ``AMPCORE_NUM_THREADS``.
 """
 
 from __future__ import annotations
@@ -16,9 +21,19 @@ import os
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["mpiexec_path", "mpiexec_command", "rank_environment", "BLAS_THREAD_VARIABLES"]
+from ..plugins import threads
+
+__all__ = [
+    "mpiexec_path",
+    "mpiexec_command",
+    "rank_environment",
+    "rank_threads",
+    "RankThreads",
+    "BLAS_THREAD_VARIABLES",
+]
 
 BLAS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -39,15 +54,43 @@ def mpiexec_path() -> str:
     return found
 
 
-def rank_environment(nproc: int, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``base`` (default: this process's environment) with BLAS threads split between ``nproc`` ranks.
+@dataclass(frozen=True)
+class RankThreads:
+    """A thread budget (and where it came from) divided among ``nproc`` ranks: ``per_rank`` each."""
 
-    Variables the user already set are kept.
+    budget: int
+    source: str
+    nproc: int
+    per_rank: int
+
+    def describe(self) -> str:
+        """What ``ampcore train --nproc`` prints before it starts the ranks."""
+        text = (
+            f"--nproc {self.nproc}: {self.budget} threads ({self.source}) divided among {self.nproc} ranks, "
+            f"{self.per_rank} each (AMPCORE_NUM_THREADS={self.per_rank} in every rank)"
+        )
+        if self.budget < self.nproc:
+            text += f"; more ranks than threads, so the {self.nproc} ranks share {self.budget}"
+        return text
+
+
+def rank_threads(nproc: int, base: Mapping[str, str] | None = None) -> RankThreads:
+    """This process's thread budget (``base``'s when given) divided among ``nproc`` ranks, at least 1 each."""
+    setting = threads.current(base)
+    return RankThreads(setting.n, setting.source, nproc, max(1, setting.n // nproc))
+
+
+def rank_environment(nproc: int, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this process's environment) with the thread budget divided between ``nproc`` ranks.
+
+    Each rank's ``AMPCORE_NUM_THREADS`` is its share (:func:`rank_threads`); the BLAS variables get the same
+    share unless the user set them (a library that starts its threads before ampcore loads reads those).
     """
     env = dict(os.environ if base is None else base)
-    threads = str(max(1, (os.cpu_count() or 1) // nproc))
+    share = str(rank_threads(nproc, base).per_rank)
+    env[threads.ENV] = share
     for name in BLAS_THREAD_VARIABLES:
-        env.setdefault(name, threads)
+        env.setdefault(name, share)
     return env
 
 

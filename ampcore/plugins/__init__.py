@@ -10,12 +10,15 @@ from .registry import (
     broken_plugins,
     get_backend,
     get_default_device,
+    get_num_threads,
     list_backends,
     register_backend,
     register_plugin,
     registry,
     resolve_device,
     set_default_device,
+    set_num_threads,
+    thread_info,
 )
 
 __all__ = [
@@ -29,10 +32,13 @@ __all__ = [
     "broken_plugins",
     "get_backend",
     "get_default_device",
+    "get_num_threads",
     "list_backends",
     "register_backend",
     "register_plugin",
     "registry",
     "resolve_device",
     "set_default_device",
+    "set_num_threads",
+    "thread_info",
 ]

@@ -22,7 +22,7 @@ from ..backend import Availability, Backend, BackendUnavailableError
 from ..device import Device, DeviceLike, parse_device
 from ..kernels import KernelTable, MissingKernelsError
 from ..names import did_you_mean
-from . import hookspecs
+from . import hookspecs, threads
 from .capabilities import forget_capabilities
 
 ENTRY_POINT_GROUP = "ampcore.backends"
@@ -204,6 +204,7 @@ class Registry:
         table.bind_array_info(backend.shape_of, backend.dtype_of)
         backend.kernels = table
         dist, version, ep_value = self._ep_info.get(plugin_name, (None, None, None))
+        backend.set_num_threads(threads.current().n)  # the thread setting holds from the start
         self.records[backend.name] = BackendRecord(backend, plugin_name, dist, version, ep_value)
 
     def _apply_kernels(self, impl: Any, backend: Backend) -> None:
@@ -386,3 +387,36 @@ def broken_plugins() -> list[BrokenPlugin]:
     """Plugins that failed to load, with their errors."""
     registry.ensure_loaded()
     return list(registry.broken)
+
+
+def set_num_threads(n: int | None) -> None:
+    """Use ``n`` host threads in every backend that runs on host threads (BLAS, compiled loops), as
+    ``torch.set_num_threads`` does; None goes back to ``AMPCORE_NUM_THREADS`` or the default.
+
+    The setting holds for backends loaded later too.  ValueError unless ``n`` is a positive integer (or None).
+    See :mod:`ampcore.plugins.threads` for the default.
+    """
+    threads.request(n)
+    registry.ensure_loaded()
+    wanted = threads.current().n
+    for record in list(registry.records.values()):
+        record.backend.set_num_threads(wanted)
+
+
+def get_num_threads() -> int:
+    """The number of host threads ampcore's backends use: ``set_num_threads``'s, else ``AMPCORE_NUM_THREADS``,
+    else ``OMP_NUM_THREADS`` (or the BLAS variables), else the CPUs this process may use."""
+    return threads.current().n
+
+
+def thread_info() -> dict[str, Any]:
+    """The setting, where it came from, and each loaded backend's libraries' thread counts (for reports):
+    ``{"num_threads": 2, "source": "...", "backends": {"cpu": {"blas": 2, "numba": 2}}}``."""
+    setting = threads.current()
+    counts = {}
+    for record in list_backends():
+        if record.availability().ok:
+            found = record.backend.thread_counts()
+            if found:
+                counts[record.backend.name] = dict(found)
+    return {"num_threads": setting.n, "source": setting.source, "backends": counts}

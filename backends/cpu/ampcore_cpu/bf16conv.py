@@ -6,8 +6,8 @@ compiled integer loop takes 0.39, 0.44 with the output's allocation (0.18 for
 a copy): a modest gain, taken because every bfloat16 op's output goes through it.  The other direction is a
 16-bit shift that ml_dtypes already does at copy speed, so it stays ml_dtypes'.
 
-numba is optional (the ``fast-float16`` extra); without it the cast is
-ml_dtypes' ``astype``.  The bits are ml_dtypes': every bfloat16 value and a
+On the NumPy fallback path (:mod:`.compiled`: numba not installed or
+``AMPCORE_CPU_NO_NUMBA=1``) the cast is ml_dtypes' ``astype``.  The bits are ml_dtypes': every bfloat16 value and a
 structured float32 sample in ``tests/test_cpu_halfconv.py``, all 2**32 float32
 inputs by ``benchmarks/check_bfloat16_exhaustive.py``.
 """
@@ -21,6 +21,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from . import compiled
 from .halfconv import convert_bits
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -29,16 +30,13 @@ F32 = np.dtype(np.float32)
 
 @functools.cache
 def _engine() -> Callable[..., None] | None:
-    """The compiled loop of :mod:`._bf16conv_numba`, or None without numba."""
-    try:
-        from . import _bf16conv_numba
-    except ImportError:
-        return None
-    return _bf16conv_numba.down
+    """The compiled loop of :mod:`._bf16conv_numba`, or None on the NumPy fallback path."""
+    loops = compiled.load("_bf16conv_numba")
+    return None if loops is None else loops.down
 
 
 def engine() -> str:
-    """Which conversion runs: ``"numba"`` or ``"ml_dtypes"`` (numba not installed)."""
+    """Which conversion runs: ``"numba"`` or ``"ml_dtypes"`` (the fallback path)."""
     return "numba" if _engine() is not None else "ml_dtypes"
 
 

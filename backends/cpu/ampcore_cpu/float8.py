@@ -21,6 +21,7 @@ import numpy as np
 
 from ampcore import dtypes as dt
 
+from . import compiled
 from .kernels import F32, _down, _gemm, _quiet, _up
 
 _MAX = {d.numpy: np.float32(dt.finfo(d).max) for d in (dt.float8_e4m3fn, dt.float8_e5m2)}
@@ -33,16 +34,13 @@ _FORMAT = {
 
 @functools.cache
 def _engine() -> Callable[..., None] | None:
-    """The compiled loop of :mod:`._float8_numba`, or None without numba."""
-    try:
-        from . import _float8_numba
-    except ImportError:
-        return None
-    return _float8_numba.round_codes
+    """The compiled loop of :mod:`._float8_numba`, or None on the NumPy fallback path."""
+    loops = compiled.load("_float8_numba")
+    return None if loops is None else loops.round_codes
 
 
 def engine() -> str:
-    """Which float32 -> float8 rounding runs: ``"numba"`` or ``"ml_dtypes"`` (numba not installed)."""
+    """Which float32 -> float8 rounding runs: ``"numba"`` or ``"ml_dtypes"`` (the NumPy fallback path)."""
     return "numba" if _engine() is not None else "ml_dtypes"
 
 

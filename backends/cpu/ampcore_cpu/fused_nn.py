@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from . import compiled
 from .kernels import CHUNK, _erf, _lowp, _quiet
 
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
@@ -94,19 +95,15 @@ def _blockwise(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 @functools.cache
 def _compiled_gelu() -> Any:
-    """:mod:`._gelu_numba` where numba is installed, else None."""
-    try:
-        from . import _gelu_numba
-    except ImportError:
-        return None
-    return _gelu_numba
+    """:mod:`._gelu_numba` on the compiled path, else None (:mod:`.compiled`)."""
+    return compiled.load("_gelu_numba")
 
 
 def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The exact-erf GELU kernels through :mod:`._gelu_numba` when numba is installed.
+    """The exact-erf GELU kernels through :mod:`._gelu_numba` on the compiled path.
 
     A (16, 64, 1024) array of N(0, 9) values: forward 72 -> 31 ms, backward 68 -> 43 ms against the
-    blockwise NumPy kernels (single core of a 2-core Zen 3).  Other forms and inputs, and without numba, run
+    blockwise NumPy kernels (single core of a 2-core Zen 3).  Other forms and inputs, and on the NumPy fallback, run
     ``fn`` (blockwise NumPy).
     """
     numpy_kernel = _blockwise(fn)

@@ -31,6 +31,7 @@ import numpy as np
 from ampcore import dtypes as dt
 from ampcore.kernels import check_adamw_step
 
+from . import compiled
 from .kernels import CHUNK
 
 
@@ -81,12 +82,8 @@ _BUFFERS = _Buffers()
 
 @functools.cache
 def _compiled() -> Any:
-    """:mod:`._optim_numba` where numba is installed, else None."""
-    try:
-        from . import _optim_numba
-    except ImportError:
-        return None
-    return _optim_numba
+    """:mod:`._optim_numba` on the compiled path, else None."""
+    return compiled.load("_optim_numba")
 
 
 # Tensors below this many elements take the NumPy passes (a call into the loop costs about as much).

@@ -7,8 +7,8 @@ rounding takes ~17 whole-array passes and is slower still (7 ms chunked, 25
 unchunked).  numba compiles the same integer algorithm into one loop (LLVM
 vectorises it): 4-5x faster down, 7-9x up (``benchmarks/bench_float16_cast.py``).
 
-numba is optional (``pip install ampcore-cpu[fast-float16]``); without it
-both directions are NumPy's ``astype``.  Either way the bits are NumPy's:
+numba is a dependency of ampcore-cpu where it has wheels; on the NumPy
+fallback path (:mod:`.compiled`) both directions are NumPy's ``astype``.  Either way the bits are NumPy's:
 round to nearest even, subnormals, overflow to inf, and NaN payloads (the top
 10 payload bits kept, sign kept, a payload that would vanish becomes 1),
 checked on every float16 value and a structured float32 sample by
@@ -24,17 +24,16 @@ from typing import Any
 
 import numpy as np
 
+from . import compiled
+
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
 
 
 def _numba_kernels() -> tuple[Callable[..., None], Callable[..., None]] | None:
-    """The compiled (down, up) loops of :mod:`._halfconv_numba`, or None without numba."""
-    try:
-        from . import _halfconv_numba
-    except ImportError:
-        return None
-    return _halfconv_numba.down, _halfconv_numba.up
+    """The compiled (down, up) loops of :mod:`._halfconv_numba`, or None on the NumPy fallback path."""
+    loops = compiled.load("_halfconv_numba")
+    return None if loops is None else (loops.down, loops.up)
 
 
 @functools.cache
@@ -49,7 +48,7 @@ def _table() -> np.ndarray:
 
 
 def engine() -> str:
-    """Which conversion runs: ``"numba"`` or ``"numpy"`` (numba not installed)."""
+    """Which conversion runs: ``"numba"`` or ``"numpy"`` (the fallback path, :mod:`.compiled` says why)."""
     return "numba" if _engine() is not None else "numpy"
 
 

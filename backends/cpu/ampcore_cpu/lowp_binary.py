@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from . import compiled
+
 OPS = ("add", "sub", "mul", "div")
 MIN_ELEMENTS = 1 << 12  # below this the NumPy path's fixed cost is as low as the call into the loop
 _F16 = np.dtype(np.float16)
@@ -33,12 +35,8 @@ _F16 = np.dtype(np.float16)
 
 @functools.cache
 def _engine() -> Any:
-    """:mod:`._lowp_numba` where numba is installed, else None."""
-    try:
-        from . import _lowp_numba
-    except ImportError:
-        return None
-    return _lowp_numba
+    """:mod:`._lowp_numba` on the compiled path, else None."""
+    return compiled.load("_lowp_numba")
 
 
 def _operand_shapes(a: np.ndarray, b: np.ndarray) -> tuple[tuple[int, int], tuple[int, int]] | None:

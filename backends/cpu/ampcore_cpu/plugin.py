@@ -18,7 +18,7 @@ import ampcore
 from ampcore import dtypes as dt
 from ampcore.plugins import hookimpl
 
-from .compiled import warm
+from . import compiled, threads
 from .kernels import primitive_table
 from .malloc import tune_malloc
 
@@ -59,7 +59,13 @@ class CPUBackend(ampcore.Backend):
             autocast_dtype=dt.bfloat16,
             policy="cpu",
             memory_bytes=_memory_bytes(),
-            extra={"numpy": np.__version__, "cores": os.cpu_count(), "malloc_tuned": self.malloc_tuned},
+            extra={
+                "numpy": np.__version__,
+                "cores": os.cpu_count(),
+                "malloc_tuned": self.malloc_tuned,
+                "compiled": compiled.status().enabled,  # ampcore bench's "compiled" column
+                "kernel_path": compiled.status().describe(),
+            },
             float8="emulated",
         )
 
@@ -92,6 +98,13 @@ class CPUBackend(ampcore.Backend):
         finally:
             if started:
                 tracemalloc.stop()
+
+    def set_num_threads(self, n: int) -> None:
+        """BLAS (threadpoolctl) and numba's parallel loops on ``n`` threads (``ampcore.set_num_threads``)."""
+        threads.set_threads(n)
+
+    def thread_counts(self) -> Mapping[str, int]:
+        return threads.counts()
 
     def to_numpy(self, array: np.ndarray) -> np.ndarray:
         return np.array(array, copy=True)

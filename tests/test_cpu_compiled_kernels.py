@@ -1,0 +1,168 @@
+"""The cpu backend's compiled (numba) kernels: the same bits as its NumPy kernels, and memory measured
+without numba's one-time compilation."""
+
+import subprocess
+import sys
+import textwrap
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import ampcore
+from ampcore_cpu import compiled
+from ampcore_cpu import kernels as cpu_kernels
+
+K = ampcore.get_backend("cpu").kernels
+
+
+def test_peak_memory_does_not_count_numba_compiling_the_loops():
+    """In a fresh process the first float16 conversion compiles (or loads) numba's loops: tens of MiB of
+    Python objects.  peak_memory loads them before tracing, so it reports the arrays (~10 KiB here)."""
+    pytest.importorskip("numba")
+    script = textwrap.dedent(
+        """
+        import numpy as np
+        import ampcore
+        backend = ampcore.get_backend("cpu")
+        k, x = backend.kernels, np.ones(4096, np.float32)
+        print(backend.peak_memory(lambda: k.cast(k.cast(x, ampcore.float16), ampcore.float32)))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert int(out.stdout.split()[-1]) < 1 << 20
+
+
+def test_warm_says_whether_numba_is_in_use():
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        assert compiled.warm() is False
+    else:
+        assert compiled.warm() is True
+
+
+# The cnn benchmark's float16/bfloat16 products that are computed in blocks (conv2's forward, input gradient
+# and weight gradient), and two more shapes; a transposed operand as the conv weight gradient passes it.
+BLOCKED_SHAPES = [
+    ((64, 288), (288, 8192)),
+    ((32, 576), (576, 8192)),
+    ((288, 8192), (8192, 64)),
+    ((4096, 600), (600, 40)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("shapes", BLOCKED_SHAPES)
+@pytest.mark.parametrize("transposed", [False, True])
+def test_blocked_low_precision_matmul_gives_the_whole_products_bits(dtype, shapes, transposed):
+    """Row or column blocks of the larger operand: each output element is still one float32 dot product
+    over all of K, rounded once, so the bits are the unblocked product's."""
+    rng = np.random.default_rng(0)
+    (m, k), (_, n) = shapes
+    a = rng.standard_normal((1, m, k), dtype=np.float32).astype(dtype)
+    if transposed:
+        a = np.ascontiguousarray(a.transpose(0, 2, 1)).transpose(0, 2, 1)
+    b = rng.standard_normal((1, k, n), dtype=np.float32).astype(dtype)
+    assert cpu_kernels._blocked_lowp_gemm(a, b) is not None
+    whole = cpu_kernels._down(cpu_kernels._gemm(cpu_kernels._up(a), cpu_kernels._up(b)), a.dtype)
+    got = K.matmul(a, b)
+    assert got.dtype == whole.dtype and got.shape == whole.shape
+    np.testing.assert_array_equal(got.view(np.uint16), whole.view(np.uint16))
+
+
+def test_small_or_batched_low_precision_products_are_not_blocked():
+    a = np.ones((1, 64, 64), np.float16)
+    assert cpu_kernels._blocked_lowp_gemm(a, a) is None
+    big = np.ones((2, 64, 288), np.float16), np.ones((2, 288, 8192), np.float16)
+    assert cpu_kernels._blocked_lowp_gemm(*big) is None
+
+
+def _adamw_case(dtype, n, seed):
+    rng = np.random.default_rng(seed)
+    p, g, m = (rng.standard_normal(n).astype(dtype) for _ in range(3))
+    v = np.abs(rng.standard_normal(n)).astype(dtype)
+    if n > 10:
+        g[3], g[7], p[5] = np.inf, np.nan, -np.inf  # IEEE values propagate alike on both paths
+    return [p], [g], [m], [v]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [300, 70_001])
+@pytest.mark.parametrize("decoupled", [True, False])
+@pytest.mark.parametrize("weight_decay", [0.0, 0.05])
+def test_compiled_adamw_step_gives_the_numpy_kernels_bits(monkeypatch, dtype, n, decoupled, weight_decay):
+    """The compiled Adam(W) pass repeats the NumPy kernel's operations in its order and dtype."""
+    pytest.importorskip("numba")
+    from ampcore_cpu import fused_optim
+
+    hyper = dict(step=7, lr=3e-3, beta1=0.8, beta2=0.99, eps=1e-6, weight_decay=weight_decay, decoupled=decoupled)
+    compiled_out = fused_optim.adamw_step(*_adamw_case(dtype, n, 1), **hyper)
+    monkeypatch.setattr(fused_optim, "_compiled", lambda: None)
+    numpy_out = fused_optim.adamw_step(*_adamw_case(dtype, n, 1), **hyper)
+    for got, want in zip(compiled_out, numpy_out):
+        assert got[0].dtype == want[0].dtype == dtype
+        np.testing.assert_array_equal(got[0].view(np.uint8), want[0].view(np.uint8))
+
+
+def test_compiled_adamw_step_reads_a_strided_gradient_and_skips_mixed_dtypes():
+    """A transposed gradient is read in the parameter's order; a float16 parameter takes the NumPy path."""
+    from ampcore_cpu import fused_optim
+
+    rng = np.random.default_rng(2)
+    hyper = dict(step=1, lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=True)
+    g = rng.standard_normal((64, 96), dtype=np.float32)
+    p1, m1, v1 = (np.zeros((96, 64), np.float32) for _ in range(3))
+    p2, m2, v2 = (np.zeros((96, 64), np.float32) for _ in range(3))
+    fused_optim.adamw_step([p1], [g.T], [m1], [v1], **hyper)
+    fused_optim.adamw_step([p2], [np.ascontiguousarray(g.T)], [m2], [v2], **hyper)
+    np.testing.assert_array_equal(p1, p2)
+    p16, v = np.ones(1 << 15, np.float16), np.zeros(1 << 15, np.float32)
+    assert not fused_optim._compiled_update(p16, p16, v, v, {})
+    small = np.ones(100, np.float32)  # below COMPILED_ELEMENTS
+    assert not fused_optim._compiled_update(small, small, small, small, {})
+
+
+def _same_or_both_nan(got, want):
+    """Equal bits, or NaN in both (which NaN an operation returns is not specified: see lowp_binary)."""
+    got32, want32 = got.astype(np.float32), want.astype(np.float32)
+    both_nan = np.isnan(got32) & np.isnan(want32)
+    np.testing.assert_array_equal(
+        np.where(both_nan, 0, got.view(np.uint16)), np.where(both_nan, 0, want.view(np.uint16))
+    )
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div"])
+@pytest.mark.parametrize("b_shape", ["same", "bias", "row_of_ones", "one"])
+def test_compiled_low_precision_binary_ops_give_the_numpy_paths_numbers(monkeypatch, dtype, name, b_shape):
+    """Every float16/bfloat16 bit pattern as ``a`` (inf, NaN, subnormals, overflow to inf, ties) against
+    reversed, bias-shaped and single-element ``b``: the compiled pass's results are the NumPy path's."""
+    pytest.importorskip("numba")
+    from ampcore_cpu import lowp_binary
+
+    a = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dtype).reshape(64, 4, 256)
+    b = {
+        "same": a[::-1].copy(),
+        "bias": a[7, 1].copy(),
+        "row_of_ones": a[3, 2].reshape(1, 1, 256).copy(),
+        "one": np.full((1,), 3.0, dtype),
+    }[b_shape]
+    fn = getattr(K, name)
+    compiled = lowp_binary.binary(name, a, b)
+    assert compiled is not None and compiled.dtype == a.dtype and compiled.shape == a.shape
+    monkeypatch.setattr(lowp_binary, "_engine", lambda: None)
+    numpy_path = fn(a, b)
+    _same_or_both_nan(compiled, numpy_path)
+    assert np.array_equal(np.isnan(compiled.astype(np.float32)), np.isnan(numpy_path.astype(np.float32)))
+
+
+def test_compiled_low_precision_binary_ops_leave_other_operands_to_numpy():
+    from ampcore_cpu import lowp_binary
+
+    a = np.ones((64, 128), np.float16)
+    assert lowp_binary.binary("add", a, 2.0) is None  # a Python scalar stays float32 on the NumPy path
+    assert lowp_binary.binary("add", a, np.ones((64, 1), np.float16)) is None  # a column broadcast
+    assert lowp_binary.binary("add", a, a.astype(np.float32)) is None
+    assert lowp_binary.binary("add", a.T, a.T) is None  # not C-contiguous
+    assert lowp_binary.binary("add", a[:2], a[:2]) is None  # small
