@@ -86,7 +86,7 @@ class CPUBackend(ampcore.Backend):
         compiled loops are loaded first (:func:`.compiled.warm`): numba's one-time
         compilation is the process's memory, not ``fn``'s.
         """
-        warm()
+        compiled.warm()
         started = not tracemalloc.is_tracing()
         if started:
             tracemalloc.start()
