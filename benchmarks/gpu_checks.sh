@@ -2,6 +2,7 @@
 # Everything the CUDA backend still has to prove on a real GPU, in one run (a few minutes on an H100).
 #
 #   bash benchmarks/gpu_checks.sh [OUTDIR]        # default OUTDIR: ./gpu-checks
+#   GPU_CHECKS_QUICK=1 bash benchmarks/gpu_checks.sh   # tests, conformance and the float8 row only
 #
 # Needs CuPy (pip install -e "backends/cuda[cuda13]"), and torch for the comparison.  Offline machines with
 # those already installed can register the distributions without the network:
@@ -30,6 +31,10 @@ step cuda-tests       "$python" -m pytest -q -p no:cacheprovider tests/test_cuda
                                 tests/test_cuda_launch.py tests/test_cuda_codegen.py tests/test_cuda_kernels_compile.py \
                                 tests/test_cuda_compiler.py tests/test_cuda_sim_elementwise.py
 step conformance      "$python" -m ampcore conformance --backend cuda --json "$out/conformance.json"
+step bench-float8     "$python" benchmarks/bench_float8.py --device cuda:0 --size 8192 --steps 10
+if [ "${GPU_CHECKS_QUICK:-0}" = 1 ]; then  # a short device lease: correctness and the float8 row, no model benches
+    exit $status
+fi
 step bench-mlp-large  "$python" -m ampcore bench --device cuda:0 --model mlp-large --steps 20 \
                                 --json "$out/bench-mlp-large.json"
 step bench-transformer-large "$python" -m ampcore bench --device cuda:0 --model transformer-large --steps 20 \
