@@ -50,8 +50,12 @@ quantize_{src}_{fmt}(const {s.storage} *__restrict__ x, const float *__restrict_
     unsigned int local = 0u;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < size;
          i += (long long)gridDim.x * blockDim.x) {{
-        float v = {s.load("x", "i")};
-        q[i] = float_to_{fmt}(__fmul_rn(v, scale[{_SCALE_INDEX}]), saturate);
+        float v = {s.load("x", "i")}, sc = scale[{_SCALE_INDEX}];
+        float p = __fmul_rn(v, sc);
+        /* A GPU's product with a NaN operand is the canonical NaN (sign cleared); the contract's reference, a
+           CPU's, keeps the NaN operand's sign, so take it from the operand. */
+        if (p != p) p = v != v ? v : sc;
+        q[i] = float_to_{fmt}(p, saturate);
         unsigned int m = __float_as_uint(v) & 0x7fffffffu;
         local = m > local ? m : local;
     }}
