@@ -74,15 +74,7 @@ def adamw_step_reference(
     step_size = lr / bias_correction1
     new_p, new_m, new_v, new_max = [], [], [], []
     for i, (p, g, m, v) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
-        cdt = k.dtype_of(m)
-        pc, gc = _widen(k, p, cdt), _widen(k, g, cdt)
-        if weight_decay:
-            if decoupled:
-                pc = k.mul(pc, 1.0 - lr * weight_decay)
-            else:
-                gc = k.add(gc, k.mul(pc, weight_decay))
-        m = k.add(m, k.mul(k.sub(gc, m), 1.0 - beta1))
-        v = k.add(k.mul(v, beta2), k.mul(k.mul(gc, gc), 1.0 - beta2))
+        pc, m, v = _decay_and_moments(k, p, g, m, v, lr, beta1, beta2, weight_decay, decoupled)
         v_hat = v
         if max_exp_avg_sqs is not None:
             v_hat = k.maximum(max_exp_avg_sqs[i], v)
@@ -95,6 +87,23 @@ def adamw_step_reference(
     if max_exp_avg_sqs is not None:
         return new_p, new_m, new_v, new_max
     return new_p, new_m, new_v
+
+
+def _decay_and_moments(
+    k: Any, p: Any, g: Any, m: Any, v: Any, lr: float, beta1: float, beta2: float, weight_decay: float, decoupled: bool
+) -> tuple[Any, Any, Any]:
+    """(parameter widened to the moments' dtype and decayed, new first moment, new second moment): the part of
+    one Adam step the synced and the sync-free reference compositions share."""
+    cdt = k.dtype_of(m)
+    pc, gc = _widen(k, p, cdt), _widen(k, g, cdt)
+    if weight_decay:
+        if decoupled:
+            pc = k.mul(pc, 1.0 - lr * weight_decay)
+        else:
+            gc = k.add(gc, k.mul(pc, weight_decay))
+    m = k.add(m, k.mul(k.sub(gc, m), 1.0 - beta1))
+    v = k.add(k.mul(v, beta2), k.mul(k.mul(gc, gc), 1.0 - beta2))
+    return pc, m, v
 
 
 def adamw_step_amp_reference(
@@ -135,14 +144,7 @@ def adamw_step_amp_reference(
         if cdt not in consts:
             consts[cdt] = (_widen(k, step_size64, cdt), _widen(k, bc2_sqrt64, cdt))
         step_size, bc2_sqrt = consts[cdt]
-        pc, gc = _widen(k, p, cdt), _widen(k, g, cdt)
-        if weight_decay:
-            if decoupled:
-                pc = k.mul(pc, 1.0 - lr * weight_decay)
-            else:
-                gc = k.add(gc, k.mul(pc, weight_decay))
-        m2 = k.add(m, k.mul(k.sub(gc, m), 1.0 - beta1))
-        v2 = k.add(k.mul(v, beta2), k.mul(k.mul(gc, gc), 1.0 - beta2))
+        pc, m2, v2 = _decay_and_moments(k, p, g, m, v, lr, beta1, beta2, weight_decay, decoupled)
         denom = k.add(k.div(k.sqrt(v2), bc2_sqrt), eps)
         pc = k.sub(pc, k.mul(k.div(m2, denom), step_size))
         new_p.append(k.where(go, _widen(k, pc, k.dtype_of(p)), p))
