@@ -11,7 +11,7 @@ import ampcore
 
 ROOT = Path(__file__).resolve().parents[1]
 # distributed: a backend's DevicePath (NCCL); cgen: the kernel text the C dialects share
-PUBLIC_SUBMODULES = {"dtypes", "plugins", "kernels", "distributed", "cgen"}
+PUBLIC_SUBMODULES = {"dtypes", "plugins", "kernels", "distributed", "cgen", "float8"}
 TEST_ONLY_SUBMODULES = {"testing"}
 DEVICE_LIBRARIES = {"pyopencl", "cupy", "cupyx", "pycuda", "torch"}
 

@@ -205,6 +205,7 @@ def test_the_float8_training_surface_is_pinned():
     assert set(ampcore.float8.__all__) == {
         "convert_to_float8_training",
         "float8_stats",
+        "summarize",
         "Float8Linear",
         "Float8LinearConfig",
         "Float8GemmConfig",

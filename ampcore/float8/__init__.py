@@ -12,11 +12,12 @@ from .recipes import (
     TensorwiseScaling,
     parse_recipe,
 )
-from .stats import convert_to_float8_training, float8_stats
+from .stats import convert_to_float8_training, float8_stats, summarize
 
 __all__ = [
     "convert_to_float8_training",
     "float8_stats",
+    "summarize",
     "Float8Linear",
     "Float8LinearConfig",
     "Float8GemmConfig",

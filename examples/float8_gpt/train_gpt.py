@@ -34,9 +34,9 @@ import numpy as np
 
 import ampcore as ac
 from ampcore import nn
-from ampcore.float8 import convert_to_float8_training, float8_stats
-from ampcore.float8.stats import summarize
-from ampcore.nn import functional as F
+from ampcore.float8 import convert_to_float8_training, float8_stats, summarize
+
+F = nn.functional
 
 RECIPES = ("tensorwise", "rowwise", "delayed,amax_history_len=16", "mxfp8")
 
