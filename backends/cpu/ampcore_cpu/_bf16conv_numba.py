@@ -13,14 +13,19 @@ import numpy as np
 u16, u32 = np.uint16, np.uint32
 
 
-@numba.njit(nogil=True, cache=True)
-def down(w: Any, out: Any) -> None:  # pragma: no cover - compiled
-    """float32 bits ``w`` -> bfloat16 bits ``out``, rounded to nearest even (both flat, one length).
+@numba.njit(nogil=True, cache=True, inline="always")
+def bf16_bits(x: Any) -> Any:  # pragma: no cover - compiled
+    """float32 bits ``x`` -> bfloat16 bits, rounded to nearest even (also inlined by :mod:`._lowp_numba`).
 
     A NaN becomes the quiet NaN 0x7FC0 with its sign (ml_dtypes' bits: the payload is not kept).
     """
+    high = x >> u32(16)
+    rounded = (x + u32(0x7FFF) + (high & u32(1))) >> u32(16)
+    return u16(((high & u32(0x8000)) | u32(0x7FC0)) if (x & u32(0x7FFFFFFF)) > u32(0x7F800000) else rounded)
+
+
+@numba.njit(nogil=True, cache=True)
+def down(w: Any, out: Any) -> None:  # pragma: no cover - compiled
+    """float32 bits ``w`` -> bfloat16 bits ``out``, rounded to nearest even (both flat, one length)."""
     for i in range(w.size):
-        x = w[i]
-        high = x >> u32(16)
-        rounded = (x + u32(0x7FFF) + (high & u32(1))) >> u32(16)
-        out[i] = u16(((high & u32(0x8000)) | u32(0x7FC0)) if (x & u32(0x7FFFFFFF)) > u32(0x7F800000) else rounded)
+        out[i] = bf16_bits(w[i])

@@ -13,26 +13,31 @@ import numpy as np
 u16, u32 = np.uint16, np.uint32
 
 
+@numba.njit(nogil=True, cache=True, inline="always")
+def f16_bits(x: Any) -> Any:  # pragma: no cover - compiled
+    """float32 bits ``x`` -> float16 bits, rounded to nearest even (also inlined by :mod:`._lowp_numba`)."""
+    a = x & u32(0x7FFFFFFF)
+    # Normal half: rebias the exponent, add half an ulp minus one plus the kept lowest bit (ties go
+    # to even), drop 13 bits.  A carry out of the mantissa bumps the exponent, as it should.
+    normal = ((a - u32(0x38000000)) + u32(0xFFF) + ((a >> u32(13)) & u32(1))) >> u32(13)
+    # Subnormal half: the significand with its implicit bit, shifted right by 14..25 with the same
+    # rounding (a shift of 25 leaves 0 for anything below half the smallest subnormal).
+    shift = u32(126) - min(max(a >> u32(23), u32(101)), u32(112))
+    m = (a & u32(0x7FFFFF)) | u32(0x800000)
+    sub = (m + (u32(1) << (shift - u32(1))) - u32(1) + ((m >> shift) & u32(1))) >> shift
+    nan = u32(0x7C00) | ((a & u32(0x7FFFFF)) >> u32(13))
+    nan = nan | u32(nan == u32(0x7C00))  # a payload only in the dropped bits stays a NaN, as NumPy's
+    r = sub if a < u32(0x38800000) else normal
+    r = u32(0x7C00) if a >= u32(0x477FF000) else r  # 65520 and up round to inf
+    r = nan if a > u32(0x7F800000) else r
+    return u16(((x >> u32(16)) & u32(0x8000)) | r)
+
+
 @numba.njit(nogil=True, cache=True)
 def down(w: Any, out: Any) -> None:  # pragma: no cover - compiled
     """float32 bits ``w`` -> float16 bits ``out``, rounded to nearest even (both flat, one length)."""
     for i in range(w.size):
-        x = w[i]
-        a = x & u32(0x7FFFFFFF)
-        # Normal half: rebias the exponent, add half an ulp minus one plus the kept lowest bit (ties go
-        # to even), drop 13 bits.  A carry out of the mantissa bumps the exponent, as it should.
-        normal = ((a - u32(0x38000000)) + u32(0xFFF) + ((a >> u32(13)) & u32(1))) >> u32(13)
-        # Subnormal half: the significand with its implicit bit, shifted right by 14..25 with the same
-        # rounding (a shift of 25 leaves 0 for anything below half the smallest subnormal).
-        shift = u32(126) - min(max(a >> u32(23), u32(101)), u32(112))
-        m = (a & u32(0x7FFFFF)) | u32(0x800000)
-        sub = (m + (u32(1) << (shift - u32(1))) - u32(1) + ((m >> shift) & u32(1))) >> shift
-        nan = u32(0x7C00) | ((a & u32(0x7FFFFF)) >> u32(13))
-        nan = nan | u32(nan == u32(0x7C00))  # a payload only in the dropped bits stays a NaN, as NumPy's
-        r = sub if a < u32(0x38800000) else normal
-        r = u32(0x7C00) if a >= u32(0x477FF000) else r  # 65520 and up round to inf
-        r = nan if a > u32(0x7F800000) else r
-        out[i] = u16(((x >> u32(16)) & u32(0x8000)) | r)
+        out[i] = f16_bits(w[i])
 
 
 @numba.njit(nogil=True, cache=True)

@@ -25,6 +25,9 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
+from ._bf16conv_numba import bf16_bits
+from ._halfconv_numba import f16_bits
+
 u16, u32, f32 = np.uint16, np.uint32, np.float32
 ADD, SUB, MUL, DIV = 0, 1, 2, 3
 OPS = {"add": ADD, "sub": SUB, "mul": MUL, "div": DIV}
@@ -59,19 +62,8 @@ def widen_f16(h: Any) -> Any:  # pragma: no cover - compiled
 
 @numba.njit(nogil=True, cache=True, inline="always", error_model="numpy")
 def narrow_f16(value: Any) -> Any:  # pragma: no cover - compiled
-    """float32 -> float16 bits, rounded to nearest even: :func:`._halfconv_numba.down`'s body."""
-    x = _bits_from_f32(value)
-    a = x & u32(0x7FFFFFFF)
-    normal = ((a - u32(0x38000000)) + u32(0xFFF) + ((a >> u32(13)) & u32(1))) >> u32(13)
-    shift = u32(126) - min(max(a >> u32(23), u32(101)), u32(112))
-    m = (a & u32(0x7FFFFF)) | u32(0x800000)
-    sub = (m + (u32(1) << (shift - u32(1))) - u32(1) + ((m >> shift) & u32(1))) >> shift
-    nan = u32(0x7C00) | ((a & u32(0x7FFFFF)) >> u32(13))
-    nan = nan | u32(nan == u32(0x7C00))
-    r = sub if a < u32(0x38800000) else normal
-    r = u32(0x7C00) if a >= u32(0x477FF000) else r
-    r = nan if a > u32(0x7F800000) else r
-    return u16(((x >> u32(16)) & u32(0x8000)) | r)
+    """float32 -> float16 bits, rounded to nearest even: :func:`._halfconv_numba.down`'s element."""
+    return f16_bits(_bits_from_f32(value))
 
 
 @numba.njit(nogil=True, cache=True, inline="always", error_model="numpy")
@@ -81,11 +73,8 @@ def widen_bf16(h: Any) -> Any:  # pragma: no cover - compiled
 
 @numba.njit(nogil=True, cache=True, inline="always", error_model="numpy")
 def narrow_bf16(value: Any) -> Any:  # pragma: no cover - compiled
-    """float32 -> bfloat16 bits, rounded to nearest even: :func:`._bf16conv_numba.down`'s body."""
-    x = _bits_from_f32(value)
-    high = x >> u32(16)
-    rounded = (x + u32(0x7FFF) + (high & u32(1))) >> u32(16)
-    return u16(((high & u32(0x8000)) | u32(0x7FC0)) if (x & u32(0x7FFFFFFF)) > u32(0x7F800000) else rounded)
+    """float32 -> bfloat16 bits, rounded to nearest even: :func:`._bf16conv_numba.down`'s element."""
+    return bf16_bits(_bits_from_f32(value))
 
 
 @numba.njit(nogil=True, cache=True, inline="always", error_model="numpy")
