@@ -54,40 +54,56 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+_INTERNED: dict[str, DType] = {}
+
+
+@dataclass(frozen=True, eq=False, init=False)
 class DType:
-    """A dtype ampcore knows: its name, NumPy equivalent and kind."""
+    """A dtype ampcore knows: its name, NumPy equivalent and kind.
+
+    Each dtype exists once (constructing one with a known name returns it; pickling and copying return it),
+    so equality and hashing are identity's, done in C: ops compare and hash dtypes on every call.
+    """
 
     name: str
     itemsize: int
     kind: str  # "f" floating, "i" signed integer, "b" bool
     numpy: Any
 
+    def __new__(cls, name: str, itemsize: int, kind: str, numpy: Any) -> DType:
+        existing = _INTERNED.get(name)
+        if existing is None:
+            return super().__new__(cls)
+        if (existing.itemsize, existing.kind, existing.numpy) != (itemsize, kind, np.dtype(numpy)):
+            raise ValueError(
+                f"dtype {name!r} already exists as {existing.itemsize} bytes, kind {existing.kind!r}, "
+                f"NumPy {existing.numpy}; use ampcore.{name} instead of constructing another"
+            )
+        return existing
+
+    def __init__(self, name: str, itemsize: int, kind: str, numpy: Any) -> None:
+        if _INTERNED.get(name) is self:  # __new__ returned the existing dtype: it is already set up
+            return
+        for field, value in (("name", name), ("itemsize", itemsize), ("kind", kind), ("numpy", np.dtype(numpy))):
+            object.__setattr__(self, field, value)
+        _INTERNED[name] = self
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return _interned, (self.name,)
+
     @property
     def is_floating_point(self) -> bool:
         return self.kind == "f"
-
-    # Identity first: the dtypes below are singletons and ops compare dtypes on every call; a copy (from
-    # pickle, say) still compares by its fields.  The hash is the name's, consistent with that equality.
-    def __eq__(self, other: object) -> bool:
-        if self is other:
-            return True
-        if not isinstance(other, DType):
-            return NotImplemented
-        return (self.name, self.itemsize, self.kind, self.numpy) == (
-            other.name,
-            other.itemsize,
-            other.kind,
-            other.numpy,
-        )
-
-    def __hash__(self) -> int:
-        return hash(self.name)
 
     def __repr__(self) -> str:
         return f"ampcore.{self.name}"
 
     __str__ = __repr__
+
+
+def _interned(name: str) -> DType:
+    """The one DType called ``name`` (what unpickling and copying a DType return)."""
+    return _INTERNED[name]
 
 
 float64 = DType("float64", 8, "f", np.dtype(np.float64))

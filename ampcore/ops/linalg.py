@@ -42,7 +42,8 @@ class MatMul(Op):
         # fed by data needs no gradient to its input, so autocast's low-precision weight copy is dropped.
         a_needs, b_needs = ctx.needs_input_grad
         ctx.a, ctx.b, ctx.b_transposed = (a if b_needs else None), (b if a_needs else None), b_transposed
-        ctx.a_shape, ctx.b_shape = k.shape_of(a), k.shape_of(b)
+        if a_needs or b_needs:  # the shapes the gradients are unbroadcast to (nothing to keep for a plain call)
+            ctx.a_shape, ctx.b_shape = k.shape_of(a), k.shape_of(b)
         return k.matmul(a, b)
 
     def backward(self, ctx: Context, k: KernelTable, g: Any) -> tuple[Any, ...]:

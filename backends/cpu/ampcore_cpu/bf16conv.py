@@ -26,6 +26,10 @@ from .halfconv import convert_bits
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F32 = np.dtype(np.float32)
+# Below this many elements ml_dtypes' cast is as fast as the compiled loop with its call and array setup
+# (1.1 against 1.7 us at 1024 elements, 4.3 against 5.3 at 4096; 2-core Xeon, under load): a small op's
+# output, such as autocast's 16x64 activations, takes it.
+SMALL = 4096
 
 
 @functools.cache
@@ -43,6 +47,6 @@ def engine() -> str:
 def to_bfloat16(a: np.ndarray) -> np.ndarray:
     """A float32 array rounded to bfloat16 (a new array), exactly as ``a.astype(ml_dtypes.bfloat16)``."""
     down: Any = _engine()
-    if down is None or a.dtype != F32 or a.size < 1024:
+    if down is None or a.dtype != F32 or a.size < SMALL:
         return a.astype(BF16)
     return convert_bits(a, BF16, np.uint32, np.uint16, down)
