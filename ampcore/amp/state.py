@@ -1,7 +1,7 @@
 """Per-thread autocast state: the open region per device type, nesting, and the weight-cast cache.
 
 Every thread starts with autocast off (as in torch: state is not inherited
-by new threads).  ``Region`` is immutable; entering a region saves the
+by new threads).  A ``Region`` is never changed once entered; entering a region saves the
 previous one for its device type and leaving restores it exactly.
 """
 
@@ -37,9 +37,10 @@ def shared_decisions(policy: Policy | None, dtype: DType, fallback_ops: frozense
     return decisions
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False, slots=True)
 class Region:
-    """One autocast region's settings for one device type."""
+    """One autocast region's settings for one device type (not reassigned once entered; not frozen because
+    a frozen dataclass's ``__init__`` costs several times a slotted one's, paid by every ``with autocast``)."""
 
     device_type: str
     enabled: bool
