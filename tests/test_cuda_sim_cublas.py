@@ -326,3 +326,25 @@ def test_a_scale_varying_along_k_falls_back_to_scaled_float32_operands(simulated
     want = a64 @ b64
     tol = dt.finfo(dt.float32).eps / 2 * np.abs(want) + (k + 2) * 2.0**-24 * (np.abs(a64) @ np.abs(b64))
     assert np.all(np.abs(backend.to_numpy(got).astype(np.float64) - want) <= tol)
+
+
+def test_scaled_mm_passes_a_transposed_float8_operand_as_op_t(simulated):
+    """Float8Linear's ``weight.t()``: widened over its own storage and given to cuBLAS as CUBLAS_OP_T."""
+    backend, calls = simulated
+    from ampcore_cuda.array import CuArray
+    from ampcore_cuda.float8 import scaled_mm
+
+    rng = np.random.default_rng(5)
+    m, k, n = 4, 24, 3
+    a = (rng.standard_normal((m, k)) * 4).astype(dt.float8_e4m3fn.numpy)
+    w = (rng.standard_normal((n, k)) * 4).astype(dt.float8_e4m3fn.numpy)  # stored (N, K), used as (K, N)
+    w_arr = backend.from_numpy(w, "float8_e4m3fn")
+    one = backend.from_numpy(np.asarray(np.float32(0.5)), "float32")
+    a_arr = backend.from_numpy(a, "float8_e4m3fn")
+    got = scaled_mm(a_arr, CuArray(w_arr.data.T, w_arr.dtype), one, one, dt.float32, None, False)
+    (call,) = calls
+    assert call["transa"] == cublas.CUBLAS_OP_T and call["transb"] == cublas.CUBLAS_OP_N
+    a64, b64 = a.astype(np.float64) * 0.5, w.T.astype(np.float64) * 0.5
+    want = a64 @ b64
+    tol = dt.finfo(dt.float32).eps / 2 * np.abs(want) + (k + 2) * 2.0**-24 * (np.abs(a64) @ np.abs(b64))
+    assert np.all(np.abs(backend.to_numpy(got).astype(np.float64) - want) <= tol)

@@ -235,6 +235,10 @@ def scaled_mm(
 
 
 def _widen(x: CuArray) -> CuArray:
+    """``x`` as float16, exactly; a transposed view (Float8Linear's ``weight.t()``) stays one, over widened
+    storage, so that gemm_ex hands it to cuBLAS as CUBLAS_OP_T instead of a row-major copy being made first."""
+    if x.data.ndim == 2 and not x.data.flags.c_contiguous and x.data.flags.f_contiguous:
+        return CuArray(_widen(CuArray(x.data.T, x.dtype)).data.T, dt.float16)
     cupy = import_cupy()
     fmt = _FORMAT[x.dtype]
     out = cupy.empty(x.shape, dtype=np.float16)
