@@ -87,6 +87,22 @@ MUTATIONS = (
         (_CONFORMANCE + "test_float8",),
     ),
     Mutation(
+        "scaled_mm's finish applies scale_b's first element to every column",
+        "float8",
+        r"^finish_",
+        "scale_b[(mode_b == 0 ? 0 : mode_b == 1 ? i / inner : mode_b == 2 ? i % inner : i)]",
+        "scale_b[0]",
+        (_CONFORMANCE + "test_float8",),
+    ),
+    Mutation(
+        "scaled_mm's float16 widening flushes e5m2 subnormals to zero",
+        "float8",
+        r"^widen_e5m2$",
+        "(float)m * 1.52587890625e-05f",
+        "(float)m * 0.0f",
+        (os.path.join(HERE, "test_cuda_sim_cublas.py"),),
+    ),
+    Mutation(
         "pow's exponent-one shortcut returns the exponent",
         "pointwise",
         r"^pow_",

@@ -132,6 +132,47 @@ def test_a_combination_the_simulator_does_not_implement_raises(change, match):
         cublas.gemmStridedBatchedEx(**args)
 
 
+@pytest.mark.parametrize("dtype", KINDS)
+def test_16_bit_inputs_with_a_float32_output_are_the_float32_accumulator(dtype):
+    """A = B = CUDA_R_16F (or 16BF), C = CUDA_R_32F: exact products, float32 sums, no rounding of C."""
+    rng = np.random.default_rng(7)
+    m, n, k = 4, 3, 64
+    a_vals, a_store = _store(rng.standard_normal((1, m, k)), dtype)
+    b_vals, b_store = _store(rng.standard_normal((1, k, n)), dtype)
+    a_buf = cp.asarray(_column_major(a_store, 0, m, 0))
+    b_buf = cp.asarray(_column_major(b_store, 0, k, 0))
+    c_buf = cp.zeros(m * n, dtype=np.float32)
+    one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)
+    kind = KINDS[dtype]
+    h = cublas.get_cublas_handle()
+    args = (one.ctypes.data, a_buf.data.ptr, kind, m, 0, b_buf.data.ptr, kind, k, 0, zero.ctypes.data)
+    cublas.gemmStridedBatchedEx(h, 0, 0, m, n, k, *args, c_buf.data.ptr, cublas.CUDA_R_32F, m, m * n, 1, 68, -1)
+    got = c_buf.get().reshape(n, m).T.astype(np.float64)
+    a64, b64 = a_vals[0].astype(np.float64), b_vals[0].astype(np.float64)
+    ref = a64 @ b64
+    assert np.all(np.abs(got - ref) <= k * 2.0**-24 * (np.abs(a64) @ np.abs(b64)))
+    # ... and C is not rounded to the inputs' 16-bit type: most sums are no 16-bit value.
+    rounded = np.asarray(dt.convert(got.astype(np.float32), dt.as_dtype(dtype))).astype(np.float64)
+    assert np.count_nonzero(rounded != got) >= got.size - 1
+
+
+@pytest.mark.parametrize(
+    "types",
+    [(2, 2, 14), (14, 14, 2), (0, 0, 0), (2, 14, 0)],
+    ids=["16F->16BF", "16BF->16F", "32F", "mixed inputs"],
+)
+def test_the_float32_output_does_not_open_other_type_combinations(types):
+    buf = cp.zeros(64, dtype=np.float32)
+    one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)
+    a, b, c = types
+    with pytest.raises(cublas.CublasSimError, match=f"types A={a}, B={b}, C={c}; the simulator implements"):
+        cublas.gemmStridedBatchedEx(
+            cublas.get_cublas_handle(),
+            *(0, 0, 2, 2, 2, one.ctypes.data, buf.data.ptr, a, 2, 4, buf.data.ptr, b, 2, 4, zero.ctypes.data),
+            *(buf.data.ptr, c, 2, 4, 1, 68, -1),
+        )
+
+
 @pytest.fixture
 def simulated(monkeypatch):
     """The cuda backend on the h100 profile, with every gemmStridedBatchedEx call's (transa, transb, strides).
@@ -144,7 +185,15 @@ def simulated(monkeypatch):
     real = cublas.gemmStridedBatchedEx
 
     def spy(*args):
-        calls.append({"transa": args[1], "transb": args[2], "stride_a": args[10], "stride_b": args[14]})
+        calls.append(
+            {
+                "transa": args[1],
+                "transb": args[2],
+                "stride_a": args[10],
+                "stride_b": args[14],
+                "types": (args[8], args[12], args[17]),
+            }
+        )
         return real(*args)
 
     monkeypatch.setattr(cublas, "gemmStridedBatchedEx", spy)
@@ -200,3 +249,102 @@ def test_a_broadcast_batch_goes_as_stride_zero(simulated):
     ref = a64 @ w64
     assert np.all(np.abs(got - ref) <= _tolerance(ref, np.abs(a64) @ np.abs(w64), 8, "float16"))
     assert calls[-1]["stride_a"] == 0  # cuBLAS's A is w, shared by the batch
+
+
+@pytest.mark.parametrize("fmt", ["float8_e4m3fn", "float8_e5m2"])
+def test_float8_widens_to_float16_exactly_for_every_bit_pattern(simulated, fmt):
+    backend, _ = simulated
+    from ampcore_cuda.float8 import _widen
+
+    d = dt.as_dtype(fmt)
+    every = np.arange(256, dtype=np.uint8).view(d.numpy)
+    got = backend.to_numpy(_widen(backend.from_numpy(every, fmt))).view(np.uint16)
+    want = every.astype(np.float16).view(np.uint16)
+    nan = np.isnan(every.astype(np.float32))
+    assert np.array_equal(got[~nan], want[~nan]), "a finite or infinite float8 value changed on widening"
+    wide = got.view(np.float16)
+    assert np.isnan(wide[nan]).all() and np.array_equal(np.signbit(wide[nan]), np.signbit(every[nan]))
+
+
+@pytest.mark.parametrize("out", ["float32", "bfloat16"])
+@pytest.mark.parametrize("rowwise", [False, True], ids=["tensorwise", "rowwise"])
+def test_scaled_mm_is_one_float16_gemm_into_float32_with_the_scales_on_the_accumulator(simulated, rowwise, out):
+    """One gemmStridedBatchedEx with A, B CUDA_R_16F and C CUDA_R_32F; the result within the contract's
+    tolerance of the float64 product of the scaled operands (e5m2 subnormals and maxima included)."""
+    backend, calls = simulated
+    from ampcore_cuda.float8 import scaled_mm
+
+    rng = np.random.default_rng(3)
+    m, k, n = 5, 40, 6
+    a = (rng.standard_normal((m, k)) * 4).astype(dt.float8_e4m3fn.numpy)
+    b = (rng.standard_normal((k, n)) * 2.0 ** rng.integers(-16, 15, (k, n))).astype(dt.float8_e5m2.numpy)
+    b[0, :] = dt.finfo(dt.float8_e5m2).max
+    a[:, 0] = dt.finfo(dt.float8_e4m3fn).max
+    sa = rng.uniform(0.01, 3, (m, 1) if rowwise else ()).astype(np.float32)
+    sb = rng.uniform(0.01, 3, (1, n) if rowwise else ()).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    got = scaled_mm(
+        backend.from_numpy(a, "float8_e4m3fn"),
+        backend.from_numpy(b, "float8_e5m2"),
+        backend.from_numpy(sa, "float32"),
+        backend.from_numpy(sb, "float32"),
+        dt.as_dtype(out),
+        backend.from_numpy(bias, "float32"),
+        False,
+    )
+    assert [c["types"] for c in calls] == [(cublas.CUDA_R_16F, cublas.CUDA_R_16F, cublas.CUDA_R_32F)]
+    a64, b64 = a.astype(np.float64) * sa, b.astype(np.float64) * sb
+    want = a64 @ b64 + bias
+    tol = dt.finfo(dt.as_dtype(out)).eps / 2 * np.abs(want) + (k + 2) * 2.0**-24 * (
+        np.abs(a64) @ np.abs(b64) + np.abs(bias)
+    )
+    assert np.all(np.abs(backend.to_numpy(got).astype(np.float64) - want) <= tol)
+
+
+def test_a_scale_varying_along_k_falls_back_to_scaled_float32_operands(simulated):
+    """scale_a per column of a (along K) does not factor out of the sum: no float16 GEMM, the right numbers."""
+    backend, calls = simulated
+    from ampcore_cuda.float8 import scaled_mm
+
+    rng = np.random.default_rng(4)
+    m, k, n = 3, 8, 4
+    a = (rng.standard_normal((m, k)) * 4).astype(dt.float8_e4m3fn.numpy)
+    b = (rng.standard_normal((k, n)) * 4).astype(dt.float8_e4m3fn.numpy)
+    sa = rng.uniform(0.5, 2, (1, k)).astype(np.float32)
+    sb = np.float32(0.25)
+    got = scaled_mm(
+        backend.from_numpy(a, "float8_e4m3fn"),
+        backend.from_numpy(b, "float8_e4m3fn"),
+        backend.from_numpy(sa, "float32"),
+        backend.from_numpy(np.asarray(sb), "float32"),
+        dt.float32,
+        None,
+        False,
+    )
+    assert all(c["types"][2] != cublas.CUDA_R_32F for c in calls)
+    a64, b64 = a.astype(np.float64) * sa, b.astype(np.float64) * sb
+    want = a64 @ b64
+    tol = dt.finfo(dt.float32).eps / 2 * np.abs(want) + (k + 2) * 2.0**-24 * (np.abs(a64) @ np.abs(b64))
+    assert np.all(np.abs(backend.to_numpy(got).astype(np.float64) - want) <= tol)
+
+
+def test_scaled_mm_passes_a_transposed_float8_operand_as_op_t(simulated):
+    """Float8Linear's ``weight.t()``: widened over its own storage and given to cuBLAS as CUBLAS_OP_T."""
+    backend, calls = simulated
+    from ampcore_cuda.array import CuArray
+    from ampcore_cuda.float8 import scaled_mm
+
+    rng = np.random.default_rng(5)
+    m, k, n = 4, 24, 3
+    a = (rng.standard_normal((m, k)) * 4).astype(dt.float8_e4m3fn.numpy)
+    w = (rng.standard_normal((n, k)) * 4).astype(dt.float8_e4m3fn.numpy)  # stored (N, K), used as (K, N)
+    w_arr = backend.from_numpy(w, "float8_e4m3fn")
+    one = backend.from_numpy(np.asarray(np.float32(0.5)), "float32")
+    a_arr = backend.from_numpy(a, "float8_e4m3fn")
+    got = scaled_mm(a_arr, CuArray(w_arr.data.T, w_arr.dtype), one, one, dt.float32, None, False)
+    (call,) = calls
+    assert call["transa"] == cublas.CUBLAS_OP_T and call["transb"] == cublas.CUBLAS_OP_N
+    a64, b64 = a.astype(np.float64) * 0.5, w.T.astype(np.float64) * 0.5
+    want = a64 @ b64
+    tol = dt.finfo(dt.float32).eps / 2 * np.abs(want) + (k + 2) * 2.0**-24 * (np.abs(a64) @ np.abs(b64))
+    assert np.all(np.abs(backend.to_numpy(got).astype(np.float64) - want) <= tol)

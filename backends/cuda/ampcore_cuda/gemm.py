@@ -1,5 +1,6 @@
 """``matmul`` through cuBLAS: float16/bfloat16 inputs multiply on tensor cores and accumulate in float32
-(``cublasGemmStridedBatchedEx`` with ``CUBLAS_COMPUTE_32F``), the output rounded once to the input dtype;
+(``cublasGemmStridedBatchedEx`` with ``CUBLAS_COMPUTE_32F``), the output rounded once to the input dtype
+(or, for the float8 ``scaled_mm``, the float32 accumulator itself: ``gemm_ex``'s ``out_dtype``);
 float32/float64 through CuPy's ``matmul`` (cuBLAS s/dgemm, no TF32 unless the user sets CUPY_TF32=1).
 
 Batch dimensions broadcast; every matmul is one strided-batched call.  A
@@ -25,10 +26,12 @@ from .array import CuArray, contiguous
 from .convert import down, up
 from .runtime import import_cupy, import_cupy_module
 
-__all__ = ["matmul", "kernels", "CUDA_R", "CUBLAS_COMPUTE_32F"]
+__all__ = ["matmul", "gemm_ex", "kernels", "CUDA_R", "CUDA_R_32F", "CUBLAS_COMPUTE_32F"]
 
 # library_types.h / cublas_api.h values (stable ABI); CuPy's cublas module needs libcublas to even import.
 CUDA_R = {dt.float16: 2, dt.bfloat16: 14}
+CUDA_R_32F = 0
+_OUT_R = {**CUDA_R, dt.float32: CUDA_R_32F}  # the output types gemm_ex writes (float32: the bare accumulator)
 CUBLAS_COMPUTE_32F = 68
 CUBLAS_GEMM_DEFAULT = -1
 CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
@@ -91,15 +94,19 @@ def _batched(a: Any, b: Any) -> tuple[Any, Any, tuple[int, ...]]:
     return a, b, tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
 
 
-def _gemm_ex(a: CuArray, b: CuArray) -> CuArray:
-    """A 16-bit GEMM on tensor cores with float32 accumulation, output rounded once by cuBLAS."""
+def gemm_ex(a: CuArray, b: CuArray, out_dtype: dt.DType | None = None) -> CuArray:
+    """A 16-bit GEMM on tensor cores with float32 accumulation, the output rounded once by cuBLAS to
+    ``out_dtype`` (default: the inputs' dtype; float32 is the accumulator itself).  The caller's contract,
+    unchecked on this hot path: ``a`` and ``b`` share a dtype in :data:`CUDA_R` (bfloat16 only on cc >= 8.0),
+    ``out_dtype`` is theirs or float32, and the current device is the operands'."""
     cupy = import_cupy()
+    out_dtype = a.dtype if out_dtype is None else out_dtype
     cublas = import_cupy_module("cupy.cuda.cublas")
     a2, b2, batch = _batched(a.data, b.data)
     m, k = a2.shape[-2:]
     n = b2.shape[-1]
     count = math.prod(batch)
-    out = cupy.empty((count, m, n), dtype=a.data.dtype)
+    out = cupy.empty((count, m, n), dtype=np.float32 if out_dtype is dt.float32 else a.data.dtype)
     if out.size and k:
         (a3, op_a, lda, stride_a), (b3, op_b, ldb, stride_b) = _operand(a2, batch), _operand(b2, batch)
         handle = import_cupy_module("cupy.cuda.device").get_cublas_handle()
@@ -123,7 +130,7 @@ def _gemm_ex(a: CuArray, b: CuArray) -> CuArray:
             stride_a,
             _ZERO.ctypes.data,
             out.data.ptr,
-            kind,
+            _OUT_R[out_dtype],
             n,
             m * n,
             count,
@@ -132,7 +139,7 @@ def _gemm_ex(a: CuArray, b: CuArray) -> CuArray:
         )
     elif out.size:
         out[...] = 0  # k == 0: an empty sum
-    return CuArray(out.reshape(_result_shape(a.shape, b.shape, batch)), a.dtype)
+    return CuArray(out.reshape(_result_shape(a.shape, b.shape, batch)), out_dtype)
 
 
 def _result_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...], batch: tuple[int, ...]) -> tuple[int, ...]:
@@ -146,7 +153,7 @@ def matmul(a: CuArray, b: CuArray) -> CuArray:
     cupy = import_cupy()
     with cupy.cuda.Device(a.device_index):
         if a.dtype in CUDA_R and (a.dtype == dt.float16 or _has_bf16_gemm(a.device_index)):
-            return _gemm_ex(a, b)
+            return gemm_ex(a, b)
         if a.dtype in CUDA_R:
             return down(cupy.matmul(up(a), up(b)), a.dtype)
         return CuArray(cupy.matmul(a.data, b.data), a.dtype)

@@ -328,11 +328,13 @@ def capabilities_from_properties(props: Mapping[str, Any], runtime_version: int 
     float8 needs cc >= 8.9 (Ada, Hopper: float8 tensor cores); there the float8
     dtypes are storable and ``float8`` is ``"emulated"``: the conversions are
     integer bit arithmetic (:func:`ampcore.cgen.float8_conversions`, bit-exact
-    ml_dtypes) and ``scaled_mm`` is the core's composition over float32 GEMMs.
-    The native path (``cvt.rn.satfinite.e4m3x2.f32`` conversions, a cuBLASLt
-    float8 GEMM) is future work.  Below 8.9 ``float8`` is ``"none"`` with the
-    reason: no float8 hardware, so a float8 recipe would only be slower than
-    the 16-bit one; rehearse it on the cpu backend.
+    ml_dtypes); in ``scaled_mm`` the float8 operands are widened exactly to
+    float16, multiplied on tensor cores with float32 accumulation, and the
+    scales applied to the accumulator (:mod:`ampcore_cuda.float8`).  No float8
+    instruction is used: the native path (``cvt.rn.satfinite.e4m3x2.f32``
+    conversions, a cuBLASLt float8 GEMM) is future work.  Below 8.9 ``float8``
+    is ``"none"`` with the reason: no float8 hardware, so a float8 recipe would
+    only be slower than the 16-bit one; rehearse it on the cpu backend.
     """
     cc = (int(props["major"]), int(props["minor"]))
     ints = {dt.float64, dt.float32, dt.int32, dt.int64, dt.bool_}

@@ -1,7 +1,8 @@
 """``cupy.cuda.cublas`` of the simulator: ``gemmStridedBatchedEx`` computed as cuBLAS does with
 ``CUBLAS_COMPUTE_32F`` (16-bit inputs widened exactly, float32 products accumulated in float32, ``alpha`` and
-``beta`` applied in float32, one rounding to the output type), over column-major operands with every
-transpose, leading dimension and batch stride honoured.  A combination it does not implement raises
+``beta`` applied in float32, one rounding to the output type: a 16-bit C of the inputs' type, or none for a
+``CUDA_R_32F`` C), over column-major operands with every transpose, leading dimension and batch stride
+honoured.  A combination it does not implement raises
 :class:`CublasSimError`, as would a cuBLAS status the backend never expects.
 """
 
@@ -22,6 +23,7 @@ __all__ = [
     "CUBLAS_OP_T",
     "CUDA_R_16F",
     "CUDA_R_16BF",
+    "CUDA_R_32F",
     "CUBLAS_COMPUTE_32F",
 ]
 
@@ -115,10 +117,11 @@ def gemmStridedBatchedEx(  # noqa: N802 - cuBLAS's name
             f"gemmStridedBatchedEx: computeType {compute_type}, algo {algo}; the simulator "
             f"implements CUBLAS_COMPUTE_32F ({CUBLAS_COMPUTE_32F}) with CUBLAS_GEMM_DEFAULT (-1)"
         )
-    if not atype == btype == ctype or atype not in (CUDA_R_16F, CUDA_R_16BF):
+    if atype != btype or atype not in (CUDA_R_16F, CUDA_R_16BF) or ctype not in (atype, CUDA_R_32F):
         raise CublasSimError(
-            f"gemmStridedBatchedEx: types A={atype}, B={btype}, C={ctype}; the simulator "
-            f"implements all CUDA_R_16F ({CUDA_R_16F}) or all CUDA_R_16BF ({CUDA_R_16BF})"
+            f"gemmStridedBatchedEx: types A={atype}, B={btype}, C={ctype}; the simulator implements A and B "
+            f"both CUDA_R_16F ({CUDA_R_16F}) or both CUDA_R_16BF ({CUDA_R_16BF}), with C of their type or "
+            f"CUDA_R_32F ({CUDA_R_32F})"
         )
     if _pointer_mode.get(handle) != _POINTER_MODE_HOST:
         raise CublasSimError(f"gemmStridedBatchedEx: unknown handle {handle!r}")
@@ -149,6 +152,7 @@ def gemmStridedBatchedEx(  # noqa: N802 - cuBLAS's name
             stride_b,
             _host_float(beta),
             c,
+            ctype,
             ldc,
             stride_c,
             batch,
@@ -171,11 +175,12 @@ def _compute(
     stride_b: int,
     beta32: np.float32,
     c: int,
+    ctype: int,
     ldc: int,
     stride_c: int,
     batch: int,
 ) -> None:
-    ctype = btype = atype
+    btype = atype
     acc = np.zeros((batch, m, n), np.float32)
     if k:
         op_a = _matrices(a, atype, transa, m, k, lda, stride_a, batch, "a")
@@ -200,7 +205,9 @@ def _widen(x: np.ndarray, kind: int) -> np.ndarray:
 
 
 def _round(x: np.ndarray, kind: int) -> np.ndarray:
-    """float32 to the output type, to nearest even (ampcore's exact conversions)."""
+    """float32 to the output type, to nearest even (ampcore's exact conversions); float32 as it is."""
+    if kind == CUDA_R_32F:
+        return x
     if kind == CUDA_R_16BF:
         return np.asarray(dt.convert(x, dt.bfloat16)).view(np.uint16)
     return x.astype(np.float16)
