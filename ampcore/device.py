@@ -7,10 +7,11 @@ keyed by.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Device", "DeviceLike", "parse_device"]
+__all__ = ["Device", "DeviceLike", "parse_device", "device_of"]
 
 _DEVICE_RE = re.compile(r"^(?P<type>[A-Za-z_][A-Za-z0-9_\-]*)(?::(?P<index>\d+))?$")
 
@@ -46,4 +47,11 @@ def parse_device(value: DeviceLike) -> Device:
     if match is None:
         raise ValueError(f"malformed device {value!r}; expected 'name' or 'name:index', e.g. 'cpu' or 'opencl:0'")
     index = match.group("index")
-    return Device(match.group("type"), int(index) if index is not None else 0, index is not None)
+    return device_of(match.group("type"), int(index) if index is not None else 0, index is not None)
+
+
+@functools.lru_cache(maxsize=256)
+def device_of(type: str, index: int = 0, explicit_index: bool = False) -> Device:  # noqa: A002 - Device's field
+    """The one shared Device for these fields: tensors made on ``"cpu"`` then hold the same object, and the op
+    path's device check (``a.device is b.device``) succeeds without the dataclass's ``__eq__``."""
+    return Device(type, index, explicit_index)

@@ -19,7 +19,7 @@ from typing import Any
 import pluggy
 
 from ..backend import Availability, Backend, BackendUnavailableError
-from ..device import Device, DeviceLike, parse_device
+from ..device import Device, DeviceLike, device_of, parse_device
 from ..kernels import KernelTable, MissingKernelsError
 from ..names import did_you_mean
 from . import hookspecs, threads
@@ -278,7 +278,7 @@ class Registry:
         dev = parse_device(device)
         backend = self.get_backend(dev.type)
         if not dev.explicit_index:  # "opencl" means the backend's first usable device
-            return Device(dev.type, self.first_usable_index(backend))
+            return device_of(dev.type, self.first_usable_index(backend))
         count = backend.device_count()
         if not 0 <= dev.index < count:
             raise ValueError(
@@ -321,7 +321,7 @@ class Registry:
                 "no available ampcore backend; install one, e.g. pip install ampcore-cpu "
                 "(run 'ampcore info' to see why installed ones are unavailable)"
             )
-        return Device(candidates[0].name, self.first_usable_index(candidates[0]))
+        return device_of(candidates[0].name, self.first_usable_index(candidates[0]))
 
     def set_default(self, device: DeviceLike | None) -> None:
         self._default = None if device is None else self.resolve(device)
