@@ -26,6 +26,7 @@ from numba.core import types
 from numba.extending import intrinsic
 
 from ._bf16conv_numba import bf16_bits
+from ._f16c_numba import F16C, widen_f16c
 from ._halfconv_numba import f16_bits
 
 u16, u32, f32 = np.uint16, np.uint32, np.float32
@@ -50,7 +51,7 @@ def _bits_from_f32(typingctx: Any, value: Any) -> Any:  # pragma: no cover - com
 
 
 @numba.njit(nogil=True, cache=True, inline="always", error_model="numpy")
-def widen_f16(h: Any) -> Any:  # pragma: no cover - compiled
+def widen_f16_int(h: Any) -> Any:  # pragma: no cover - compiled
     """float16 bits -> float32, as NumPy's conversion (NaN payloads kept, not quieted)."""
     x = u32(h)
     em = x & u32(0x7FFF)
@@ -58,6 +59,15 @@ def widen_f16(h: Any) -> Any:  # pragma: no cover - compiled
     r = sub if em < u32(0x400) else (em << u32(13)) + u32(0x38000000)
     r = (u32(0x7F800000) | ((em & u32(0x3FF)) << u32(13))) if em >= u32(0x7C00) else r
     return _f32_from_bits(r | ((x & u32(0x8000)) << u32(16)))
+
+
+@numba.njit(nogil=True, cache=True, inline="always", error_model="numpy")
+def widen_f16_hw(h: Any) -> Any:  # pragma: no cover - compiled
+    """:func:`widen_f16_int`'s value on F16C's vcvtph2ps (:mod:`._f16c_numba`)."""
+    return _f32_from_bits(widen_f16c(h))
+
+
+widen_f16 = widen_f16_hw if F16C else widen_f16_int
 
 
 @numba.njit(nogil=True, cache=True, inline="always", error_model="numpy")

@@ -165,14 +165,16 @@ def warm() -> bool:
     once, not a configuration's, so :meth:`CPUBackend.peak_memory` calls this
     first: each loop once, on tiny arrays of the types the backend passes it.
     """
-    names = ("_bf16conv_numba", "_gelu_numba", "_halfconv_numba", "_lowp_numba", "_optim_numba")
+    names = ("_bf16conv_numba", "_gelu_numba", "_halfconv_numba", "_lowp_numba", "_optim_numba", "_f16c_numba")
     if not status().enabled:
         return False
-    bf16conv, gelu, halfconv, lowp, optim = (load(n) for n in names)
-    assert bf16conv and gelu and halfconv and lowp and optim  # status().enabled: numba imported
+    bf16conv, gelu, halfconv, lowp, optim, f16c = (load(n) for n in names)
+    assert bf16conv and gelu and halfconv and lowp and optim and f16c  # status().enabled: numba imported
     bits32, bits16 = np.zeros(1, np.uint32), np.zeros(1, np.uint16)
     halfconv.down(bits32, bits16)
     halfconv.up(bits16, np.zeros(1 << 16, np.uint32), bits32)
+    if f16c.F16C:
+        f16c.up(bits16, bits32)
     bf16conv.down(bits32, bits16)
     x, out = np.zeros(1, np.float32), np.zeros(1, np.float64)
     gelu.gelu(x, out)
