@@ -121,7 +121,9 @@ def _row(op: int, a: Any, b: Any, out: Any, r: int, br: int, b_column: bool, f16
 @numba.njit(nogil=True, cache=True, error_model="numpy")
 def binary(op: int, a: Any, b: Any, out: Any, f16: bool) -> None:  # pragma: no cover - compiled
     """``out = round(widen(a) op widen(b))`` on 2-byte bits, all 2-D: ``a`` and ``out`` (rows, cols), ``b``
-    (rows or 1, cols or 1), broadcast along its axes of length 1.  ``f16``: float16, else bfloat16."""
-    b_step, b_column = min(b.shape[0] - 1, 1), b.shape[1] == 1  # b's row: r, or 0 when broadcast
+    (b_rows, cols or 1), row ``r`` of ``a`` taking row ``r % b_rows`` of ``b`` (b_rows divides rows: 1, rows,
+    or a channel count, a conv bias (C, 1, 1) against (N, C, H, W) seen as (N*C, H*W)) and broadcast along
+    its columns when it has one.  ``f16``: float16, else bfloat16."""
+    b_rows, b_column = b.shape[0], b.shape[1] == 1
     for r in range(a.shape[0]):
-        _row(op, a, b, out, r, r * b_step, b_column, f16)
+        _row(op, a, b, out, r, r % b_rows, b_column, f16)

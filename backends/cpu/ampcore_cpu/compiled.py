@@ -169,7 +169,8 @@ def warm() -> bool:
     if not status().enabled:
         return False
     bf16conv, gelu, halfconv, lowp, optim, f16c = (load(n) for n in names)
-    assert bf16conv and gelu and halfconv and lowp and optim and f16c  # status().enabled: numba imported
+    lowp_scalar = load("_lowp_scalar_numba")
+    assert bf16conv and gelu and halfconv and lowp and optim and f16c and lowp_scalar  # numba imported
     bits32, bits16 = np.zeros(1, np.uint32), np.zeros(1, np.uint16)
     halfconv.down(bits32, bits16)
     halfconv.up(bits16, np.zeros(1 << 16, np.uint32), bits32)
@@ -183,4 +184,5 @@ def warm() -> bool:
     bits2d = np.zeros((1, 1), np.uint16)
     for f16 in (True, False):
         lowp.binary(0, bits2d, bits2d, bits2d, f16)
+        lowp_scalar.binary_scalar(0, bits16, np.float32(0), bits16, f16)
     return True
