@@ -162,8 +162,10 @@ def test_compiled_low_precision_binary_ops_leave_other_operands_to_numpy():
     from ampcore_cpu import lowp_binary
 
     a = np.ones((64, 128), np.float16)
-    assert lowp_binary.binary("add", a, 2.0) is None  # a Python scalar stays float32 on the NumPy path
-    assert lowp_binary.binary("add", a, np.ones((64, 1), np.float16)) is None  # a column broadcast
+    assert lowp_binary.binary("add", a, np.float64(2.0)) is None  # a NumPy float64 scalar: float64 on that path
+    assert lowp_binary.binary("add", a, 2) is None  # a Python int
+    middle = np.ones((4, 64, 32), np.float16)
+    assert lowp_binary.binary("add", middle, np.ones((4, 1, 32), np.float16)) is None  # a broadcast in the middle
     assert lowp_binary.binary("add", a, a.astype(np.float32)) is None
     assert lowp_binary.binary("add", a.T, a.T) is None  # not C-contiguous
     assert lowp_binary.binary("add", a[:2], a[:2]) is None  # small

@@ -10,12 +10,14 @@ from typing import Any
 import numba
 import numpy as np
 
+from ._f16c_numba import F16C, narrow_f16c
+
 u16, u32 = np.uint16, np.uint32
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
-def f16_bits(x: Any) -> Any:  # pragma: no cover - compiled
-    """float32 bits ``x`` -> float16 bits, rounded to nearest even (also inlined by :mod:`._lowp_numba`)."""
+def f16_bits_int(x: Any) -> Any:  # pragma: no cover - compiled
+    """float32 bits ``x`` -> float16 bits, rounded to nearest even, in integer operations (any target)."""
     a = x & u32(0x7FFFFFFF)
     # Normal half: rebias the exponent, add half an ulp minus one plus the kept lowest bit (ties go
     # to even), drop 13 bits.  A carry out of the mantissa bumps the exponent, as it should.
@@ -31,6 +33,11 @@ def f16_bits(x: Any) -> Any:  # pragma: no cover - compiled
     r = u32(0x7C00) if a >= u32(0x477FF000) else r  # 65520 and up round to inf
     r = nan if a > u32(0x7F800000) else r
     return u16(((x >> u32(16)) & u32(0x8000)) | r)
+
+
+# The element the loops inline (:mod:`._lowp_numba` too): the same bits, on F16C's vcvtps2ph where the target
+# has it (3.6x faster; :mod:`._f16c_numba`).
+f16_bits = narrow_f16c if F16C else f16_bits_int
 
 
 @numba.njit(nogil=True, cache=True)

@@ -26,6 +26,7 @@ from numba.core import types
 from numba.extending import intrinsic
 
 from ._bf16conv_numba import bf16_bits
+from ._f16c_numba import F16C, widen_f16c
 from ._halfconv_numba import f16_bits
 
 u16, u32, f32 = np.uint16, np.uint32, np.float32
@@ -50,7 +51,7 @@ def _bits_from_f32(typingctx: Any, value: Any) -> Any:  # pragma: no cover - com
 
 
 @numba.njit(nogil=True, cache=True, inline="always", error_model="numpy")
-def widen_f16(h: Any) -> Any:  # pragma: no cover - compiled
+def widen_f16_int(h: Any) -> Any:  # pragma: no cover - compiled
     """float16 bits -> float32, as NumPy's conversion (NaN payloads kept, not quieted)."""
     x = u32(h)
     em = x & u32(0x7FFF)
@@ -58,6 +59,15 @@ def widen_f16(h: Any) -> Any:  # pragma: no cover - compiled
     r = sub if em < u32(0x400) else (em << u32(13)) + u32(0x38000000)
     r = (u32(0x7F800000) | ((em & u32(0x3FF)) << u32(13))) if em >= u32(0x7C00) else r
     return _f32_from_bits(r | ((x & u32(0x8000)) << u32(16)))
+
+
+@numba.njit(nogil=True, cache=True, inline="always", error_model="numpy")
+def widen_f16_hw(h: Any) -> Any:  # pragma: no cover - compiled
+    """:func:`widen_f16_int`'s value on F16C's vcvtph2ps (:mod:`._f16c_numba`)."""
+    return _f32_from_bits(widen_f16c(h))
+
+
+widen_f16 = widen_f16_hw if F16C else widen_f16_int
 
 
 @numba.njit(nogil=True, cache=True, inline="always", error_model="numpy")
@@ -111,7 +121,9 @@ def _row(op: int, a: Any, b: Any, out: Any, r: int, br: int, b_column: bool, f16
 @numba.njit(nogil=True, cache=True, error_model="numpy")
 def binary(op: int, a: Any, b: Any, out: Any, f16: bool) -> None:  # pragma: no cover - compiled
     """``out = round(widen(a) op widen(b))`` on 2-byte bits, all 2-D: ``a`` and ``out`` (rows, cols), ``b``
-    (rows or 1, cols or 1), broadcast along its axes of length 1.  ``f16``: float16, else bfloat16."""
-    b_step, b_column = min(b.shape[0] - 1, 1), b.shape[1] == 1  # b's row: r, or 0 when broadcast
+    (b_rows, cols or 1), row ``r`` of ``a`` taking row ``r % b_rows`` of ``b`` (b_rows divides rows: 1, rows,
+    or a channel count, a conv bias (C, 1, 1) against (N, C, H, W) seen as (N*C, H*W)) and broadcast along
+    its columns when it has one.  ``f16``: float16, else bfloat16."""
+    b_rows, b_column = b.shape[0], b.shape[1] == 1
     for r in range(a.shape[0]):
-        _row(op, a, b, out, r, r * b_step, b_column, f16)
+        _row(op, a, b, out, r, r % b_rows, b_column, f16)

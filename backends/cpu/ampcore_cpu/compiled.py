@@ -165,20 +165,25 @@ def warm() -> bool:
     once, not a configuration's, so :meth:`CPUBackend.peak_memory` calls this
     first: each loop once, on tiny arrays of the types the backend passes it.
     """
-    names = ("_bf16conv_numba", "_gelu_numba", "_halfconv_numba", "_lowp_numba", "_optim_numba")
+    names = ("_bf16conv_numba", "_gelu_numba", "_halfconv_numba", "_lowp_numba", "_optim_numba", "_f16c_numba")
     if not status().enabled:
         return False
-    bf16conv, gelu, halfconv, lowp, optim = (load(n) for n in names)
-    assert bf16conv and gelu and halfconv and lowp and optim  # status().enabled: numba imported
+    bf16conv, gelu, halfconv, lowp, optim, f16c = (load(n) for n in names)
+    lowp_scalar, lowp_max = load("_lowp_scalar_numba"), load("_lowp_max_numba")
+    assert bf16conv and gelu and halfconv and lowp and optim and f16c and lowp_scalar and lowp_max  # numba in use
     bits32, bits16 = np.zeros(1, np.uint32), np.zeros(1, np.uint16)
     halfconv.down(bits32, bits16)
     halfconv.up(bits16, np.zeros(1 << 16, np.uint32), bits32)
+    if f16c.F16C:
+        f16c.up(bits16, bits32)
     bf16conv.down(bits32, bits16)
     x, out = np.zeros(1, np.float32), np.zeros(1, np.float64)
     gelu.gelu(x, out)
     gelu.gelu_backward(x, x, out)
     optim.adamw(x, x, x, x, np.zeros(8, np.float32), True, True)
     bits2d = np.zeros((1, 1), np.uint16)
+    lowp_max.max_along(bits2d.reshape(1, 1, 1), bits2d)
     for f16 in (True, False):
         lowp.binary(0, bits2d, bits2d, bits2d, f16)
+        lowp_scalar.binary_scalar(0, bits16, np.float32(0), bits16, f16)
     return True

@@ -31,9 +31,19 @@ F32 = np.dtype(np.float32)
 
 
 def _numba_kernels() -> tuple[Callable[..., None], Callable[..., None]] | None:
-    """The compiled (down, up) loops of :mod:`._halfconv_numba`, or None on the NumPy fallback path."""
+    """The compiled (down, up) loops, or None on the NumPy fallback path.
+
+    ``up(h, out)``: F16C's widening (:mod:`._f16c_numba`) where the target has it, else the table lookup of
+    :mod:`._halfconv_numba`.
+    """
     loops = compiled.load("_halfconv_numba")
-    return None if loops is None else (loops.down, loops.up)
+    if loops is None:
+        return None
+    f16c = compiled.load("_f16c_numba")
+    if f16c is not None and f16c.F16C:
+        return loops.down, f16c.up
+    table, up = _table(), loops.up
+    return loops.down, lambda h, out: up(h, table, out)
 
 
 @functools.cache
@@ -80,5 +90,4 @@ def to_float32(a: np.ndarray) -> np.ndarray:
     kernels = _engine()
     if kernels is None or a.dtype != F16 or a.size < 1024:
         return a.astype(F32)
-    up, table = kernels[1], _table()
-    return convert_bits(a, F32, np.uint16, np.uint32, lambda h, out: up(h, table, out))
+    return convert_bits(a, F32, np.uint16, np.uint32, kernels[1])

@@ -15,7 +15,7 @@ import numpy as np
 
 from ampcore import dtypes as dt
 
-from . import bf16conv, halfconv, lowp_binary, special
+from . import bf16conv, halfconv, lowp_binary, lowp_max, special
 
 F32 = np.dtype(np.float32)
 F16 = np.dtype(np.float16)
@@ -243,7 +243,8 @@ def reduce_sum(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarr
 
 
 def reduce_max(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
-    return np.asarray(np.max(x, axis=axes, keepdims=keepdims))
+    fast = lowp_max.max_f16(x, axes, keepdims) if x.dtype == F16 else None  # NumPy's float16 loop is scalar
+    return fast if fast is not None else np.asarray(np.max(x, axis=axes, keepdims=keepdims))
 
 
 _SHORT_AXIS = 16  # taps of a pooling window and the like: argmax by comparison against the maximum
