@@ -42,7 +42,7 @@ def test_switch_off_takes_the_compiled_path_cached_under_xdg_cache_home(value, t
     env = {compiled.ENV_NO_NUMBA: value, "XDG_CACHE_HOME": str(tmp_path)}
     fake = _fake_numba()
     path, numba = compiled.decide(env, import_numba=lambda: fake)
-    where = str(tmp_path / "ampcore" / "numba")
+    where = str(tmp_path / "ampcore" / "numba" / compiled.sources_key())
     assert numba is fake and path.enabled and path.cache_dir == where
     assert path.describe() == f"compiled (numba 9.9.9, cached in {where})"
     assert fake.config.CACHE_DIR == where  # a numba imported before ampcore gets the directory too
@@ -56,7 +56,24 @@ def test_a_numba_cache_dir_the_user_set_is_kept(tmp_path):
 
 def test_without_xdg_cache_home_the_cache_is_under_the_home_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert compiled.cache_dir({}) == tmp_path / ".cache" / "ampcore" / "numba"
+    assert compiled.cache_dir({}) == tmp_path / ".cache" / "ampcore" / "numba" / compiled.sources_key()
+
+
+def test_the_cache_directory_changes_with_any_compiled_module_s_source(monkeypatch, tmp_path):
+    """numba revalidates a cached function against its own file only, not the helpers it inlined from others."""
+    source = tmp_path / "pkg"
+    source.mkdir()
+    for name in ("compiled.py", "_a_numba.py", "_b_numba.py"):
+        (source / name).write_text(f"# {name}\n")
+    monkeypatch.setattr(compiled, "__file__", str(source / "compiled.py"))
+    compiled.sources_key.cache_clear()
+    try:
+        before = compiled.sources_key()
+        compiled.sources_key.cache_clear()
+        (source / "_b_numba.py").write_text("# an inlined helper changed\n")
+        assert compiled.sources_key() != before and len(before) == 16
+    finally:
+        compiled.sources_key.cache_clear()
 
 
 def test_numba_not_installed_says_so_and_how_to_add_it():
@@ -119,7 +136,7 @@ def test_a_second_process_loads_the_compiled_loops_from_the_disk_cache(tmp_path)
     env["XDG_CACHE_HOME"] = str(tmp_path)
     first, second = _probe(env), _probe(env)
     assert first["compiled"] is True and first["path"].startswith("compiled (numba ")
-    assert first["path"].endswith(f"cached in {tmp_path / 'ampcore' / 'numba'})")
+    assert first["path"].endswith(f"cached in {tmp_path / 'ampcore' / 'numba' / compiled.sources_key()})")
     assert first["engine"] == "numba" and (first["hits"], first["misses"]) == (0, 1)
     assert (second["hits"], second["misses"]) == (1, 0)
     assert any(p.suffix == ".nbi" for p in (tmp_path / "ampcore" / "numba").rglob("*"))

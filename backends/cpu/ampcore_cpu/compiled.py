@@ -13,8 +13,12 @@ Either way the results are the same bits (each compiled loop's module says so).
 
 Compiled functions are cached on disk (``numba.njit(cache=True)``), so a
 second process loads them instead of compiling again: in ``$NUMBA_CACHE_DIR``
-when the user set it, else in ``$XDG_CACHE_HOME/ampcore/numba``
-(``~/.cache/ampcore/numba``).
+when the user set it, else in ``$XDG_CACHE_HOME/ampcore/numba/<key>``
+(``~/.cache/ampcore/numba/<key>``), where ``<key>`` hashes the source of every
+``_*_numba.py`` module.  numba checks a cached function against its own file
+only, not the files whose functions it inlined (``f16_bits``, the F16C
+conversions): an upgrade that changed an inlined helper would otherwise load
+the old machine code.
 
 For kernel authors: put the compiled loops in a module that imports numba at
 its top and decorates them ``@numba.njit(cache=True, ...)``, and import that
@@ -24,6 +28,7 @@ module only through :func:`load`, which returns None on the fallback path.
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 import os
 from collections.abc import Callable, Mapping
@@ -33,7 +38,7 @@ from types import ModuleType
 
 import numpy as np
 
-__all__ = ["ENV_NO_NUMBA", "CompiledPath", "cache_dir", "decide", "load", "status", "on_load"]
+__all__ = ["ENV_NO_NUMBA", "CompiledPath", "cache_dir", "sources_key", "decide", "load", "status", "on_load"]
 
 ENV_NO_NUMBA = "AMPCORE_CPU_NO_NUMBA"
 _TRUE = {"1", "true", "yes", "on"}
@@ -63,12 +68,22 @@ class CompiledPath:
 
 
 def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """Where numba caches compiled functions: ``$NUMBA_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/ampcore/numba``."""
+    """Where numba caches compiled functions: ``$NUMBA_CACHE_DIR`` if set, else
+    ``$XDG_CACHE_HOME/ampcore/numba/<sources_key()>``."""
     env = os.environ if environ is None else environ
     if env.get("NUMBA_CACHE_DIR"):
         return Path(env["NUMBA_CACHE_DIR"])
     base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "ampcore" / "numba"
+    return Path(base) / "ampcore" / "numba" / sources_key()
+
+
+@functools.cache
+def sources_key() -> str:
+    """16 hex digits of a hash of every compiled module's source: a new directory whenever one changes."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("_*_numba.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _disabled(environ: Mapping[str, str]) -> bool:
