@@ -165,11 +165,11 @@ def warm() -> bool:
     once, not a configuration's, so :meth:`CPUBackend.peak_memory` calls this
     first: each loop once, on tiny arrays of the types the backend passes it.
     """
-    names = ("_bf16conv_numba", "_gelu_numba", "_halfconv_numba", "_lowp_numba", "_optim_numba")
+    names = ("_bf16conv_numba", "_gelu_numba", "_halfconv_numba", "_lowp_numba", "_optim_numba", "_pool_numba")
     if not status().enabled:
         return False
-    bf16conv, gelu, halfconv, lowp, optim = (load(n) for n in names)
-    assert bf16conv and gelu and halfconv and lowp and optim  # status().enabled: numba imported
+    bf16conv, gelu, halfconv, lowp, optim, pool = (load(n) for n in names)
+    assert bf16conv and gelu and halfconv and lowp and optim and pool  # status().enabled: numba imported
     bits32, bits16 = np.zeros(1, np.uint32), np.zeros(1, np.uint16)
     halfconv.down(bits32, bits16)
     halfconv.up(bits16, np.zeros(1 << 16, np.uint32), bits32)
@@ -181,4 +181,8 @@ def warm() -> bool:
     bits2d = np.zeros((1, 1), np.uint16)
     for f16 in (True, False):
         lowp.binary(0, bits2d, bits2d, bits2d, f16)
+    for image, nan_above in ((np.zeros((1, 2, 2), np.float32), 0), (np.zeros((1, 2, 2), np.uint16), 0x7C00)):
+        pooled = image[:, :1, :1].copy()
+        pool.forward2x2(image, nan_above, False, pooled)
+        pool.backward2x2(image, pooled, nan_above, image.copy())
     return True
