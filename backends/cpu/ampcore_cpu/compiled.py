@@ -166,10 +166,11 @@ def warm() -> bool:
     first: each loop once, on tiny arrays of the types the backend passes it.
     """
     names = ("_bf16conv_numba", "_gelu_numba", "_halfconv_numba", "_lowp_numba", "_optim_numba", "_pool_numba")
+    names += ("_select_numba",)
     if not status().enabled:
         return False
-    bf16conv, gelu, halfconv, lowp, optim, pool = (load(n) for n in names)
-    assert bf16conv and gelu and halfconv and lowp and optim and pool  # status().enabled: numba imported
+    bf16conv, gelu, halfconv, lowp, optim, pool, select = (load(n) for n in names)
+    assert bf16conv and gelu and halfconv and lowp and optim and pool and select  # status().enabled: numba imported
     bits32, bits16 = np.zeros(1, np.uint32), np.zeros(1, np.uint16)
     halfconv.down(bits32, bits16)
     halfconv.up(bits16, np.zeros(1 << 16, np.uint32), bits32)
@@ -185,4 +186,9 @@ def warm() -> bool:
         pooled = image[:, :1, :1].copy()
         pool.forward2x2(image, nan_above, False, pooled)
         pool.backward2x2(image, pooled, nan_above, image.copy())
+    mask = np.zeros(1, np.uint8)
+    for bits in (bits16, bits32, np.zeros(1, np.uint64)):
+        select.select(mask, bits, bits, bits)
+        for a_first in (True, False):
+            select.select_scalar(mask, bits, bits[0], a_first, bits)
     return True
