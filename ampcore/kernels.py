@@ -90,9 +90,10 @@ backend's exception into :class:`KernelError` naming the kernel and device.
 
 Fused kernels are optional; each has a reference composition of primitives in
 the core (see :mod:`ampcore.nn.functional` and :mod:`ampcore.optim`).  Except
-adamw_step and adamw_step_amp they return a new array of their first input's shape and dtype,
-computed in float32 or better (one rounding for float16/bfloat16), and raise
-nothing of their own (the core validated the call):
+adamw_step and adamw_step_amp they return a new array of their first input's dtype and
+(max_pool2d_tiled: the pooled) shape, computed in float32 or better (one rounding for
+float16/bfloat16; the pooling kernels only move values), and raise nothing of their own
+(the core validated the call):
 
 ======================  =====================================================
 softmax(x, axis)        exp(x - max(x)) / sum(exp(x - max(x))) over ``axis``
