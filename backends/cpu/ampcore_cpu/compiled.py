@@ -185,7 +185,7 @@ def warm() -> bool:
     for image, nan_above in ((np.zeros((1, 2, 2), np.float32), 0), (np.zeros((1, 2, 2), np.uint16), 0x7C00)):
         pooled = image[:, :1, :1].copy()
         pool.forward2x2(image, nan_above, False, pooled)
-        pool.backward2x2(image, pooled, nan_above, image.copy())
+        pool.backward2x2(image, pooled, nan_above, np.zeros_like(image))
     mask = np.zeros(1, np.uint8)
     for bits in (bits16, bits32, np.zeros(1, np.uint64)):
         select.select(mask, bits, bits, bits)

@@ -75,12 +75,8 @@ def max_pool2d_tiled(x: np.ndarray, kernel: tuple[int, int]) -> np.ndarray:
 
 def max_pool2d_tiled_backward(x: np.ndarray, g: np.ndarray, kernel: tuple[int, int]) -> np.ndarray:
     """(N, C, H, W) ``x`` and (N, C, Ho, Wo) ``g`` -> (N, C, H, W): ``g`` at each window's first maximum."""
-    n, c, h, w = x.shape
-    (kh, kw), ho, wo = kernel, g.shape[2], g.shape[3]
-    out = np.empty(x.shape, dtype=g.dtype)
-    if (ho * kh, wo * kw) != (h, w):  # rows and columns past the last window get no gradient
-        out[..., ho * kh :, :] = 0
-        out[..., :, wo * kw :] = 0
+    n, c, ho, wo = g.shape
+    out = np.zeros(x.shape, dtype=g.dtype)  # rows and columns past the last window get no gradient
     fast = _compiled_args(x, kernel) if g.dtype == x.dtype else None
     if fast is not None:
         loops, flat, nan_above = fast
