@@ -2,8 +2,9 @@
 numba; ImportError without it).
 
 Each window is read once.  The forward keeps NumPy's ``np.max`` rule across the taps (a running
-``m = t if not (m > t or isnan(m)) else m``: the first NaN wins, and of tied zeros the last one's sign), so its
-bits are the reference's; the backward's tap is the first maximum (the first NaN), as ``argmax`` gives it.
+``m = m if (m > t or isnan(m)) else t``: the first NaN wins, and of tied zeros the last one's sign, the first
+one's in float16, whose loop keeps ``m`` on ties), so its bits are the reference's; the backward's tap is the
+first maximum (the first NaN), as ``argmax`` gives it.
 float16/bfloat16 come as their uint16 bits and are compared through an order-preserving integer key (-0 and +0
 share one), so nothing is widened or rounded: both loops only move values.
 """
