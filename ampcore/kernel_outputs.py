@@ -178,6 +178,12 @@ def _arange(shape_of: ShapeOf, dtype_of: DTypeOf, args: Args) -> Expected:
     return (max(0, math.ceil((stop - start) / step)),), as_dtype(args[3])
 
 
+def _tiled_pool(shape_of: ShapeOf, dtype_of: DTypeOf, args: Args) -> Expected:
+    x, (kh, kw) = args[0], args[1]
+    n, c, h, w = shape_of(x)
+    return (n, c, h // kh, w // kw), dtype_of(x)
+
+
 def _quantize_float8(
     shape_of: Callable[[Any], Shape], dtype_of: Callable[[Any], DType], args: tuple[Any, ...]
 ) -> list[Expected]:
@@ -222,6 +228,8 @@ OUTPUT_RULES: dict[str, Rule] = {
     "log_softmax_backward": _same,
     "gelu": _same,
     "gelu_backward": _same,
+    "max_pool2d_tiled": _tiled_pool,
+    "max_pool2d_tiled_backward": _same,
     "quantize_float8": _quantize_float8,
     "scaled_mm": _scaled_mm,
 }

@@ -90,9 +90,10 @@ backend's exception into :class:`KernelError` naming the kernel and device.
 
 Fused kernels are optional; each has a reference composition of primitives in
 the core (see :mod:`ampcore.nn.functional` and :mod:`ampcore.optim`).  Except
-adamw_step and adamw_step_amp they return a new array of their first input's shape and dtype,
-computed in float32 or better (one rounding for float16/bfloat16), and raise
-nothing of their own (the core validated the call):
+adamw_step and adamw_step_amp they return a new array of their first input's dtype and
+(max_pool2d_tiled: the pooled) shape, computed in float32 or better (one rounding for
+float16/bfloat16; the pooling kernels only move values), and raise nothing of their own
+(the core validated the call):
 
 ======================  =====================================================
 softmax(x, axis)        exp(x - max(x)) / sum(exp(x - max(x))) over ``axis``
@@ -106,6 +107,15 @@ gelu(x, approximate)    "none": x/2 (1 + erf(x / sqrt 2));
                         "tanh": x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 gelu_backward(x, gy, approximate)
                         gy * gelu'(x)
+max_pool2d_tiled(x, kernel)
+                        (N, C, H, W) -> (N, C, H // kh, W // kw): the maximum
+                        of each (kh, kw) window that tiles ``x`` (stride =
+                        kernel), NaN where the window holds one; the values
+                        are ``x``'s own (nothing is rounded)
+max_pool2d_tiled_backward(x, g, kernel)
+                        (N, C, H, W): ``g`` (N, C, H // kh, W // kw) at each
+                        window's first maximum in row-major order (its first
+                        NaN), zero elsewhere
 adamw_step(params, grads, exp_avgs, exp_avg_sqs, *, step, lr, beta1, beta2,
            eps, weight_decay, decoupled) -> (params, exp_avgs, exp_avg_sqs)
                         one Adam (``decoupled=False``: weight decay is an L2
@@ -242,6 +252,8 @@ FUSED: frozenset[str] = frozenset(
         "log_softmax_backward",
         "gelu",
         "gelu_backward",
+        "max_pool2d_tiled",
+        "max_pool2d_tiled_backward",
         "adamw_step",
         "adamw_step_amp",
         "quantize_float8",

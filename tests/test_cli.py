@@ -88,6 +88,8 @@ def test_info_json_has_the_same_facts(capsys, register_fake):
         "log_softmax_backward",
         "gelu",
         "gelu_backward",
+        "max_pool2d_tiled",
+        "max_pool2d_tiled_backward",
         "adamw_step",
         "adamw_step_amp",
         "quantize_float8",

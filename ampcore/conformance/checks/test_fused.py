@@ -4,9 +4,9 @@ A backend need not provide a fused kernel (the core then composes primitives, wh
 it does, the kernel must agree with the float64 reference within the one tolerance rule, in every dtype the
 backend computes: softmax / log_softmax (odd shapes, every axis position, non-contiguous input, magnitudes
 where exp overflows without subtracting the maximum, rows of -inf), their backward kernels, gelu and
-gelu_backward (exact erf and tanh forms), and ``adamw_step`` over several steps for Adam and AdamW, with and
-without weight decay.  ``optim.SGD`` / ``Adam`` / ``AdamW`` run a few steps on the device whichever route
-the backend takes.
+gelu_backward (exact erf and tanh forms), max_pool2d_tiled and its backward (exactly, with NaNs and ties),
+and ``adamw_step`` over several steps for Adam and AdamW, with and without weight decay.  ``optim.SGD`` /
+``Adam`` / ``AdamW`` run a few steps on the device whichever route the backend takes.
 """
 
 from __future__ import annotations
@@ -192,6 +192,60 @@ def test_gelu_backward(backend, op, dtype):
     _check_dtype(backend, out, d, what)
     expected = gy64 * R.derivative(lambda z: R.gelu(z, approximate), x64)
     assert_close(backend.get(out), expected, d, what=what)
+
+
+# --------------------------------------------------------------------------- max_pool2d_tiled
+# (N, C, H, W) and window: 2x2 (the common case), sizes no window covers fully, a 3x2 window.
+_POOL_CASES = [((2, 3, 8, 6), (2, 2)), ((1, 2, 7, 9), (2, 2)), ((2, 2, 7, 8), (3, 2))]
+
+
+def _pool_inputs(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Random values with ties, signed zeros, infinities and NaNs in some windows."""
+    edges = np.array([0.0, -0.0, 1.0, 1.0, np.inf, -np.inf, np.nan])
+    return np.where(rng.random(shape) < 0.4, rng.choice(edges, size=shape), rng.standard_normal(shape))
+
+
+def _first_maxima(x64: np.ndarray, kernel: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Each window's maximum (NaN if it holds one) and a mask of its first maximum (first NaN), in float64."""
+    (kh, kw), (n, c, h, w) = kernel, x64.shape
+    ho, wo = h // kh, w // kw
+    windows = x64[:, :, : ho * kh, : wo * kw].reshape(n, c, ho, kh, wo, kw).transpose(0, 1, 2, 4, 3, 5)
+    flat = windows.reshape(n, c, ho, wo, kh * kw)
+    with np.errstate(invalid="ignore"):
+        best = np.where(np.isnan(flat).any(-1), np.nan, np.max(np.where(np.isnan(flat), -np.inf, flat), -1))
+    marked = (flat == best[..., None]) | np.isnan(flat)
+    first = np.zeros_like(marked)
+    np.put_along_axis(first, np.argmax(marked, -1)[..., None], True, -1)
+    mask = np.zeros(x64.shape, bool)
+    mask[:, :, : ho * kh, : wo * kw] = (
+        first.reshape(n, c, ho, wo, kh, kw).transpose(0, 1, 2, 4, 3, 5).reshape(n, c, ho * kh, wo * kw)
+    )
+    return best, mask
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize(("shape", "kernel"), _POOL_CASES)
+def test_max_pool2d_tiled(backend, shape, kernel, dtype):
+    """max_pool2d_tiled(x, kernel): each window's maximum, exactly (NaN where it holds one); the backward puts
+    ``g`` at each window's first maximum (first NaN) and zero everywhere else."""
+    _require_kernel(backend, "max_pool2d_tiled")
+    _require_kernel(backend, "max_pool2d_tiled_backward")
+    backend.require_compute(dtype)
+    d, rng = dt.as_dtype(dtype), np.random.default_rng(SEED)
+    x, x64 = _put(backend, _pool_inputs(shape, rng), d)
+    best, first = _first_maxima(x64, kernel)
+    out = backend.kernels.max_pool2d_tiled(x, kernel)
+    what = f"max_pool2d_tiled(kernel={kernel}) in {d.name}"
+    _check_dtype(backend, out, d, what)
+    np.testing.assert_array_equal(backend.get(out).astype(np.float64), best, err_msg=what)
+    g, g64 = _put(backend, rng.standard_normal(best.shape), d)
+    gx = backend.kernels.max_pool2d_tiled_backward(x, g, kernel)
+    what = f"max_pool2d_tiled_backward(kernel={kernel}) in {d.name}"
+    _check_dtype(backend, gx, d, what)
+    (kh, kw), (ho, wo) = kernel, best.shape[2:]
+    spread = np.zeros(shape)
+    spread[:, :, : ho * kh, : wo * kw] = np.repeat(np.repeat(g64, kh, axis=2), kw, axis=3)
+    np.testing.assert_array_equal(backend.get(gx).astype(np.float64), np.where(first, spread, 0.0), err_msg=what)
 
 
 # --------------------------------------------------------------------------- adamw_step

@@ -7,7 +7,10 @@ For windows that tile the input (stride = kernel, no dilation, no padding:
 the usual ``max_pool2d(x, k)``) each input element is in at most one window,
 so the backward is exact without any scatter: the gradient goes to the first
 maximum of its window through one ``where`` against the saved tap index, and
-the taps fold back into the image by one transpose.
+the taps fold back into the image by one transpose.  A backend with the fused
+kernels ``max_pool2d_tiled`` / ``max_pool2d_tiled_backward`` runs them instead
+(one pass each way; the backward finds each window's first maximum again in
+the saved input, which the preceding activation usually holds anyway).
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ class TiledMaxPool2d(Op):
     name = "max_pool2d"
 
     def forward(self, ctx, k, x, *, kernel):
+        if k.has("max_pool2d_tiled") and k.has("max_pool2d_tiled_backward"):
+            ctx.x, ctx.kernel = x, kernel
+            return k.max_pool2d_tiled(x, kernel)
+        ctx.x = None
         n, c, h, w = k.shape_of(x)
         (kh, kw), ho, wo = kernel, h // kernel[0], w // kernel[1]
         taps = im2col(k, x, kernel, kernel, (1, 1), (ho, wo))  # (N, kh*kw, C, Ho, Wo)
@@ -40,6 +47,8 @@ class TiledMaxPool2d(Op):
         return k.max(taps, (1,), False)
 
     def backward(self, ctx, k, g):
+        if ctx.x is not None:
+            return (k.max_pool2d_tiled_backward(ctx.x, g, ctx.kernel),)
         n, c, h, w, kh, kw, ho, wo = ctx.geometry
         taps = k.reshape(k.arange(0, kh * kw, 1, dt.int64, ctx.device_index), (1, kh * kw, 1, 1, 1))
         hit = k.eq(k.reshape(ctx.idx, (n, 1, c, ho, wo)), taps)

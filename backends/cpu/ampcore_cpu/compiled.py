@@ -181,11 +181,12 @@ def warm() -> bool:
     first: each loop once, on tiny arrays of the types the backend passes it.
     """
     names = ("_bf16conv_numba", "_gelu_numba", "_halfconv_numba", "_lowp_numba", "_optim_numba", "_f16c_numba")
+    names += ("_lowp_scalar_numba", "_lowp_max_numba", "_pool_numba", "_select_numba")
     if not status().enabled:
         return False
-    bf16conv, gelu, halfconv, lowp, optim, f16c = (load(n) for n in names)
-    lowp_scalar, lowp_max = load("_lowp_scalar_numba"), load("_lowp_max_numba")
+    bf16conv, gelu, halfconv, lowp, optim, f16c, lowp_scalar, lowp_max, pool, select = (load(n) for n in names)
     assert bf16conv and gelu and halfconv and lowp and optim and f16c and lowp_scalar and lowp_max  # numba in use
+    assert pool and select
     bits32, bits16 = np.zeros(1, np.uint32), np.zeros(1, np.uint16)
     halfconv.down(bits32, bits16)
     halfconv.up(bits16, np.zeros(1 << 16, np.uint32), bits32)
@@ -201,4 +202,13 @@ def warm() -> bool:
     for f16 in (True, False):
         lowp.binary(0, bits2d, bits2d, bits2d, f16)
         lowp_scalar.binary_scalar(0, bits16, np.float32(0), bits16, f16)
+    for image, nan_above in ((np.zeros((1, 2, 2), np.float32), 0), (np.zeros((1, 2, 2), np.uint16), 0x7C00)):
+        pooled = image[:, :1, :1].copy()
+        pool.forward2x2(image, nan_above, False, pooled)
+        pool.backward2x2(image, pooled, nan_above, np.zeros_like(image))
+    mask = np.zeros(1, np.uint8)
+    for bits in (bits16, bits32, np.zeros(1, np.uint64)):
+        select.select(mask, bits, bits, bits)
+        for a_first in (True, False):
+            select.select_scalar(mask, bits, bits[0], a_first, bits)
     return True

@@ -11,5 +11,6 @@ def fused_table() -> dict[str, Callable[..., Any]]:
     from .float8 import float8_table
     from .fused_nn import NN_KERNELS
     from .fused_optim import OPTIM_KERNELS
+    from .pool import POOL_KERNELS
 
-    return {**NN_KERNELS, **OPTIM_KERNELS, **float8_table()}
+    return {**NN_KERNELS, **OPTIM_KERNELS, **POOL_KERNELS, **float8_table()}

@@ -15,7 +15,7 @@ import numpy as np
 
 from ampcore import dtypes as dt
 
-from . import bf16conv, halfconv, lowp_binary, lowp_max, special
+from . import bf16conv, halfconv, lowp_binary, lowp_max, select, special
 
 F32 = np.dtype(np.float32)
 F16 = np.dtype(np.float16)
@@ -216,7 +216,10 @@ SMALL_WHERE = 1 << 12
 
 def where(cond: np.ndarray, a: Any, b: Any) -> np.ndarray:
     dtype = next(v.dtype for v in (a, b) if isinstance(v, np.ndarray))
-    fast = _select_bits(cond, a, b, dtype) if cond.size > SMALL_WHERE else None
+    fast = None
+    if cond.size > SMALL_WHERE:
+        fast = select.select(cond, a, b, dtype)  # one compiled pass; None without numba or for other shapes
+        fast = _select_bits(cond, a, b, dtype) if fast is None else fast
     if fast is not None:
         return fast
     as_arr = lambda v: v if isinstance(v, np.ndarray) else np.asarray(v, dtype=dtype)  # noqa: E731
