@@ -165,11 +165,11 @@ def warm() -> bool:
     once, not a configuration's, so :meth:`CPUBackend.peak_memory` calls this
     first: each loop once, on tiny arrays of the types the backend passes it.
     """
-    names = ("_bf16conv_numba", "_gelu_numba", "_halfconv_numba", "_lowp_numba", "_optim_numba")
+    names = ("_bf16conv_numba", "_gelu_numba", "_halfconv_numba", "_lowp_numba", "_optim_numba", "_gelu32_numba")
     if not status().enabled:
         return False
-    bf16conv, gelu, halfconv, lowp, optim = (load(n) for n in names)
-    assert bf16conv and gelu and halfconv and lowp and optim  # status().enabled: numba imported
+    bf16conv, gelu, halfconv, lowp, optim, gelu32 = (load(n) for n in names)
+    assert bf16conv and gelu and halfconv and lowp and optim and gelu32  # status().enabled: numba imported
     bits32, bits16 = np.zeros(1, np.uint32), np.zeros(1, np.uint16)
     halfconv.down(bits32, bits16)
     halfconv.up(bits16, np.zeros(1 << 16, np.uint32), bits32)
@@ -177,6 +177,9 @@ def warm() -> bool:
     x, out = np.zeros(1, np.float32), np.zeros(1, np.float64)
     gelu.gelu(x, out)
     gelu.gelu_backward(x, x, out)
+    ok = np.zeros(1, np.bool_)
+    gelu32.gelu(x, x, ok)
+    gelu32.gelu_backward(x, x, x, ok)
     optim.adamw(x, x, x, x, np.zeros(8, np.float32), True, True)
     bits2d = np.zeros((1, 1), np.uint16)
     for f16 in (True, False):
