@@ -1,16 +1,17 @@
 """ampcore_cpu.gelu32 / _gelu32_numba: the vectorized float32 GELU and its backward give, bit for bit, what the
 kernels they replace give (the libm loops of _gelu_numba, rounded once to float32), on the transformer bench's
-shape, on millions of values spread over every binade and on the edge values; other dtypes and forms keep the
-old path."""
+shape, on millions of values spread over every binade and on the edge values; float16/bfloat16 run those libm
+loops block by block, with their bits and without whole-array temporaries; the tanh form keeps the old path."""
 
 import math
+import tracemalloc
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 from ampcore_cpu import compiled, fused_nn, gelu32
-from ampcore_cpu.kernels import _lowp, _quiet
+from ampcore_cpu.kernels import CHUNK, _lowp, _quiet
 
 pytestmark = pytest.mark.skipif(
     not compiled.status().enabled, reason=f"the cpu backend runs its {compiled.status().describe()}"
@@ -89,10 +90,11 @@ def test_a_broadcast_gradient_and_a_strided_input_give_the_same_bits():
 
 
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
-def test_low_precision_inputs_keep_the_float64_path_and_its_single_rounding(dtype, monkeypatch):
+def test_low_precision_inputs_keep_the_float64_values_and_their_single_rounding(dtype, monkeypatch):
     """float16/bfloat16 GELU is the float64 value rounded once to the dtype: the float32 loops (whose result
-    is already rounded to float32) are not used for them, nor for the tanh form."""
-    x = _spread(100_000, 7)
+    is already rounded to float32) are not used for them, nor for the tanh form.  Block by block (several
+    blocks and a partial one here, a broadcast gradient too) it is the whole-array kernel's bits."""
+    x = _spread(3 * CHUNK + 123, 7)
     x = x[np.abs(x) < 60000].astype(dtype)  # float16's range
     gy = np.random.default_rng(8).standard_normal(x.size).astype(dtype)
     monkeypatch.setattr(gelu32, "_loops", lambda: pytest.fail("the float32 loops ran for a 16-bit input"))
@@ -101,7 +103,29 @@ def test_low_precision_inputs_keep_the_float64_path_and_its_single_rounding(dtyp
     )
     got = fused_nn.NN_KERNELS["gelu_backward"](x, gy, "none")
     assert np.array_equal(got.view(np.uint16), _OLD["gelu_backward"](x, gy, "none").view(np.uint16))
+    rows, g_row = x[: 40 * 1024].reshape(40, 1024), gy[:1024]
+    got = fused_nn.NN_KERNELS["gelu_backward"](rows, g_row, "none")
+    assert got.shape == rows.shape and got.dtype == rows.dtype
+    assert np.array_equal(got.view(np.uint16), _OLD["gelu_backward"](rows, g_row, "none").view(np.uint16))
     monkeypatch.undo()
     monkeypatch.setattr(gelu32, "_loops", lambda: pytest.fail("the float32 loops ran for the tanh form"))
     x32 = x.astype(_F32)
     _same_bits(fused_nn.NN_KERNELS["gelu"](x32, "tanh"), _OLD["gelu"](x32, "tanh"))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
+def test_the_kernels_hold_no_whole_array_float64_or_float32_copies(dtype):
+    """AMP's peak memory stays at or under float32's: a 16-bit GELU backward of the bench's shape allocates
+    its 2-byte output and one block's temporaries, not float32 copies and a float64 result (18 MiB)."""
+    x = _bench_values(9).astype(dtype)
+    gy = np.ones_like(x)
+    fused_nn.NN_KERNELS["gelu_backward"](x, gy, "none")  # loads what it needs first
+    tracemalloc.start()
+    try:
+        fused_nn.NN_KERNELS["gelu_backward"](x, gy, "none")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= x.nbytes + x.size * 1 + 2 * CHUNK * 8, (
+        f"{peak / 2**20:.1f} MiB for a {x.nbytes / 2**20:.0f} MiB input"
+    )

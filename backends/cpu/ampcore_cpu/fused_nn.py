@@ -124,8 +124,8 @@ def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _kernel(fn: Callable[..., Any]) -> Callable[..., Any]:
-    if fn in (gelu, gelu_backward):  # float32 arrays take gelu32's vectorized loops (the same bits)
-        return gelu32.float32_first(fn.__name__, _quiet(_lowp(_compiled(fn))))
+    if fn in (gelu, gelu_backward):  # gelu32: float32 vectorized, float16/bfloat16 block by block (the same bits)
+        return _quiet(gelu32.float32_first(fn.__name__, _lowp(_compiled(fn))))
     return _quiet(_lowp(fn))
 
 
