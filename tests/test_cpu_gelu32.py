@@ -1,7 +1,8 @@
 """ampcore_cpu.gelu32 / _gelu32_numba: the vectorized float32 GELU and its backward give, bit for bit, what the
 kernels they replace give (the libm loops of _gelu_numba, rounded once to float32), on the transformer bench's
-shape, on millions of values spread over every binade and on the edge values; float16/bfloat16 run those libm
-loops block by block, with their bits and without whole-array temporaries; the tanh form keeps the old path."""
+shape, on millions of values spread over every binade and on the edge values; float16/bfloat16 get the libm
+loops' float64 values rounded once to their dtype, block by block and without whole-array temporaries; the
+tanh form keeps the old path."""
 
 import math
 import tracemalloc
@@ -90,14 +91,19 @@ def test_a_broadcast_gradient_and_a_strided_input_give_the_same_bits():
 
 
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
-def test_low_precision_inputs_keep_the_float64_values_and_their_single_rounding(dtype, monkeypatch):
-    """float16/bfloat16 GELU is the float64 value rounded once to the dtype: the float32 loops (whose result
-    is already rounded to float32) are not used for them, nor for the tanh form.  Block by block (several
-    blocks and a partial one here, a broadcast gradient too) it is the whole-array kernel's bits."""
-    x = _spread(3 * CHUNK + 123, 7)
-    x = x[np.abs(x) < 60000].astype(dtype)  # float16's range
-    gy = np.random.default_rng(8).standard_normal(x.size).astype(dtype)
-    monkeypatch.setattr(gelu32, "_loops", lambda: pytest.fail("the float32 loops ran for a 16-bit input"))
+@pytest.mark.parametrize("seed", [0, 1])
+def test_low_precision_results_are_the_float64_values_rounded_once(dtype, seed):
+    """float16/bfloat16 GELU is the libm loops' float64 value rounded once to the dtype (NumPy's cast for
+    float16, ml_dtypes' for bfloat16): the vectorized loops give those bits, block by block (several blocks and
+    a partial one, every float16 / a spread of bfloat16 inputs, a broadcast gradient)."""
+    if dtype == np.float16:
+        x = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)  # every float16 value
+        x = np.concatenate([x, x[np.isfinite(x)][:: 3 + seed]])
+    else:
+        x = _spread(1_000_000, seed)
+        x = x.astype(dtype)
+    gy = (np.random.default_rng(seed + 8).standard_normal(x.size) * 4.0 ** (seed - 1)).astype(dtype)
+    gy[:8] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-7, -1e-7, 3.0]
     assert np.array_equal(
         fused_nn.NN_KERNELS["gelu"](x, "none").view(np.uint16), _OLD["gelu"](x, "none").view(np.uint16)
     )
@@ -107,10 +113,29 @@ def test_low_precision_inputs_keep_the_float64_values_and_their_single_rounding(
     got = fused_nn.NN_KERNELS["gelu_backward"](rows, g_row, "none")
     assert got.shape == rows.shape and got.dtype == rows.dtype
     assert np.array_equal(got.view(np.uint16), _OLD["gelu_backward"](rows, g_row, "none").view(np.uint16))
-    monkeypatch.undo()
-    monkeypatch.setattr(gelu32, "_loops", lambda: pytest.fail("the float32 loops ran for the tanh form"))
-    x32 = x.astype(_F32)
-    _same_bits(fused_nn.NN_KERNELS["gelu"](x32, "tanh"), _OLD["gelu"](x32, "tanh"))
+
+
+@pytest.mark.parametrize("big_above", [True, False])
+@pytest.mark.parametrize("midpoint", [1.0 + 2**-11, -(1.0 + 3 * 2**-11), 3 * 2**-25, -(2**-25), 1024.5])
+def test_a_float32_value_on_a_float16_midpoint_is_moved_toward_the_float64_value(midpoint, big_above):
+    """Where float32(R) is halfway between two float16 values the float32 -> float16 rounding would tie to even;
+    the libm path moves it one float32 step toward R, so it rounds as R does (and leaves R itself, if exact)."""
+    loops = gelu32._loops()
+    for big in (midpoint * (1 + 2**-40 if big_above else 1 - 2**-40), midpoint):
+        y = np.array([loops._to_float16_way(big)], _F32)
+        want = np.array([big], np.float64).astype(np.float16)
+        assert y.astype(np.float16).view(np.uint16)[0] == want.view(np.uint16)[0]
+
+
+def test_the_tanh_form_keeps_the_replaced_kernel(monkeypatch):
+    monkeypatch.setattr(gelu32, "_loops", lambda: pytest.fail("the vectorized loops ran for the tanh form"))
+    x = _spread(100_000, 3)
+    _same_bits(fused_nn.NN_KERNELS["gelu"](x, "tanh"), _OLD["gelu"](x, "tanh"))
+    x = x[np.abs(x) < 60000]  # float16's range
+    assert np.array_equal(
+        fused_nn.NN_KERNELS["gelu"](x.astype(np.float16), "tanh").view(np.uint16),
+        _OLD["gelu"](x.astype(np.float16), "tanh").view(np.uint16),
+    )
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])

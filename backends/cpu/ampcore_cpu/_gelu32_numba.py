@@ -194,3 +194,89 @@ def gelu_backward(x: Any, gy: Any, out: Any, ok: Any) -> int:  # pragma: no cove
             out[i] = _gelu_backward_libm(x[i], gy[i])
             slow += 1
     return slow
+
+
+# float16 results.  _gelu_numba's float64 value R is rounded once to float16 (NumPy's float64 -> float16 cast).
+# Where float32(R) = y is not a float16 midpoint, rounding y to float16 gives the same value as rounding R: every
+# float16 midpoint is a float32 number, and none lies between R and its nearest float32 y unless y is it.  So the
+# fast pass keeps float32(r) where Ziv's test holds and it is not a midpoint, and the libm path moves a midpoint y
+# that R is not equal to one float32 step toward R, so that the float32 -> float16 rounding after this loop goes
+# R's way.  (bfloat16 needs none of this: ml_dtypes casts float64 to bfloat16 through float32, so the float32
+# loops' result, rounded to bfloat16, is its bits.)
+
+
+@intrinsic
+def _float32_bits(typingctx: Any, value: Any) -> Any:  # pragma: no cover - compiled
+    """The int32 bits of the float32 ``value``."""
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.bitcast(args[0], llvmlite.ir.IntType(32))
+
+    return types.int32(types.float32), codegen
+
+
+@intrinsic
+def _bits_float32(typingctx: Any, bits: Any) -> Any:  # pragma: no cover - compiled
+    """The float32 whose bits are the int32 ``bits``."""
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.bitcast(args[0], llvmlite.ir.FloatType())
+
+    return types.float32(types.int32), codegen
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _midpoint16(y: Any) -> Any:  # pragma: no cover - compiled
+    """Whether the float32 ``y`` lies halfway between two neighbouring float16 values (branch-free)."""
+    normal = (_float32_bits(y) & 0x1FFF) == 0x1000  # float16's normal range, and the overflow threshold 65520
+    t = abs(np.float64(y)) * 2.0**25  # float16 subnormals: the midpoints are the odd multiples of 2^-25
+    k = math.floor(t)
+    sub = (t == k) & (math.floor(k * 0.5) != k * 0.5)
+    return normal if abs(np.float64(y)) >= 2.0**-14 else sub
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _to_float16_way(big: float) -> Any:  # pragma: no cover - compiled
+    """A float32 whose float16 rounding is ``big``'s: float32(big), or a midpoint moved one step toward big."""
+    y = _F32(big)
+    if not _midpoint16(y) or np.float64(y) == big:
+        return y
+    away = (np.float64(y) < big) == (y > 0)  # the step increases |y|
+    return _bits_float32(_float32_bits(y) + (np.int32(1) if away else np.int32(-1)))
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def gelu16(x: Any, out: Any, ok: Any) -> int:  # pragma: no cover - compiled
+    """float32 ``x`` (widened from float16) -> float32 ``out`` whose float16 rounding is that of _gelu_numba.gelu's
+    float64 value.  Returns how many elements took the libm path."""
+    for i in range(x.size):
+        r, eps, fits = _gelu_fast(x[i])
+        y = _F32(r)
+        out[i] = y
+        ok[i] = _decided(r, eps, fits) & ~_midpoint16(y)
+    slow = 0
+    for i in range(x.size):
+        if not ok[i]:
+            v = x[i]
+            out[i] = _to_float16_way(np.float64(_F32(0.5) * v) * (1.0 + math.erf(np.float64(v * _INV_SQRT2))))
+            slow += 1
+    return slow
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def gelu16_backward(x: Any, gy: Any, out: Any, ok: Any) -> int:  # pragma: no cover - compiled
+    """As :func:`gelu16` for _gelu_numba.gelu_backward's value."""
+    for i in range(x.size):
+        r, eps, fits = _gelu_backward_fast(x[i], gy[i])
+        y = _F32(r)
+        out[i] = y
+        ok[i] = _decided(r, eps, fits) & ~_midpoint16(y)
+    slow = 0
+    for i in range(x.size):
+        if not ok[i]:
+            v = x[i]
+            w = np.float64(v)
+            cdf = 0.5 * math.erfc(-np.float64(v * _INV_SQRT2))
+            out[i] = _to_float16_way(np.float64(gy[i]) * (cdf + w * (_INV_SQRT_2PI * math.exp(-0.5 * w * w))))
+            slow += 1
+    return slow

@@ -180,6 +180,8 @@ def warm() -> bool:
     ok = np.zeros(1, np.bool_)
     gelu32.gelu(x, x, ok)
     gelu32.gelu_backward(x, x, x, ok)
+    gelu32.gelu16(x, x, ok)
+    gelu32.gelu16_backward(x, x, x, ok)
     optim.adamw(x, x, x, x, np.zeros(8, np.float32), True, True)
     bits2d = np.zeros((1, 1), np.uint16)
     for f16 in (True, False):

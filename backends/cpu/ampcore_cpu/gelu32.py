@@ -1,17 +1,19 @@
-"""The exact-erf GELU and its backward on the compiled path: float32 through :mod:`._gelu32_numba` (vectorized),
-float16/bfloat16 block by block; the same bits as the kernel they wrap.
+"""The exact-erf GELU and its backward on the compiled path through :mod:`._gelu32_numba` (vectorized): the same
+bits as the kernel they wrap (:mod:`._gelu_numba`'s libm loops, their float64 value rounded once to the dtype).
 
 :func:`float32_first` wraps the fused kernel the backend had.  float32 inputs
 (``approximate="none"``, at least :data:`MIN_ELEMENTS`) take the vectorized
-loops, which write float32 directly.  float16/bfloat16 inputs take
-:mod:`._gelu_numba`'s loops as before (their float64 value is rounded once to
-the 16-bit dtype, which the float32 loops' result cannot be), but block by
-block: whole-array float32 copies of the inputs and a float64 result took 18
-MiB at the transformer's GELU backward, more than the float32 step now holds
-at its peak.  Everything else (the tanh form, small arrays, mixed dtypes, the
-NumPy fallback) runs the wrapped kernel.  1M float32 values of N(0, 4), against :mod:`._gelu_numba`:
-forward 40 -> 10 ms, backward 53 -> 14 ms (2-core Xeon with AVX-512 under a
-load average of 6, the two interleaved in one process).
+loops, which write float32 directly.  float16/bfloat16 inputs take them block
+by block (float16 through ``gelu16``, which keeps float16 midpoints apart):
+whole-array float32 copies of the inputs and a float64 result took 18 MiB at
+the transformer's GELU backward, more than the float32 step now holds at its
+peak.  Everything else (the tanh form, small arrays, mixed dtypes, the NumPy
+fallback) runs the wrapped kernel.
+
+1M float32 values of N(0, 4), against :mod:`._gelu_numba`: forward 40 -> 10
+ms, backward 53 -> 14 ms; 2M float16 / bfloat16 backward, rounding included,
+79 -> 20 / 62 -> 18 ms (2-core Xeon with AVX-512 under a load average of 3-6,
+the two interleaved in one process).
 """
 
 from __future__ import annotations
@@ -35,12 +37,6 @@ def _loops() -> Any:
     return compiled.load("_gelu32_numba")
 
 
-@functools.cache
-def _libm_loops() -> Any:
-    """:mod:`._gelu_numba` (the float64 libm loops) on the compiled path, else None."""
-    return compiled.load("_gelu_numba")
-
-
 def _flats(arrays: list[np.ndarray]) -> list[np.ndarray]:
     x = arrays[0]
     return [np.ascontiguousarray(np.broadcast_to(a, x.shape)).reshape(-1) for a in arrays]
@@ -56,20 +52,22 @@ def _float32(name: str, arrays: list[np.ndarray]) -> np.ndarray | None:
 
 
 def _blocked_16bit(name: str, arrays: list[np.ndarray]) -> np.ndarray | None:
-    """What ``_lowp`` over the libm loop gives (widen to float32, float64 result, one rounding to the dtype),
-    :data:`~.kernels.CHUNK` elements at a time."""
-    loops = _libm_loops()
+    """The 16-bit rounding of the libm loops' float64 value, :data:`~.kernels.CHUNK` elements at a time: float16
+    through the loops that keep float16 midpoints apart (``gelu16``), bfloat16 through the float32 loops (ml_dtypes
+    casts float64 to bfloat16 through float32), each block's float32 result rounded by :func:`~.kernels._down`."""
+    loops = _loops()
     if loops is None:
         return None
     x = arrays[0]
-    flats, loop = _flats(arrays), getattr(loops, name)
+    loop = getattr(loops, name.replace("gelu", "gelu16") if x.dtype == np.float16 else name)
+    flats = _flats(arrays)
     out = np.empty(x.size, x.dtype)
-    wide = np.empty(min(CHUNK, x.size), np.float64)
+    block, ok = np.empty(min(CHUNK, x.size), _F32), np.empty(min(CHUNK, x.size), np.bool_)
     for start in range(0, x.size, CHUNK):
         parts = [_up(f[start : start + CHUNK]) for f in flats]
-        block = wide[: parts[0].size]
-        loop(*parts, block)
-        out[start : start + CHUNK] = _down(block, x.dtype)
+        n = parts[0].size
+        loop(*parts, block[:n], ok[:n])
+        out[start : start + n] = _down(block[:n], x.dtype)
     return out.reshape(x.shape)
 
 
