@@ -373,10 +373,11 @@ def test_compiled_gelu_forward_is_the_numpy_kernels_bits_and_backward_float32_ac
 def test_gelu_without_numba_runs_the_numpy_kernels(monkeypatch):
     """On the NumPy fallback path (no numba, or AMPCORE_CPU_NO_NUMBA=1):
     GELU and its backward are the blockwise NumPy kernels' bits."""
-    from ampcore_cpu import fused_nn
+    from ampcore_cpu import fused_nn, gelu32
     from ampcore_cpu.kernels import CHUNK, _lowp, _quiet
 
     monkeypatch.setattr(fused_nn, "_compiled_gelu", lambda: None)
+    monkeypatch.setattr(gelu32, "_loops", lambda: None)
     rng = np.random.default_rng(4)
     x = rng.standard_normal(CHUNK + 9).astype(np.float32)
     gy = rng.standard_normal(CHUNK + 9).astype(np.float32)

@@ -181,12 +181,12 @@ def warm() -> bool:
     first: each loop once, on tiny arrays of the types the backend passes it.
     """
     names = ("_bf16conv_numba", "_gelu_numba", "_halfconv_numba", "_lowp_numba", "_optim_numba", "_f16c_numba")
-    names += ("_lowp_scalar_numba", "_lowp_max_numba", "_pool_numba", "_select_numba")
+    names += ("_lowp_scalar_numba", "_lowp_max_numba", "_pool_numba", "_select_numba", "_gelu32_numba")
     if not status().enabled:
         return False
-    bf16conv, gelu, halfconv, lowp, optim, f16c, lowp_scalar, lowp_max, pool, select = (load(n) for n in names)
-    assert bf16conv and gelu and halfconv and lowp and optim and f16c and lowp_scalar and lowp_max  # numba in use
-    assert pool and select
+    loaded = [load(n) for n in names]
+    assert all(loaded)  # status().enabled: numba imported
+    bf16conv, gelu, halfconv, lowp, optim, f16c, lowp_scalar, lowp_max, pool, select, gelu32 = loaded
     bits32, bits16 = np.zeros(1, np.uint32), np.zeros(1, np.uint16)
     halfconv.down(bits32, bits16)
     halfconv.up(bits16, np.zeros(1 << 16, np.uint32), bits32)
@@ -196,6 +196,11 @@ def warm() -> bool:
     x, out = np.zeros(1, np.float32), np.zeros(1, np.float64)
     gelu.gelu(x, out)
     gelu.gelu_backward(x, x, out)
+    ok = np.zeros(1, np.bool_)
+    gelu32.gelu(x, x, ok)
+    gelu32.gelu_backward(x, x, x, ok)
+    gelu32.gelu16(x, x, ok)
+    gelu32.gelu16_backward(x, x, x, ok)
     optim.adamw(x, x, x, x, np.zeros(8, np.float32), True, True)
     bits2d = np.zeros((1, 1), np.uint16)
     lowp_max.max_along(bits2d.reshape(1, 1, 1), bits2d)

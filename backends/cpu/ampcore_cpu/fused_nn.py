@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from . import compiled
+from . import compiled, gelu32
 from .kernels import CHUNK, _erf, _lowp, _quiet
 
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
@@ -124,7 +124,9 @@ def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _kernel(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return _quiet(_lowp(_compiled(fn) if fn in (gelu, gelu_backward) else fn))
+    if fn in (gelu, gelu_backward):  # gelu32: float32 vectorized, float16/bfloat16 block by block (the same bits)
+        return _quiet(gelu32.float32_first(fn.__name__, _lowp(_compiled(fn))))
+    return _quiet(_lowp(fn))
 
 
 NN_KERNELS: dict[str, Callable[..., Any]] = {

@@ -297,8 +297,20 @@ def _blas_ready(x: np.ndarray) -> np.ndarray:
     return x if x.ndim <= 2 or x.flags.c_contiguous else np.ascontiguousarray(x)
 
 
+def _folded_gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A C-contiguous (..., M, K) ``a`` times a 2-D (K, N) ``b`` as one (... * M, K) @ (K, N) GEMM.
+
+    np.matmul runs one BLAS call per batch item: a linear layer's (16, 64, 1024) @ (1024, 256) took 3.2 ms
+    as 16 products, 2.0 ms as one (2-core Xeon, OpenBLAS).  Each output element is the same dot product over
+    K, so the bits are the batched product's (tests/test_cpu_folded_gemm.py checks the benchmark models' shapes).
+    """
+    out = np.matmul(a.reshape(-1, a.shape[-1]), b)
+    return out.reshape(a.shape[:-1] + out.shape[-1:])
+
+
 def _gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """np.matmul; a product whose batch dimensions are all 1 runs as one 2-D GEMM.
+    """np.matmul; a product whose batch dimensions are all 1 runs as one 2-D GEMM, a batched ``a`` times a
+    2-D ``b`` as one folded GEMM (:func:`_folded_gemm`).
 
     A 2-D product hands a transposed operand to BLAS as it is (its transpose flag); a batched one needs
     :func:`_blas_ready`'s copy.  conv's weight gradient for one group, (1, 32768, 32) transposed, spent
@@ -306,6 +318,8 @@ def _gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """
     if a.ndim == 2 and b.ndim == 2:
         return np.matmul(a, b)
+    if b.ndim == 2 and a.ndim > 2 and a.flags.c_contiguous and a.shape[-2] > 1:
+        return _folded_gemm(a, b)
     if a.ndim > 2 and a.ndim == b.ndim and all(n == 1 for n in a.shape[:-2] + b.shape[:-2]):
         lead = a.shape[:-2]
         out = np.matmul(a.reshape(a.shape[-2:]), b.reshape(b.shape[-2:]))
