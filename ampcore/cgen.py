@@ -146,8 +146,8 @@ OPENCL = Dialect(
     add_rn="{a} + {b}",
     double_to_float_rz="convert_float_rtz({})",
     double_to_float_rn="convert_float_rte({})",
-    not_nan="!isnan({0})",
-    is_nan="isnan({0})",
+    not_nan="({0} == {0})",  # not the isnan builtin: PoCL calls it out of line, which stops its vectoriser
+    is_nan="({0} != {0})",
     global_id="(long)get_global_id(0)",
     local_id="get_local_id(0)",
     group_id="get_group_id(0)",

@@ -5,7 +5,9 @@ float16 GEMM operands give the bits the scalar code gave, on every OpenCL device
   float16 bit pattern as the scalar ``half_to_float`` does, NumPy's widening, and leaves partial panels to the
   scalar tail;
 - a float16 matmul on the benchmark MLP's shapes gives the same bits whichever ``pack_b`` runs, on each runtime
-  (the set of platforms is patched to force one or the other).
+  (the set of platforms is patched to force one or the other);
+- maximum/minimum, whose NaN test is ``a != a`` rather than PoCL's out-of-line ``isnan``, still follow NumPy
+  on NaN, infinities and signed-zero ties.
 """
 
 from __future__ import annotations
@@ -99,3 +101,27 @@ def test_float16_matmul_same_bits_either_pack(
     assert np.array_equal(got, other), f"{int((got != other).sum())} of {got.size} float16 results differ"
     ref = get(a).astype(np.float64) @ get(b).astype(np.float64)
     assert_close(got.view(np.float16), ref, "float16", n=k, what=f"float16 ({m}, {k}) @ ({k}, {n})")
+
+
+EDGES = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 2.0**-20, 65504.0]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_maximum_minimum_nan_and_ties_as_numpy(op: str, dtype: str) -> None:
+    """maximum/minimum test NaN with ``a != a`` (not the isnan builtin, a call on PoCL): NaN in either operand
+    gives NaN, a tie (0.0 and -0.0) gives the second operand, as NumPy; every pair of edge values, plus a
+    scalar operand (the ReLU's ``maximum(x, 0)``)."""
+    from ampcore_opencl import elementwise
+
+    kernel = elementwise.kernels()[op]
+    a, b = np.meshgrid(np.array(EDGES), np.array(EDGES))
+    a, b = a.ravel(), b.ravel()
+    da, db = put(a, dtype), put(b, dtype)
+    got, want = get(kernel(da, db)).astype(np.float64), getattr(np, op)(get(da).astype(np.float64), get(db))
+    same = (got == want) & (np.signbit(got) == np.signbit(want)) | np.isnan(got) & np.isnan(want)
+    assert same.all(), f"{op} in {dtype} differs from NumPy at {list(zip(a[~same], b[~same]))[:4]}"
+    got = get(kernel(da, 0.0)).astype(np.float64)
+    want = getattr(np, op)(get(da).astype(np.float64), 0.0)
+    same = (got == want) & (np.signbit(got) == np.signbit(want)) | np.isnan(got) & np.isnan(want)
+    assert same.all(), f"{op}(x, 0.0) in {dtype} differs from NumPy at {a[~same][:4]}"
