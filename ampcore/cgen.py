@@ -146,8 +146,8 @@ OPENCL = Dialect(
     add_rn="{a} + {b}",
     double_to_float_rz="convert_float_rtz({})",
     double_to_float_rn="convert_float_rte({})",
-    not_nan="!isnan({0})",
-    is_nan="isnan({0})",
+    not_nan="({0} == {0})",  # not the isnan builtin: PoCL calls it out of line, which stops its vectoriser
+    is_nan="({0} != {0})",
     global_id="(long)get_global_id(0)",
     local_id="get_local_id(0)",
     group_id="get_group_id(0)",
@@ -220,6 +220,10 @@ def half_conversions(d: Dialect) -> str:
 
     float -> float16 lets the float adder round a subnormal: ``|x| + 0.5`` puts the float16 subnormal's bits
     at the bottom of the mantissa.
+
+    Both are branch-free: every case's result is computed and one is selected, so a compiler vectorises
+    them (across work-items, or the 16 stores of a GEMM block).  Written with early returns, the same
+    arithmetic made Intel's OpenCL CPU compiler run the float16 GEMM 3-5x slower than the float32 one.
     """
     u16, u32, f, b = d.u16, d.u32, d.bits_float, d.float_bits
     half_sub = d.add_rn.format(a=f.format("a"), b="0.5f")
@@ -227,19 +231,16 @@ def half_conversions(d: Dialect) -> str:
 {d.inline} float half_to_float({u16} h) {{
     {u32} e = h & 0x7fffu;
     float f = e < 0x400u ? (float)e * 5.9604644775390625e-8f : {f.format("(e << 13) + 0x38000000u")};
-    if (e >= 0x7c00u) f = {f.format("(e << 13) | 0x7f800000u")};
+    f = e >= 0x7c00u ? {f.format("(e << 13) | 0x7f800000u")} : f;
     return {f.format(f"{b.format('f')} | (({u32})(h & 0x8000u) << 16)")};
 }}
 {d.inline} {u16} float_to_half(float f) {{
     {u32} x = {b.format("f")}, sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
-    if (a > 0x7f800000u) return ({u16})(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
-    if (a >= 0x477ff000u) return ({u16})(sign | 0x7c00u);
-    if (a >= 0x38800000u) {{
-        {u32} r = a - 0x38000000u;
-        r += 0xfffu + ((r >> 13) & 1u);
-        return ({u16})(sign | (r >> 13));
-    }}
-    return ({u16})(sign | ({b.format(half_sub)} - 0x3f000000u));
+    {u32} r = a >= 0x38800000u ? (a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13
+                                 : {b.format(half_sub)} - 0x3f000000u;
+    r = a >= 0x477ff000u ? 0x7c00u : r;
+    r = a > 0x7f800000u ? 0x7e00u | ((a >> 13) & 0x3ffu) : r;
+    return ({u16})(sign | r);
 }}
 """
 

@@ -26,7 +26,7 @@ F16, BF16 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
 @pytest.mark.parametrize(
     "d, own, foreign",
     [
-        (cgen.OPENCL, {"as_uint", "as_float", "convert_float_rtz", "isnan"}, {"__float_as_uint", "__fadd_rn"}),
+        (cgen.OPENCL, {"as_uint", "as_float", "convert_float_rtz"}, {"__float_as_uint", "__fadd_rn", "isnan"}),
         (
             cgen.CUDA,
             {"__float_as_uint", "__uint_as_float", "__double2float_rz", "__fadd_rn"},

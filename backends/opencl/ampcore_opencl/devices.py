@@ -149,6 +149,7 @@ class DeviceState:
 
         self.index = index
         self.device = device
+        self.platform: str = device.platform.name.strip()  # per-platform kernel variants (gemm's pack_b)
         self.context = pyopencl.Context([device])
         self.queue = pyopencl.CommandQueue(self.context)
         run_smoke_kernel(self.context, self.queue)  # raises where this device cannot build or run kernels

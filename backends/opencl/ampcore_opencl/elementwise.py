@@ -52,10 +52,12 @@ inline {T} ew_sigmoid({T} x) {{
 _SIGN = """
 inline {T} ew_sign({T} x) {{ return x > 0 ? ({T})1 : x < 0 ? ({T})-1 : x == 0 ? ({T})0 : x; }}
 """
-# NumPy's maximum/minimum: NaN in either operand gives NaN; ties give the second operand.
+# NumPy's maximum/minimum: NaN in either operand gives NaN; ties give the second operand.  ``a != a``, not
+# ``isnan(a)``: PoCL 3.0 calls that builtin out of line, which stops its vectoriser (maximum of 1M float16
+# values on PoCL: 13.3 ms with isnan, 0.45 ms with a != a; Intel's runtime: the same either way).
 _MAXMIN = """
-inline {T} ew_maximum({T} a, {T} b) {{ return (a > b || isnan(a)) ? a : b; }}
-inline {T} ew_minimum({T} a, {T} b) {{ return (a < b || isnan(a)) ? a : b; }}
+inline {T} ew_maximum({T} a, {T} b) {{ return (a > b || a != a) ? a : b; }}
+inline {T} ew_minimum({T} a, {T} b) {{ return (a < b || a != a) ? a : b; }}
 """
 _IMAXMIN = """
 inline {T} ew_maximum({T} a, {T} b) {{ return a > b ? a : b; }}

@@ -20,6 +20,10 @@ calls that spill every accumulator), so the inner loop uses plain vector
 arithmetic (clang contracts ``c += a * b`` into an FMA) and aligned vector
 pointer loads (packed panels are ``NR``-element aligned).
 
+float16 B panels on PoCL take a vector pack (:data:`VECTOR_HALF_PACK_PLATFORMS`): a whole ``NR``-column
+row of B is widened as one ``uint16`` -> ``float16`` vector by :func:`half_to_float_vector` (the same bits
+as ``half_to_float``), since PoCL does not vectorise the scalar conversion across its work-items.
+
 Batch dims broadcast: the launch's third dimension runs over the output batch
 and each work-item finds its operands' matrices through the collapsed batch
 strides (0 on a broadcast dim) in a ``state.meta`` buffer.  Tiny products
@@ -40,7 +44,7 @@ from ampcore import dtypes as dt
 from .array import CLArray, broadcast_strides, collapse, empty
 from .codegen import CType, prelude
 
-__all__ = ["matmul", "kernels", "BLOCKS", "DIRECT_MAX_WORK"]
+__all__ = ["matmul", "kernels", "BLOCKS", "DIRECT_MAX_WORK", "VECTOR_HALF_PACK_PLATFORMS", "half_to_float_vector"]
 
 # (MR, NR) per compute type: 6 rows x 16 floats = 12 AVX2 registers of accumulators, 2 for B and 1 broadcast
 # (the measured variants are in benchmarks/bench_opencl_gemm.py's docstring).  double: 6 x 8, same registers.
@@ -51,6 +55,11 @@ DIRECT_MAX_WORK = 32 * 32 * 32
 # with, and the size it picks itself follows the global size, so a new shape would cost a compile
 # (~0.7 s each, measured).  Global sizes are rounded up to whole groups and the kernels guard the tail.
 _ROW = 16
+# Platforms whose float16 B panels are packed a row vector at a time (pack_b's ``vector`` variant).  PoCL 3.0
+# on an AVX-512 Xeon, pack_b of a 1024x1024 float16 B, best of 6: scalar 0.99 ms (float32's 0.50, bfloat16's
+# 0.37), vector 0.20 ms.  Intel's CPU runtime vectorises the scalar kernel itself and runs the vector one
+# slower (1.13-1.40 against 0.46-1.07 ms), so it keeps the scalar kernel.
+VECTOR_HALF_PACK_PLATFORMS = frozenset({"Portable Computing Language"})
 _INTEGER = {"i32": ("uint", "as_int"), "i64": ("ulong", "as_long")}
 _I64 = np.int64
 _I32 = np.int32
@@ -76,11 +85,38 @@ __kernel void pack_a(__global const {c.storage} *a, __global {c.compute} *ap, lo
     )
 
 
-def _pack_b_source(c: CType, fp64: bool) -> str:
+def half_to_float_vector(width: int) -> str:
+    """OpenCL C of ``float{width} half_to_float_v{width}(uint{width} h)``: codegen's integer ``half_to_float``
+    on a vector of float16 bit patterns (one per lane, high 16 bits zero), giving the same bits lane by lane.
+    A subnormal is ``(0.5 + e * 2**-24) - 0.5``, exact, instead of an integer-to-float conversion, which
+    PoCL calls out of line for vectors."""
+    u, f = f"uint{width}", f"float{width}"
+    return f"""
+inline {f} half_to_float_v{width}({u} h) {{
+    {u} e = h & 0x7fffu;
+    {f} f = e < 0x400u ? as_{f}(e | 0x3f000000u) - 0.5f : as_{f}((e << 13) + 0x38000000u);
+    f = e >= 0x7c00u ? as_{f}((e << 13) | 0x7f800000u) : f;
+    return as_{f}(as_{u}(f) | ((h & 0x8000u) << 16));
+}}
+"""
+
+
+def _pack_b_source(c: CType, fp64: bool, vector: bool = False) -> str:
+    """pack_b's source; ``vector`` (float16 only): a full row of a panel is widened as one vector."""
     _, nr = BLOCKS[c.compute]
     copy = "\n".join(f"    d[{j}] = j0 + {j} < n ? {c.load('s', str(j))} : ({c.compute})0;" for j in range(nr))
+    helper = full = ""
+    if vector:
+        lanes = ", ".join(f"(uint)s[{j}]" for j in range(nr))
+        helper = half_to_float_vector(nr)
+        full = f"""    if (j0 + {nr} <= n) {{  /* a full row: one vector (d is NR-aligned) */
+        *(__global float{nr} *)d = half_to_float_v{nr}((uint{nr})({lanes}));
+        return;
+    }}
+"""
     return (
         prelude(fp64)
+        + helper
         + f"""
 /* B (z, k, n) -> bp (z, Q, k, NR), columns past n zero: one row of one panel per work-item. */
 __kernel void pack_b(__global const {c.storage} *b, __global {c.compute} *bp, long k, long n, long Q) {{
@@ -89,10 +125,14 @@ __kernel void pack_b(__global const {c.storage} *b, __global {c.compute} *bp, lo
     long j0 = q * {nr};
     __global const {c.storage} *s = b + (z * k + kk) * n + j0;
     __global {c.compute} *d = bp + ((z * Q + q) * k + kk) * {nr};
-{copy}
+{full}{copy}
 }}
 """
     )
+
+
+def _pack_b_vector_source(c: CType, fp64: bool) -> str:
+    return _pack_b_source(c, fp64, vector=True)
 
 
 def _gemm_source(c: CType, fp64: bool) -> str:
@@ -163,9 +203,12 @@ def _round_up(n: int, step: int) -> int:
     return -(-n // step) * step
 
 
-def _kernel(state: Any, variant: str, c: CType, source: Callable[[CType, bool], str], scalars: list[Any]) -> Any:
+def _kernel(
+    state: Any, variant: str, c: CType, source: Callable[[CType, bool], str], scalars: list[Any], name: str = ""
+) -> Any:
+    """The compiled kernel ``name`` (default: ``variant``) of ``source``, cached under ``variant``."""
     key = ("matmul", c.tag, variant, BLOCKS.get(c.compute))  # the block is in the key so benchmarks may vary it
-    return state.kernel(key, lambda: source(c, state.fp64), variant, scalars)
+    return state.kernel(key, lambda: source(c, state.fp64), name or variant, scalars)
 
 
 def _batch_meta(
@@ -188,7 +231,10 @@ def _packed(a: CLArray, b: CLArray, out: CLArray, m: int, n: int, k: int, z: int
     bp = state.allocate(zb * panels_b * nr * k * item)
     if k:
         pack_a = _kernel(state, "pack_a", c, _pack_a_source, [None, None, _I64, _I64, _I64])
-        pack_b = _kernel(state, "pack_b", c, _pack_b_source, [None, None, _I64, _I64, _I64])
+        if c.tag == "f16" and state.platform in VECTOR_HALF_PACK_PLATFORMS:
+            pack_b = _kernel(state, "pack_b_vector", c, _pack_b_vector_source, [None, None, _I64, _I64, _I64], "pack_b")
+        else:
+            pack_b = _kernel(state, "pack_b", c, _pack_b_source, [None, None, _I64, _I64, _I64])
         state.launch(pack_a, (_round_up(k, _ROW), panels_a, za), (_ROW, 1, 1), a.buffer, ap, m, k, panels_a)
         state.launch(pack_b, (_round_up(k, _ROW), panels_b, zb), (_ROW, 1, 1), b.buffer, bp, k, n, panels_b)
     gemm = _kernel(state, "gemm", c, _gemm_source, [None, None, None, _I64, _I64, _I64, _I64, _I64, _I32, None])

@@ -237,7 +237,7 @@ def _reduce_source(state: DeviceState, op: str, dtype: dt.DType, acc_input: bool
     in_t, load = (acc, "x[e]") if acc_input else (src.storage, src.load("x", "e"))
     head = _REDUCE_HEAD.format(
         acc=acc,
-        is_nan="isnan(v)" if is_float_c(acc) else "(0)",
+        is_nan="((v) != (v))" if is_float_c(acc) else "(0)",  # not isnan(): a call on PoCL (elementwise._MAXMIN)
         init="0" if op == "sum" else lowest(acc),
         load=load,
         index="xidx[e]" if acc_input and op == "argmax" else "(r)",
