@@ -52,3 +52,13 @@ def test_a_single_row_or_a_strided_batch_keeps_numpys_batched_product():
     for a in (rng.standard_normal((16, 1, 256)), rng.standard_normal((16, 64, 512))[:, :, ::2]):
         a = a.astype(np.float32)
         assert np.array_equal(K.matmul(a, b).view(np.uint32), np.matmul(a, b).view(np.uint32))
+
+
+@pytest.mark.parametrize("shape", [(0, 2, 0), (2, 0, 3), (0, 4, 5), (3, 2, 0)])
+def test_empty_operands_fold_to_numpys_empty_or_zero_product(shape):
+    """A zero-size batch, row count or K (the fuzz suite's linear with no inputs) still folds: -1 cannot reshape."""
+    a = np.ones(shape, np.float32)
+    b = np.ones((shape[-1], 3), np.float32)
+    got = K.matmul(a, b)
+    want = np.matmul(a, b)
+    assert got.shape == want.shape and np.array_equal(got, want)

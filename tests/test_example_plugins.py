@@ -227,6 +227,8 @@ def test_fresh_install_lists_the_plugins_with_their_distributions(venv):
         "gelu_backward",
         "log_softmax",
         "log_softmax_backward",
+        "max_pool2d_tiled",
+        "max_pool2d_tiled_backward",
         "quantize_float8",
         "scaled_mm",
     ]

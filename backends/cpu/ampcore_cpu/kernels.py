@@ -304,7 +304,7 @@ def _folded_gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     as 16 products, 2.0 ms as one (2-core Xeon, OpenBLAS).  Each output element is the same dot product over
     K, so the bits are the batched product's (tests/test_cpu_folded_gemm.py checks the benchmark models' shapes).
     """
-    out = np.matmul(a.reshape(-1, a.shape[-1]), b)
+    out = np.matmul(a.reshape(math.prod(a.shape[:-1]), a.shape[-1]), b)  # not -1: a may be empty
     return out.reshape(a.shape[:-1] + out.shape[-1:])
 
 
