@@ -165,7 +165,7 @@ _FAST_CASTS: dict[tuple[np.dtype, np.dtype], Callable[[np.ndarray], np.ndarray]]
 
 
 def cast(x: np.ndarray, dtype: Any) -> np.ndarray:
-    fast = _FAST_CASTS.get((x.dtype, dtype.numpy if isinstance(dtype, dt.DType) else np.dtype(dtype)))
+    fast = _FAST_CASTS.get((x.dtype, _np(dtype)))
     if fast is not None:
         return fast(x)
     return dt.convert(x, dtype)  # always a new array (the contract), rounded once even float64 -> bfloat16
