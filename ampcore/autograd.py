@@ -42,12 +42,28 @@ __all__ = [
     "queue_callback",
 ]
 
-_state = threading.local()
+
+class _GradMode(threading.local):
+    """Per-thread grad mode and backward-callback stack.
+
+    Every thread starts with its own defaults (``__init__`` runs once per thread), so reading ``enabled``
+    is a plain attribute load: ``getattr(local, "enabled", True)`` on a thread that never set it raised and
+    caught an AttributeError inside, about 5,000 instructions on every recorded op.
+    """
+
+    def __init__(self) -> None:
+        self.enabled = True
+        self.callbacks: list[list[Any]] = []
+
+
+# Read by the op path (``grad_mode.enabled``) without a call; set only through the context managers below.
+grad_mode = _GradMode()
+_state = grad_mode
 
 
 def is_grad_enabled() -> bool:
     """Whether op calls on this thread record the graph."""
-    return getattr(_state, "enabled", True)
+    return _state.enabled
 
 
 class set_grad_enabled:  # noqa: N801 - torch's name; used like a function (with ..., @...)
@@ -153,10 +169,19 @@ class Node:
     def __init__(self, op: OpRule, ctx: Context, inputs: Sequence[TensorBase | None], keep_all: bool = False):
         self.op = op
         self.ctx = ctx
-        self.input_fns = tuple([t.grad_fn if t is not None else None for t in inputs])
-        self.inputs = tuple(
-            [t if t is not None and (keep_all or (t.grad_fn is None and t.requires_grad)) else None for t in inputs]
-        )
+        # One loop, not two comprehensions: each comprehension is a function call of its own (Python 3.11).
+        fns: list[Any] = []
+        kept: list[TensorBase | None] = []
+        for t in inputs:
+            if t is None:
+                fns.append(None)
+                kept.append(None)
+                continue
+            fn = t.grad_fn
+            fns.append(fn)
+            kept.append(t if keep_all or (fn is None and t.requires_grad) else None)
+        self.input_fns = tuple(fns)
+        self.inputs = tuple(kept)
         self.freed = False
         self.within: tuple[str, ...] = ()  # enclosing op boundaries, recorded while detecting overflow
 
@@ -198,21 +223,20 @@ def run_backward(root: TensorBase, grad: Any, retain_graph: bool = False) -> Non
         _accumulate_leaf(root, grad)
         return
     callbacks: list[Any] = []
-    _callback_stack().append(callbacks)
+    stack = _state.callbacks
+    stack.append(callbacks)
     try:
         _run_nodes(root, grad, retain_graph, root._backend.kernels)
     finally:
-        _callback_stack().pop()
-    with no_grad():
-        for fn in callbacks:
-            fn()
+        stack.pop()
+    if callbacks:
+        with no_grad():
+            for fn in callbacks:
+                fn()
 
 
 def _callback_stack() -> list[list[Any]]:
-    stack = getattr(_state, "callbacks", None)
-    if stack is None:
-        stack = _state.callbacks = []
-    return stack
+    return _state.callbacks
 
 
 def queue_callback(fn: Any) -> None:

@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import hooks
-from .autograd import Context, Node, is_grad_enabled
+from .autograd import Context, Node, grad_mode, is_grad_enabled
 from .hooks import STATE, boundary_names, boundary_stack, region_opened, watching_changed
 from .kernels import INPUT_ERRORS, KernelError, KernelGate, KernelOutputError
-from .tensor_base import TensorBase, tensor_class
+from .tensor_base import TENSOR_CLASS, TensorBase
 
 __all__ = [
     "call",
@@ -45,6 +45,7 @@ __all__ = [
 # Every op name users can call -> its kind: "primitive", "composite", "in-place" or "custom".
 # The cast policy must have a decision for each (see ampcore.policy).
 _OPS: dict[str, str] = {}
+_new_object = object.__new__
 
 set_autocast_hook = hooks.set_autocast_hook
 set_overflow_hook = hooks.set_overflow_hook
@@ -126,12 +127,15 @@ def op_boundary(name: str, kind: str) -> Callable[[Callable[..., Any]], Callable
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         _OPS[name] = kind
         eligibility = _Eligibility(fn)
+        # Most ops take neither dtype= nor inplace=: they skip the check (a call) on every routed call.
+        checked = eligibility.dtype_pos is not None or eligibility.inplace_pos is not None
+        reason = eligibility.reason if checked else None
 
         @functools.wraps(fn)
         def op(*args: Any, **kwargs: Any) -> Any:
             if STATE.plain and not kwargs:
                 return fn(*args)
-            return route(name, fn, args, kwargs, eligibility.reason(args, kwargs))
+            return route(name, fn, args, kwargs, reason(args, kwargs) if reason is not None else None)
 
         op.op_name = name  # type: ignore[attr-defined]
         return op
@@ -235,10 +239,21 @@ def call(op: Any, *inputs: Any, **params: Any) -> Any:
         raise TypeError(f"op {op.name!r} needs at least one Tensor input")
     backend = anchor._backend
     ctx = Context()
-    record = wants_grad and op.differentiable and is_grad_enabled()
-    ctx.needs_input_grad = (
-        tuple([isinstance(t, TensorBase) and t.requires_grad for t in inputs]) if wants_grad else (False,) * len(inputs)
-    )
+    if wants_grad:  # one loop, no comprehensions: each is a function call of its own (Python 3.11)
+        needs = []
+        tensors: list[Any] = []
+        for t in inputs:
+            if isinstance(t, TensorBase):
+                needs.append(t.requires_grad)
+                tensors.append(t)
+            else:
+                needs.append(False)
+                tensors.append(None)
+        ctx.needs_input_grad = tuple(needs)
+        record = op.differentiable and grad_mode.enabled
+    else:
+        ctx.needs_input_grad = (False,) * len(inputs)
+        record = False
     ctx.device_index = anchor.device.index
     try:
         out = op.forward(ctx, backend.kernels, *arrays, **params)
@@ -256,8 +271,17 @@ def call(op: Any, *inputs: Any, **params: Any) -> Any:
     if op.same_dtype and dtype is not anchor.dtype and dtype != anchor.dtype:
         raise _wrong_dtype(op, backend, dtype, anchor)
     watching = STATE.watching
-    node = Node(op, ctx, [t if isinstance(t, TensorBase) else None for t in inputs], bool(watching)) if record else None
-    result = tensor_class()._wrap_known(out, anchor.device, backend, dtype, backend.shape_of(out), node)
+    node = Node(op, ctx, tensors, bool(watching)) if record else None
+    # TensorBase._wrap_known, inlined: it is on every op call.
+    result = _new_object(TENSOR_CLASS[0])
+    result._data = out
+    result._backend = backend
+    result.device = anchor.device
+    result.dtype = dtype
+    result.shape = backend.shape_of(out)
+    result.requires_grad = node is not None
+    result.grad = None
+    result.grad_fn = node
     if watching and STATE.overflow_hook is not None:
         if node is not None:
             node.within = boundary_stack()  # for naming the composite its backward belongs to

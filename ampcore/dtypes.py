@@ -17,7 +17,7 @@ listed in :data:`FLOAT8_DTYPES`; a backend says whether it stores them in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import ml_dtypes
@@ -69,6 +69,8 @@ class DType:
     itemsize: int
     kind: str  # "f" floating, "i" signed integer, "b" bool
     numpy: Any
+    # Stored, not a property: the op path reads it on most calls, and a property is a function call.
+    is_floating_point: bool = field(init=False, repr=False)
 
     def __new__(cls, name: str, itemsize: int, kind: str, numpy: Any) -> DType:
         existing = _INTERNED.get(name)
@@ -84,16 +86,13 @@ class DType:
     def __init__(self, name: str, itemsize: int, kind: str, numpy: Any) -> None:
         if _INTERNED.get(name) is self:  # __new__ returned the existing dtype: it is already set up
             return
-        for field, value in (("name", name), ("itemsize", itemsize), ("kind", kind), ("numpy", np.dtype(numpy))):
-            object.__setattr__(self, field, value)
+        settings = {"name": name, "itemsize": itemsize, "kind": kind, "numpy": np.dtype(numpy)}
+        for attribute, value in {**settings, "is_floating_point": kind == "f"}.items():
+            object.__setattr__(self, attribute, value)
         _INTERNED[name] = self
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:
         return _interned, (self.name,)
-
-    @property
-    def is_floating_point(self) -> bool:
-        return self.kind == "f"
 
     def __repr__(self) -> str:
         return f"ampcore.{self.name}"

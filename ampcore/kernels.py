@@ -193,6 +193,7 @@ from typing import Any
 import numpy as np
 
 from .dtypes import FLOAT_DTYPES, DType, float32, float64
+from .forwarding import exact_wrapper
 from .kernel_outputs import OUTPUT_RULES, describe_args
 
 __all__ = [
@@ -214,6 +215,7 @@ __all__ = [
     "set_float32_matmul_precision",
     "get_float32_matmul_precision",
     "FLOAT32_MATMUL_PRECISIONS",
+    "exact_wrapper",
 ]
 
 UNARY = ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sign", "sin", "cos")
@@ -455,20 +457,25 @@ class KernelGate:
         return kernel
 
 
+_GATE_BODY = """\
+try:
+    return {call}
+except _input_errors:
+    raise
+except Exception as exc:
+    raise _kernel_error(None, _backend_name, exc, kernel=_name) from exc
+"""
+
+
 def _gated(backend_name: str, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` raising :class:`KernelError` naming the kernel and backend when the backend fails (errors
-    about its inputs pass through); the op that called it fills in its own name (:meth:`KernelError.named`)."""
+    about its inputs pass through); the op that called it fills in its own name (:meth:`KernelError.named`).
 
-    def kernel(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except INPUT_ERRORS:
-            raise
-        except Exception as exc:
-            raise KernelError(None, backend_name, exc, kernel=name) from exc
-
-    kernel.__name__ = name
-    kernel.__wrapped__ = fn  # type: ignore[attr-defined]
+    The wrapper takes ``fn``'s own parameters (:func:`ampcore.forwarding.exact_wrapper`): it is on every
+    kernel call."""
+    env = {"_input_errors": INPUT_ERRORS, "_kernel_error": KernelError, "_backend_name": backend_name, "_name": name}
+    kernel = exact_wrapper(fn, _GATE_BODY, env)
+    kernel.__name__ = kernel.__qualname__ = name
     return kernel
 
 

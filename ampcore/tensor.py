@@ -98,9 +98,6 @@ class Tensor(TensorBase):
     def _new_tensor(self, data: Any, dtype: DType | None = None) -> Tensor:
         return tensor(data, dtype=dtype, device=self.device)
 
-    def _backend_check_storable(self, dtype: DType) -> None:
-        check_storable(self._backend, self.device.index, dtype)
-
     # ------------------------------------------------------------------ properties
     @property
     def ndim(self) -> int:

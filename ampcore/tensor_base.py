@@ -17,7 +17,7 @@ from .dtypes import DType
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["TensorBase", "set_tensor_class", "wrap"]
+__all__ = ["TENSOR_CLASS", "TensorBase", "set_tensor_class", "tensor_class", "wrap"]
 
 
 class TensorBase:
@@ -71,8 +71,10 @@ class TensorBase:
         return t
 
 
-# The class the layers below Tensor make (ampcore.tensor installs Tensor on import).
-_made: list[type[TensorBase]] = [TensorBase]
+# The class the layers below Tensor make, as its one element (ampcore.tensor installs Tensor on import): the
+# op path reads ``TENSOR_CLASS[0]`` rather than call :func:`tensor_class`.
+TENSOR_CLASS: list[type[TensorBase]] = [TensorBase]
+_made = TENSOR_CLASS
 
 
 def set_tensor_class(cls: type) -> None:

@@ -5,7 +5,8 @@ Cases (issue 26): ``a + b``, ``a.sum()``, ``a * 2.0``, ``a @ w`` (64x64),
 16x64 float32 tensors on the cpu backend.  Each case is timed as the best of
 ``--repeats`` rounds of ``--number`` calls (the minimum is the figure least
 disturbed by other processes); torch runs in the same process with one thread
-when it is importable.
+when it is importable, its rounds interleaved with ampcore's so that both
+columns see the same host.
 
     python benchmarks/bench_dispatch.py [--number 2000] [--repeats 7] [--json out.json] [--no-torch]
 """
@@ -96,11 +97,23 @@ def torch_cases(seed: int) -> dict[str, Callable[[], Any]] | None:
     return dict(zip(CASES, (lambda: a + b, a.sum, lambda: a * 2.0, lambda: a @ w, chain, autocast_matmul)))
 
 
-def time_us(fn: Callable[[], Any], number: int, repeats: int) -> float:
-    """Best of ``repeats`` rounds, in microseconds per call."""
-    fn()  # warm-up (first-call caches, weight-cast cache)
-    timer = timeit.Timer(fn)
-    return min(timer.repeat(repeat=repeats, number=number)) / number * 1e6
+def time_side_by_side(
+    ours: dict[str, Callable[[], Any]], theirs: dict[str, Callable[[], Any]] | None, number: int, repeats: int
+) -> tuple[dict[str, float], dict[str, float] | None]:
+    """Best of ``repeats`` rounds per case, in microseconds per call, ampcore's and torch's rounds taken in
+    turn: a host whose speed drifts during the run (a shared VM's does) slows both columns alike, so each
+    ratio compares the two under the same conditions."""
+    best_ours = {name: float("inf") for name in ours}
+    best_theirs = {name: float("inf") for name in theirs} if theirs else None
+    for fn in (*ours.values(), *(theirs or {}).values()):
+        fn()  # warm-up (first-call caches, weight-cast cache)
+    for _ in range(repeats):
+        for name, fn in ours.items():
+            best_ours[name] = min(best_ours[name], timeit.Timer(fn).timeit(number) / number * 1e6)
+            if theirs and best_theirs is not None:
+                other = theirs[name]
+                best_theirs[name] = min(best_theirs[name], timeit.Timer(other).timeit(number) / number * 1e6)
+    return best_ours, best_theirs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,9 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-torch", action="store_true", help="skip torch even if it is installed")
     args = parser.parse_args(argv)
 
-    ours = {name: time_us(fn, args.number, args.repeats) for name, fn in ampcore_cases(args.seed).items()}
     theirs_fns = None if args.no_torch else torch_cases(args.seed)
-    theirs = {name: time_us(fn, args.number, args.repeats) for name, fn in theirs_fns.items()} if theirs_fns else None
+    ours, theirs = time_side_by_side(ampcore_cases(args.seed), theirs_fns, args.number, args.repeats)
     ref, ref_name = (theirs, "torch µs") if theirs else (ISSUE_TORCH_US, "torch µs (issue 26)")
 
     blas = os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS") or "library default"

@@ -176,3 +176,18 @@ def test_saved_bytes_sees_what_a_custom_function_saves():
     x = ampcore.tensor(np.ones(10, np.float32), requires_grad=True)
     assert saved_bytes(Square.apply(x).sum(), exclude=[]) == 40
     assert saved_bytes(Square.apply(x).sum(), exclude=[x]) == 0
+
+
+def test_grad_mode_is_per_thread_and_on_in_a_new_thread() -> None:
+    """grad_mode sets its default on each thread (the op path reads it without a fallback)."""
+    import threading
+
+    import ampcore
+
+    seen: list[bool] = []
+    with ampcore.no_grad():
+        worker = threading.Thread(target=lambda: seen.append(ampcore.is_grad_enabled()))
+        worker.start()
+        worker.join()
+        assert not ampcore.is_grad_enabled()
+    assert seen == [True]

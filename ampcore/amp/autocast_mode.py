@@ -23,7 +23,7 @@ from ..plugins import UnknownBackendError, registry
 from ..plugins.capabilities import capabilities_of
 from ..policy import Policy
 from ..policy import get as get_policy
-from ..policy.resolve import check_device_type
+from ..policy.resolve import check_device_type, generation
 from .decision import Decision, decide
 from .state import Region, shared_decisions, thread_state
 from .trace import Trace
@@ -41,6 +41,12 @@ __all__ = [
 
 F = TypeVar("F", bound=Callable[..., Any])
 _INHERIT = object()
+# (device type, requested dtype) -> (generation(), fast dtype, fallback ops, the device type's policy, its
+# decisions table) of a
+# region that resolved cleanly: ``with autocast("cpu")`` in a training loop resolves its backend once, not
+# every step (torch's autocast is a Python object built every step too).  Keyed on generation(), so a
+# plugin, backend or policy registered later is seen.
+_resolved: dict[tuple[str, DType | None], tuple[tuple[int, int], DType, frozenset[str], Policy, dict[Any, Any]]] = {}
 
 
 def _check_bool(value: Any, name: str) -> bool:
@@ -87,9 +93,11 @@ class autocast:  # noqa: N801 - torch's name
         strict: bool = False,
     ):
         self.device_type = check_device_type(device_type)
-        self._enabled = _check_bool(enabled, "enabled")
-        self._cache_enabled = _check_bool(cache_enabled, "cache_enabled")
-        self._strict = _check_bool(strict, "strict")
+        if not (type(enabled) is bool and type(cache_enabled) is bool and type(strict) is bool):
+            _check_bool(enabled, "enabled")  # raises, naming the first that is not a bool
+            _check_bool(cache_enabled, "cache_enabled")
+            _check_bool(strict, "strict")
+        self._enabled, self._cache_enabled, self._strict = enabled, cache_enabled, strict
         if policy is not None and not isinstance(policy, Policy):
             raise TypeError(
                 "autocast(): policy must be an ampcore.policy.Policy, e.g. "
@@ -103,11 +111,24 @@ class autocast:  # noqa: N801 - torch's name
             self._trace = Trace() if trace else None
         else:
             raise TypeError(f"autocast(): trace must be True, False or an ampcore.amp.Trace, got {trace!r}")
-        record = _backend_record(self.device_type)
         requested = dt.as_dtype(dtype) if dtype is not None else None
-        self.fast_dtype: DType = requested or dt.float16
-        self._fallback_ops: frozenset[str] = frozenset()
         self._policy = policy
+        self._decisions: dict[Any, Any] | None = None  # the policy's shared decisions, once known
+        hit = _resolved.get((self.device_type, requested))
+        if hit is not None and hit[0] == generation():
+            _, self.fast_dtype, self._fallback_ops, default_policy, decisions = hit
+            if policy is None:
+                self._policy, self._decisions = default_policy, decisions
+            return
+        self._resolve(requested)
+
+    def _resolve(self, requested: DType | None) -> None:
+        """Find the backend, its autocast dtype and policy; disable (warn) where they do not serve."""
+        device_type = self.device_type
+        record = _backend_record(device_type)
+        self.fast_dtype = requested or dt.float16
+        self._fallback_ops = frozenset()
+        self._clean = True  # _disable clears it: only a clean resolution is remembered
         status = record.availability()
         if not status.ok:
             if self._enabled:
@@ -132,10 +153,16 @@ class autocast:  # noqa: N801 - torch's name
                 f"it supports {', '.join(supported)}"
             )
         self._fallback_ops = frozenset(caps.fallback_ops.get(fast, ()))
+        stamp = generation()
+        default_policy = get_policy(device_type)
         if self._policy is None:
-            self._policy = get_policy(device_type)
+            self._policy = default_policy
+        if self._clean:
+            decisions = shared_decisions(default_policy, fast, self._fallback_ops)
+            _resolved[(device_type, requested)] = (stamp, fast, self._fallback_ops, default_policy, decisions)
 
     def _disable(self, why: str, unavailable: bool = False) -> None:
+        self._clean = False
         if not self._enabled:
             return
         if self._strict:
@@ -160,38 +187,41 @@ class autocast:  # noqa: N801 - torch's name
         return None if self._trace is _INHERIT else self._trace
 
     def __enter__(self) -> autocast:
-        tls = thread_state
-        previous = tls.regions.get(self.device_type)
+        frames = thread_state.frames
+        device_type = self.device_type
+        previous = frames.regions.get(device_type)
         trace = self._trace
         if trace is _INHERIT:
             trace = previous.trace if previous is not None else None
-        tls.regions[self.device_type] = Region(
-            self.device_type,
+        frames.regions[device_type] = Region(
+            device_type,
             self._enabled,
             self.fast_dtype,
             self._cache_enabled,
             self._policy,
             trace,
             self._fallback_ops,
-            shared_decisions(self._policy, self.fast_dtype, self._fallback_ops),
+            self._decisions
+            if self._decisions is not None
+            else shared_decisions(self._policy, self.fast_dtype, self._fallback_ops),
         )
-        tls.saved.append((self.device_type, previous))
+        frames.saved.append((device_type, previous))
         if self._enabled:
-            tls.last_dtype[self.device_type] = self.fast_dtype
-        tls.nesting += 1
+            thread_state.last_dtype[device_type] = self.fast_dtype
+        frames.nesting += 1
         dispatch.region_opened(+1)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        tls = thread_state
-        device_type, previous = tls.saved.pop()
+        frames = thread_state.frames
+        device_type, previous = frames.saved.pop()
         if previous is None:
-            del tls.regions[device_type]
+            del frames.regions[device_type]
         else:
-            tls.regions[device_type] = previous
-        tls.nesting -= 1
-        if tls.nesting == 0:
-            tls.cast_cache.clear()
+            frames.regions[device_type] = previous
+        frames.nesting -= 1
+        if not frames.nesting:
+            frames.cast_cache.clear()
         dispatch.region_opened(-1)
 
     def __call__(self, fn: F) -> F:

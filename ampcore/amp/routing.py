@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import dtypes as dt
-from ..autograd import is_grad_enabled
+from ..autograd import grad_mode
 from ..ops.elementwise import cast
 from ..policy import Category
 from ..tensor import Tensor
@@ -31,28 +31,34 @@ class AutocastError(RuntimeError):
 
 
 def _tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Tensor]:
-    found = []
-    for v in (*args, *kwargs.values()):
+    found: list[Tensor] = []
+    for v in args:
         if isinstance(v, Tensor):
             found.append(v)
         elif isinstance(v, (list, tuple)):
             found.extend(x for x in v if isinstance(x, Tensor))
+    if kwargs:
+        found.extend(_tensors(tuple(kwargs.values()), {}))
     return found
 
 
 def autocast_hook(
     name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], ineligible: str | None
 ) -> Any:
-    tls = thread_state
-    if tls.depth or not tls.regions:
+    frames = thread_state.frames
+    regions = frames.regions
+    if frames.depth or not regions:
         return fn(*args, **kwargs)
     tensors = _tensors(args, kwargs)
-    region = tls.regions.get(tensors[0].device.type) if tensors else None
+    region = regions.get(tensors[0].device.type) if tensors else None
     if region is None or (not region.enabled and region.trace is None):
         if region is None and tensors and ineligible is None:
-            _warn_uncovered(tls.regions, name, tensors)
+            _warn_uncovered(regions, name, tensors)
         return fn(*args, **kwargs)
-    input_dtypes = tuple(t.dtype for t in tensors)
+    dtypes = []
+    for t in tensors:  # a loop, not a comprehension: that is a function call of its own (Python 3.11)
+        dtypes.append(t.dtype)
+    input_dtypes = tuple(dtypes)
     if not region.enabled:
         decision = None
     else:
@@ -67,11 +73,11 @@ def autocast_hook(
             raise AutocastError(decision.reason)
         if decision.target is not None:
             args, kwargs = _cast_arguments(args, kwargs, decision.target, region)
-    tls.depth += 1
+    frames.depth += 1
     try:
         out = fn(*args, **kwargs)
     finally:
-        tls.depth -= 1
+        frames.depth -= 1
     if region.trace is not None:
         _record(region.trace, name, tensors, input_dtypes, decision, out, _tensors(args, kwargs))
     return out
@@ -82,7 +88,7 @@ def _warn_uncovered(regions: dict[str, Region], name: str, tensors: list[Tensor]
     cover (``autocast("cuda")`` around opencl tensors): torch is silent there, and the op runs in its inputs'
     dtypes, so a mixed-precision run silently is not one."""
     for region in list(regions.values()):
-        if region.uncovered or not region.enabled or region.policy is None:
+        if region.warned_uncovered or not region.enabled or region.policy is None:
             continue
         if not any(t.dtype.is_floating_point and t.dtype != dt.float64 for t in tensors):
             continue
@@ -93,7 +99,7 @@ def _warn_uncovered(regions: dict[str, Region], name: str, tensors: list[Tensor]
         if category is Category.UNLISTED:
             continue
         device_type = tensors[0].device.type
-        region.uncovered.add(device_type)
+        region.warned_uncovered = True
         warnings.warn(
             f"autocast({region.device_type!r}) does not cover {device_type!r} tensors: {name!r} and the ops after it "
             f"on {device_type!r} run in their inputs' dtypes, not {region.dtype.name}; open "
@@ -107,34 +113,41 @@ def _warn_uncovered(regions: dict[str, Region], name: str, tensors: list[Tensor]
 def _cast_arguments(
     args: tuple[Any, ...], kwargs: dict[str, Any], target: dt.DType, region: Region
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    def convert(v: Any) -> Any:
-        if isinstance(v, Tensor):
-            return _cast_input(v, target, region)
-        if isinstance(v, (list, tuple)) and any(isinstance(x, Tensor) for x in v):
-            return type(v)(convert(x) for x in v)
-        return v
+    cast_args = []
+    for v in args:
+        cast_args.append(_cast_input(v, target, region) if isinstance(v, Tensor) else _cast_nested(v, target, region))
+    if kwargs:
+        kwargs = {k: _cast_nested(v, target, region) for k, v in kwargs.items()}
+    return tuple(cast_args), kwargs
 
-    return tuple(convert(a) for a in args), {k: convert(v) for k, v in kwargs.items()}
+
+def _cast_nested(v: Any, target: dt.DType, region: Region) -> Any:
+    """``v`` with its eligible tensors cast, inside lists and tuples too (``cat``'s and ``stack``'s)."""
+    if isinstance(v, Tensor):
+        return _cast_input(v, target, region)
+    if isinstance(v, (list, tuple)) and any(isinstance(x, Tensor) for x in v):
+        return type(v)(_cast_nested(x, target, region) for x in v)
+    return v
 
 
 def _cast_input(t: Tensor, target: dt.DType, region: Region) -> Tensor:
-    d = t.dtype
-    if d == target or not d.is_floating_point or d == dt.float64:
+    d = t.dtype  # DTypes are interned: identity is equality
+    if d is target or not d.is_floating_point or d is dt.float64:
         return t
     cacheable = (
         region.cache_enabled
-        and d == dt.float32
-        and target in dt.LOW_PRECISION_DTYPES
+        and d is dt.float32
         and t.requires_grad
         and t.grad_fn is None
+        and target in dt.LOW_PRECISION_DTYPES
     )
     if not cacheable:
         return cast(t, target)
     # A parameter used by several ops in the region is cast once (torch's weight-cast cache).  The
     # key holds the grad mode, so a cast made under no_grad is never reused where gradients must flow;
     # the stored array catches a parameter rebound by an optimizer step inside the region.
-    cache = thread_state.cast_cache
-    key = (id(t), target, is_grad_enabled())
+    cache = thread_state.frames.cast_cache
+    key = (id(t), target, grad_mode.enabled)
     hit = cache.get(key)
     if hit is not None and hit[0] is t and hit[1] is t._data:
         return hit[2]

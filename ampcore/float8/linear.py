@@ -183,10 +183,10 @@ class _no_routing:  # noqa: N801 - used as a context manager, like no_grad
     """Ops inside run without autocast routing or tracing (as inside an op body); Float8Linear traces itself."""
 
     def __enter__(self) -> None:
-        thread_state.depth += 1
+        thread_state.frames.depth += 1
 
     def __exit__(self, *exc: object) -> None:
-        thread_state.depth -= 1
+        thread_state.frames.depth -= 1
 
 
 def _trace(layer: Float8Linear, x: Tensor, op: Operand, role: str, out_dtype: dt.DType) -> None:

@@ -17,6 +17,7 @@ from .. import dtypes as dt
 from ..dispatch import call, primitive, register_op, route
 from ..dtypes import DType
 from ..hooks import STATE
+from ..plugins.capabilities import check_storable
 from ..tensor_base import TensorBase
 from .base import Op, unbroadcast
 
@@ -31,8 +32,8 @@ Scalar = (int, float, bool, np.number)
 class Cast(Op):
     name = "cast"
 
-    def forward(self, ctx: Context, k: KernelTable, x: Any, *, dtype: DType) -> Any:
-        ctx.src = k.dtype_of(x)
+    def forward(self, ctx: Context, k: KernelTable, x: Any, *, dtype: DType, src: DType | None = None) -> Any:
+        ctx.src = src if src is not None else k.dtype_of(x)  # the caller knows the input's dtype: no lookup
         return k.cast(x, dtype)
 
     def backward(self, ctx: Context, k: KernelTable, g: Any) -> tuple[Any, ...]:
@@ -44,11 +45,12 @@ CAST = Cast()
 
 def cast(x: Any, dtype: DType) -> Any:
     """``x`` converted to ``dtype``; gradients flow back in ``x``'s dtype. No-op if already there."""
-    dtype = dt.as_dtype(dtype)
-    if x.dtype == dtype:
+    if type(dtype) is not DType:
+        dtype = dt.as_dtype(dtype)
+    if x.dtype is dtype:  # DTypes are interned: identity is equality
         return x
-    x._backend_check_storable(dtype)
-    return call(CAST, x, dtype=dtype)
+    check_storable(x._backend, x.device.index, dtype)
+    return call(CAST, x, dtype=dtype, src=x.dtype)
 
 
 # --------------------------------------------------------------------------- unary

@@ -37,6 +37,8 @@ def normalize_axes(dim: int | Sequence[int] | None, ndim: int) -> tuple[int, ...
 
 
 def _kept_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
+    if len(axes) == len(shape):  # every axis reduced (a loss's .sum()): no generator on the hot path
+        return (1,) * len(shape)
     return tuple(1 if i in axes else n for i, n in enumerate(shape))
 
 

@@ -46,6 +46,12 @@ def check_device_type(device_type: Any) -> str:
     return device_type
 
 
+def generation() -> tuple[int, int]:
+    """Changes whenever what :func:`get` returns may change (plugins, backends or registered categories):
+    a cache of anything derived from policies and capabilities keys on it."""
+    return (registry.generation, _user_generation)
+
+
 def get(device_type: str) -> Policy:
     """The effective cast policy for ``device_type`` (a backend name such as ``"cpu"``).
 
@@ -54,7 +60,7 @@ def get(device_type: str) -> Policy:
     """
     check_device_type(device_type)
     backend = registry.get_backend(device_type)
-    key = (registry.generation, _user_generation)
+    key = generation()
     cached = _cache.get(device_type)
     if cached is not None and cached[0] == key:
         return cached[1]

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ampcore import dtypes as dt
+from ampcore.kernels import exact_wrapper
 
 from . import bf16conv, halfconv, lowp_binary, lowp_max, select, special
 
@@ -68,6 +69,39 @@ def _lowp(fn: Callable[..., Any], compiled: str | None = None) -> Callable[..., 
     return kernel
 
 
+def _lowp_unary(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """:func:`_lowp` for a unary primitive, with its one parameter (no tuple packing on the hot path)."""
+
+    def kernel(x: Any) -> Any:
+        dtype = x.dtype
+        if dtype in LOW:
+            return _down(np.asarray(fn(_up(x))), dtype)
+        out = np.asarray(fn(x))
+        return out if out.dtype == dtype else out.astype(dtype)
+
+    kernel.__name__ = getattr(fn, "__name__", "kernel")
+    return kernel
+
+
+def _lowp_binary(fn: Callable[..., Any], compiled: str | None) -> Callable[..., Any]:
+    """:func:`_lowp` for a binary primitive, with its two parameters (no tuple packing on the hot path)."""
+
+    def kernel(a: Any, b: Any) -> Any:
+        first_is_array = isinstance(a, np.ndarray)
+        dtype = a.dtype if first_is_array else b.dtype  # one operand may be a scalar
+        if dtype in LOW:
+            if compiled is not None and first_is_array:
+                out = lowp_binary.binary(compiled, a, b)
+                if out is not None:
+                    return out
+            return _down(np.asarray(fn(_up(a), _up(b))), dtype)
+        out = np.asarray(fn(a, b))
+        return out if out.dtype == dtype else out.astype(dtype)
+
+    kernel.__name__ = getattr(fn, "__name__", "kernel")
+    return kernel
+
+
 def _compare(fn: Callable[..., Any]) -> Callable[..., Any]:
     return lambda a, b: np.asarray(fn(_up(a), _up(b)))
 
@@ -102,25 +136,26 @@ except ImportError:  # NumPy 1.x, or a NumPy that moved them: the public context
     _ERRSTATE = None
 
 
+_QUIET_BODY = """\
+token = _set_state(_ignore_all)
+try:
+    return {call}
+finally:
+    _reset_state(token)
+"""
+_QUIET_BODY_CM = """\
+with _errstate(all="ignore"):
+    return {call}
+"""
+
+
 def _quiet(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """IEEE results (inf, NaN) without NumPy's floating-point warnings."""
+    """IEEE results (inf, NaN) without NumPy's floating-point warnings; the wrapper takes ``fn``'s own
+    parameters (:func:`ampcore.forwarding.exact_wrapper`), as it is on every kernel call."""
     if _ERRSTATE is None:
-
-        def kernel(*args: Any) -> Any:
-            with np.errstate(all="ignore"):
-                return fn(*args)
-
-        return kernel
-    set_state, reset_state = _ERRSTATE.set, _ERRSTATE.reset
-
-    def quiet_kernel(*args: Any) -> Any:
-        token = set_state(_IGNORE_ALL)
-        try:
-            return fn(*args)
-        finally:
-            reset_state(token)
-
-    return quiet_kernel
+        return exact_wrapper(fn, _QUIET_BODY_CM, {"_errstate": np.errstate})
+    env = {"_set_state": _ERRSTATE.set, "_reset_state": _ERRSTATE.reset, "_ignore_all": _IGNORE_ALL}
+    return exact_wrapper(fn, _QUIET_BODY, env)
 
 
 UNARY = {
@@ -157,15 +192,16 @@ COMPARE = {
 
 
 # The casts :mod:`.halfconv` / :mod:`.bf16conv` do faster with the same bits, by (source, target) NumPy dtype.
-_FAST_CASTS: dict[tuple[np.dtype, np.dtype], Callable[[np.ndarray], np.ndarray]] = {
-    (F32, F16): halfconv.to_float16,
-    (F16, F32): halfconv.to_float32,
-    (F32, BF16): bf16conv.to_bfloat16,
+# Keyed by the target DType the core passes (a NumPy dtype target misses and takes dt.convert, as exactly).
+_FAST_CASTS: dict[tuple[np.dtype, Any], Callable[[np.ndarray], np.ndarray]] = {
+    (F32, dt.float16): halfconv.to_float16,
+    (F16, dt.float32): halfconv.to_float32,
+    (F32, dt.bfloat16): bf16conv.to_bfloat16,
 }
 
 
 def cast(x: np.ndarray, dtype: Any) -> np.ndarray:
-    fast = _FAST_CASTS.get((x.dtype, _np(dtype)))
+    fast = _FAST_CASTS.get((x.dtype, dtype))
     if fast is not None:
         return fast(x)
     return dt.convert(x, dtype)  # always a new array (the contract), rounded once even float64 -> bfloat16
@@ -215,15 +251,18 @@ SMALL_WHERE = 1 << 12
 
 
 def where(cond: np.ndarray, a: Any, b: Any) -> np.ndarray:
-    dtype = next(v.dtype for v in (a, b) if isinstance(v, np.ndarray))
-    fast = None
+    a_is_array = isinstance(a, np.ndarray)
+    dtype = a.dtype if a_is_array else b.dtype  # never two scalars (the contract)
     if cond.size > SMALL_WHERE:
         fast = select.select(cond, a, b, dtype)  # one compiled pass; None without numba or for other shapes
         fast = _select_bits(cond, a, b, dtype) if fast is None else fast
-    if fast is not None:
-        return fast
-    as_arr = lambda v: v if isinstance(v, np.ndarray) else np.asarray(v, dtype=dtype)  # noqa: E731
-    return np.where(cond, as_arr(a), as_arr(b)).astype(dtype, copy=False)
+        if fast is not None:
+            return fast
+    if not a_is_array:
+        a = np.asarray(a, dtype=dtype)
+    elif not isinstance(b, np.ndarray):
+        b = np.asarray(b, dtype=dtype)
+    return np.where(cond, a, b).astype(dtype, copy=False)
 
 
 def _accumulator(x: np.ndarray) -> Any:
@@ -347,6 +386,8 @@ def _blocked_lowp_gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     block, instead of float32 copies of both operands and of the output: the cnn's conv2 input gradient,
     (32, 576) @ (576, 8192), held 28 MiB in float16 against 19 in float32.
     """
+    if a.size < BLOCKED_GEMM_ELEMENTS and b.size < BLOCKED_GEMM_ELEMENTS:  # the common case, decided cheaply
+        return None
     if a.ndim != b.ndim or any(n != 1 for n in a.shape[:-2] + b.shape[:-2]) or a.ndim < 2:
         return None
     lead = a.shape[:-2]
@@ -373,10 +414,16 @@ def _blocked_lowp_gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if a.dtype in LOW:
+    dtype = a.dtype
+    if dtype in LOW:
         # BLAS sgemm: fp32 products and accumulation, one rounding on output.
+        if dtype == BF16 and a.ndim == 2 and b.ndim == 2 and max(a.size, b.size) < BLOCKED_GEMM_ELEMENTS:
+            # The small 2-D bfloat16 product (an autocast linear's), as below without the generic steps.
+            return bf16conv.to_bfloat16(np.matmul(a.astype(F32), b.astype(F32)))
         blocked = _blocked_lowp_gemm(a, b)
-        return blocked if blocked is not None else _down(_gemm(_up(a), _up(b)), a.dtype)
+        return blocked if blocked is not None else _down(_gemm(_up(a), _up(b)), dtype)
+    if a.ndim == 2 and b.ndim == 2:
+        return np.matmul(a, b)
     return _gemm(a, b)
 
 
@@ -395,7 +442,7 @@ def broadcast_to(x: np.ndarray, shape: Sequence[int]) -> np.ndarray:
     shape = tuple(shape)
     if math.prod(shape) <= SMALL_BROADCAST:
         out = np.empty(shape, x.dtype)
-        np.copyto(out, x)  # ValueError for shapes that do not broadcast, as np.broadcast_to
+        out[...] = x  # ValueError for shapes that do not broadcast, as np.broadcast_to (np.copyto is a Python wrapper)
         return out
     return np.broadcast_to(x, shape)
 
@@ -543,9 +590,9 @@ def primitive_table() -> dict[str, Callable[..., Any]]:
     """Every primitive kernel, keyed by its contract name."""
     table: dict[str, Callable[..., Any]] = {}
     for name, fn in UNARY.items():
-        table[name] = _quiet(_lowp(fn))
+        table[name] = _quiet(_lowp_unary(fn))
     for name, fn in BINARY.items():
-        table[name] = _quiet(_lowp(fn, name if name in lowp_binary.OPS else None))
+        table[name] = _quiet(_lowp_binary(fn, name if name in lowp_binary.OPS else None))
     for name, fn in COMPARE.items():
         table[name] = _compare(fn)
     table.update(
