@@ -272,7 +272,7 @@ def call(op: Any, *inputs: Any, **params: Any) -> Any:
         raise _wrong_dtype(op, backend, dtype, anchor)
     watching = STATE.watching
     node = Node(op, ctx, tensors, bool(watching)) if record else None
-    # TensorBase._wrap_known, inlined: it is on every op call.
+    # TensorBase._wrap with the dtype already read, inlined: it is on every op call.
     result = _new_object(TENSOR_CLASS[0])
     result._data = out
     result._backend = backend

@@ -54,22 +54,6 @@ class TensorBase:
         t.grad_fn = grad_fn
         return t
 
-    @classmethod
-    def _wrap_known(
-        cls, data: Any, device: Device, backend: Any, dtype: DType, shape: tuple[int, ...], grad_fn: Any = None
-    ) -> Self:
-        """:meth:`_wrap` for a caller that already read ``data``'s dtype and shape (the op hot path)."""
-        t = object.__new__(cls)
-        t._data = data
-        t._backend = backend
-        t.device = device
-        t.dtype = dtype
-        t.shape = shape
-        t.requires_grad = grad_fn is not None
-        t.grad = None
-        t.grad_fn = grad_fn
-        return t
-
 
 # The class the layers below Tensor make, as its one element (ampcore.tensor installs Tensor on import): the
 # op path reads ``TENSOR_CLASS[0]`` rather than call :func:`tensor_class`.

@@ -42,10 +42,9 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 _INHERIT = object()
 # (device type, requested dtype) -> (generation(), fast dtype, fallback ops, the device type's policy, its
-# decisions table) of a
-# region that resolved cleanly: ``with autocast("cpu")`` in a training loop resolves its backend once, not
-# every step (torch's autocast is a Python object built every step too).  Keyed on generation(), so a
-# plugin, backend or policy registered later is seen.
+# decisions table) of a region that resolved cleanly: ``with autocast("cpu")`` in a training loop resolves
+# its backend once, not every step (torch's autocast is a Python object built every step too).  Keyed on
+# generation(), so a plugin, backend or policy registered later is seen.
 _resolved: dict[tuple[str, DType | None], tuple[tuple[int, int], DType, frozenset[str], Policy, dict[Any, Any]]] = {}
 
 
