@@ -19,6 +19,8 @@ from ampcore.kernels import exact_wrapper
 from . import bf16conv, halfconv, lowp_binary, lowp_max, select, special
 
 F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+I64 = np.dtype(np.int64)
 F16 = np.dtype(np.float16)
 BF16 = np.dtype(dt.bfloat16.numpy)
 LOW = frozenset({dt.float16.numpy, dt.bfloat16.numpy})
@@ -266,9 +268,10 @@ def where(cond: np.ndarray, a: Any, b: Any) -> np.ndarray:
 
 
 def _accumulator(x: np.ndarray) -> Any:
+    # Compared with dtype objects, not scalar types: ``x.dtype == np.float64`` converts the type on every call.
     if x.dtype.kind in "biu":
-        return np.int64
-    return np.float64 if x.dtype == np.float64 else np.float32
+        return I64
+    return F64 if x.dtype == F64 else F32
 
 
 def _reduced_dtype(x: np.ndarray) -> Any:
@@ -277,11 +280,18 @@ def _reduced_dtype(x: np.ndarray) -> Any:
 
 
 def reduce_sum(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
-    acc = _accumulator(x)
+    dtype = x.dtype
+    half = dtype == F16
     # float16 widened first: NumPy's reduction would widen it element by element, far slower.
-    # np.add.reduce is what np.sum calls for an ndarray, without its Python-level dispatch.
-    out = np.asarray(np.add.reduce(_up(x) if x.dtype == F16 else x, axis=axes, dtype=acc, keepdims=keepdims))
-    return _down(out, x.dtype) if x.dtype == F16 else out.astype(_reduced_dtype(x), copy=False)
+    # np.add.reduce is what np.sum calls for an ndarray, without its Python-level dispatch (arguments by
+    # position: axis, dtype, out, keepdims).
+    out = np.add.reduce(_up(x) if half else x, axes, _accumulator(x), None, keepdims)
+    if type(out) is not np.ndarray:  # a full reduction returns a NumPy scalar
+        out = np.asarray(out)
+    if half:
+        return _down(out, dtype)
+    reduced = _reduced_dtype(x)
+    return out if out.dtype == reduced else out.astype(reduced)
 
 
 def reduce_max(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
