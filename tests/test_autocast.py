@@ -477,6 +477,25 @@ def test_custom_op_is_routed_with_its_registered_category():
         P.unregister(name)
 
 
+def test_a_category_registered_after_regions_were_made_reaches_the_next_region():
+    """autocast remembers how it resolved a device type; registering a category must still reach the next one."""
+    name = "late_registered_test_op"
+
+    @ampcore.op(name, category="lower")
+    def doubled(x):
+        return x + x
+
+    try:
+        with ampcore.autocast("cpu"):
+            assert doubled(rand(4)).dtype == bf16  # the resolution is remembered from here on
+        P.register(name, "fp32", device_type="cpu")
+        with ampcore.autocast("cpu"):
+            assert doubled(rand(4, dtype=bf16)).dtype == f32
+    finally:
+        P.unregister(name, device_type="cpu")
+        P.unregister(name)
+
+
 def test_custom_op_cannot_take_a_builtin_name():
     with pytest.raises(ValueError, match="'linear' is taken by a built-in composite op"):
         ampcore.op("linear")
