@@ -193,8 +193,8 @@ COMPARE = {
 }
 
 
-# The casts :mod:`.halfconv` / :mod:`.bf16conv` do faster with the same bits, by (source, target) NumPy dtype.
-# Keyed by the target DType the core passes (a NumPy dtype target misses and takes dt.convert, as exactly).
+# The casts :mod:`.halfconv` / :mod:`.bf16conv` do faster with the same bits, by (source NumPy dtype, target
+# DType, as the core passes it); a NumPy dtype target misses and takes dt.convert, with the same bits.
 _FAST_CASTS: dict[tuple[np.dtype, Any], Callable[[np.ndarray], np.ndarray]] = {
     (F32, dt.float16): halfconv.to_float16,
     (F16, dt.float32): halfconv.to_float32,
