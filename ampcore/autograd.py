@@ -58,12 +58,11 @@ class _GradMode(threading.local):
 
 # Read by the op path (``grad_mode.enabled``) without a call; set only through the context managers below.
 grad_mode = _GradMode()
-_state = grad_mode
 
 
 def is_grad_enabled() -> bool:
     """Whether op calls on this thread record the graph."""
-    return _state.enabled
+    return grad_mode.enabled
 
 
 class set_grad_enabled:  # noqa: N801 - torch's name; used like a function (with ..., @...)
@@ -75,10 +74,10 @@ class set_grad_enabled:  # noqa: N801 - torch's name; used like a function (with
 
     def __enter__(self) -> None:
         self._prev.append(is_grad_enabled())
-        _state.enabled = self.mode
+        grad_mode.enabled = self.mode
 
     def __exit__(self, *exc: Any) -> None:
-        _state.enabled = self._prev.pop()
+        grad_mode.enabled = self._prev.pop()
 
     def __call__(self, fn: Any) -> Any:
         @functools.wraps(fn)
@@ -123,7 +122,7 @@ class inference_mode(set_grad_enabled):  # noqa: N801 - torch's name
     def __enter__(self) -> None:
         self._prev.append(is_grad_enabled())
         if self.inference:
-            _state.enabled = False
+            grad_mode.enabled = False
 
     def __call__(self, fn: Any) -> Any:
         @functools.wraps(fn)
@@ -223,7 +222,7 @@ def run_backward(root: TensorBase, grad: Any, retain_graph: bool = False) -> Non
         _accumulate_leaf(root, grad)
         return
     callbacks: list[Any] = []
-    stack = _state.callbacks
+    stack = grad_mode.callbacks
     stack.append(callbacks)
     try:
         _run_nodes(root, grad, retain_graph, root._backend.kernels)
@@ -235,14 +234,10 @@ def run_backward(root: TensorBase, grad: Any, retain_graph: bool = False) -> Non
                 fn()
 
 
-def _callback_stack() -> list[list[Any]]:
-    return _state.callbacks
-
-
 def queue_callback(fn: Any) -> None:
     """Run ``fn()`` once the backward pass now running on this thread has finished (torch's
     ``queue_callback``): DistributedDataParallel reduces gradients there.  RuntimeError outside backward."""
-    stack = _callback_stack()
+    stack = grad_mode.callbacks
     if not stack:
         raise RuntimeError("queue_callback() can only be called during backward(), from a backward function")
     stack[-1].append(fn)

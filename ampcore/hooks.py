@@ -61,8 +61,8 @@ def _update() -> None:
 def region_opened(delta: int) -> None:
     """Count autocast regions entered (+1) and left (-1), across threads."""
     with _lock:
-        open_regions = STATE.open_regions = STATE.open_regions + delta
-        STATE.plain = not open_regions and not STATE.watching  # _update(), inlined: every `with autocast` pays it
+        STATE.open_regions += delta
+        _update()
 
 
 def watching_changed(delta: int) -> None:

@@ -58,21 +58,20 @@ class TensorBase:
 # The class the layers below Tensor make, as its one element (ampcore.tensor installs Tensor on import): the
 # op path reads ``TENSOR_CLASS[0]`` rather than call :func:`tensor_class`.
 TENSOR_CLASS: list[type[TensorBase]] = [TensorBase]
-_made = TENSOR_CLASS
 
 
 def set_tensor_class(cls: type) -> None:
     """Make :func:`wrap` (and so every op) return instances of ``cls``, a subclass of TensorBase."""
     if not issubclass(cls, TensorBase):
         raise TypeError(f"the tensor class must subclass TensorBase, got {cls!r}")
-    _made[0] = cls
+    TENSOR_CLASS[0] = cls
 
 
 def tensor_class() -> Any:
     """The class ops make (``ampcore.Tensor`` once it is imported)."""
-    return _made[0]
+    return TENSOR_CLASS[0]
 
 
 def wrap(data: Any, device: Device, backend: Any, grad_fn: Any = None, requires_grad: bool = False) -> Any:
     """A tensor (of the installed class) holding the backend array ``data``."""
-    return _made[0]._wrap(data, device, backend, grad_fn, requires_grad)
+    return TENSOR_CLASS[0]._wrap(data, device, backend, grad_fn, requires_grad)

@@ -87,19 +87,5 @@ class _ThreadState(threading.local):
         # reads and clears it (and warns: float8 layers need no loss scale).
         self.float8_recipe: dict[str, tuple[str, DType | None]] = {}  # (recipe, the autocast dtype or None)
 
-    @property
-    def depth(self) -> int:
-        """> 0 while an op body runs (``frames.depth``)."""
-        return self.frames.depth
-
-    @depth.setter
-    def depth(self, value: int) -> None:
-        self.frames.depth = value
-
-    @property
-    def nesting(self) -> int:
-        """Autocast regions open on this thread (``frames.nesting``)."""
-        return self.frames.nesting
-
 
 thread_state = _ThreadState()
