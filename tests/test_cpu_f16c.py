@@ -30,25 +30,19 @@ def loops() -> dict[str, Any]:
     f16c, conv, lowp = (compiled.load(n) for n in ("_f16c_numba", "_halfconv_numba", "_lowp_numba"))
     assert f16c and conv and lowp
 
-    def narrow(element: Any) -> Any:
+    def flat(element: Any) -> Any:
+        """A compiled loop applying ``element`` to each item of a flat array (either direction)."""
+
         @numba.njit(error_model="numpy")
-        def run(w: Any, out: Any) -> None:
-            for i in range(w.size):
-                out[i] = element(w[i])
+        def run(src: Any, out: Any) -> None:
+            for i in range(src.size):
+                out[i] = element(src[i])
 
         return run
 
-    def widen(element: Any) -> Any:
-        @numba.njit(error_model="numpy")
-        def run(h: Any, out: Any) -> None:
-            for i in range(h.size):
-                out[i] = element(h[i])
-
-        return run
-
-    forms = {"narrow_int": narrow(conv.f16_bits_int), "widen_int": widen(lowp.widen_f16_int)}
+    forms = {"narrow_int": flat(conv.f16_bits_int), "widen_int": flat(lowp.widen_f16_int)}
     if f16c.F16C:
-        forms.update(narrow_f16c=f16c.down, widen_f16c=f16c.up, widen_f16c_value=widen(lowp.widen_f16_hw))
+        forms.update(narrow_f16c=f16c.down, widen_f16c=f16c.up, widen_f16c_value=flat(lowp.widen_f16_hw))
     return forms
 
 

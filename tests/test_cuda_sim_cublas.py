@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import shutil
+from typing import Any
 
 import numpy as np
 import pytest
@@ -266,6 +267,17 @@ def test_float8_widens_to_float16_exactly_for_every_bit_pattern(simulated, fmt):
     assert np.isnan(wide[nan]).all() and np.array_equal(np.signbit(wide[nan]), np.signbit(every[nan]))
 
 
+def _assert_scaled_product(got: np.ndarray, a64: np.ndarray, b64: np.ndarray, out: str, bias: Any = 0.0) -> None:
+    """``got`` is the float64 ``a64 @ b64 + bias`` (the scaled operands) within one rounding to ``out`` plus
+    float32 accumulation over K (the kernel contract's tolerance)."""
+    k = a64.shape[-1]
+    want = a64 @ b64 + bias
+    tol = dt.finfo(dt.as_dtype(out)).eps / 2 * np.abs(want) + (k + 2) * 2.0**-24 * (
+        np.abs(a64) @ np.abs(b64) + np.abs(bias)
+    )
+    assert np.all(np.abs(got.astype(np.float64) - want) <= tol)
+
+
 @pytest.mark.parametrize("out", ["float32", "bfloat16"])
 @pytest.mark.parametrize("rowwise", [False, True], ids=["tensorwise", "rowwise"])
 def test_scaled_mm_is_one_float16_gemm_into_float32_with_the_scales_on_the_accumulator(simulated, rowwise, out):
@@ -293,12 +305,7 @@ def test_scaled_mm_is_one_float16_gemm_into_float32_with_the_scales_on_the_accum
         False,
     )
     assert [c["types"] for c in calls] == [(cublas.CUDA_R_16F, cublas.CUDA_R_16F, cublas.CUDA_R_32F)]
-    a64, b64 = a.astype(np.float64) * sa, b.astype(np.float64) * sb
-    want = a64 @ b64 + bias
-    tol = dt.finfo(dt.as_dtype(out)).eps / 2 * np.abs(want) + (k + 2) * 2.0**-24 * (
-        np.abs(a64) @ np.abs(b64) + np.abs(bias)
-    )
-    assert np.all(np.abs(backend.to_numpy(got).astype(np.float64) - want) <= tol)
+    _assert_scaled_product(backend.to_numpy(got), a.astype(np.float64) * sa, b.astype(np.float64) * sb, out, bias)
 
 
 def test_a_scale_varying_along_k_falls_back_to_scaled_float32_operands(simulated):
@@ -322,10 +329,7 @@ def test_a_scale_varying_along_k_falls_back_to_scaled_float32_operands(simulated
         False,
     )
     assert all(c["types"][2] != cublas.CUDA_R_32F for c in calls)
-    a64, b64 = a.astype(np.float64) * sa, b.astype(np.float64) * sb
-    want = a64 @ b64
-    tol = dt.finfo(dt.float32).eps / 2 * np.abs(want) + (k + 2) * 2.0**-24 * (np.abs(a64) @ np.abs(b64))
-    assert np.all(np.abs(backend.to_numpy(got).astype(np.float64) - want) <= tol)
+    _assert_scaled_product(backend.to_numpy(got), a.astype(np.float64) * sa, b.astype(np.float64) * sb, "float32")
 
 
 def test_scaled_mm_passes_a_transposed_float8_operand_as_op_t(simulated):
@@ -344,7 +348,4 @@ def test_scaled_mm_passes_a_transposed_float8_operand_as_op_t(simulated):
     got = scaled_mm(a_arr, CuArray(w_arr.data.T, w_arr.dtype), one, one, dt.float32, None, False)
     (call,) = calls
     assert call["transa"] == cublas.CUBLAS_OP_T and call["transb"] == cublas.CUBLAS_OP_N
-    a64, b64 = a.astype(np.float64) * 0.5, w.T.astype(np.float64) * 0.5
-    want = a64 @ b64
-    tol = dt.finfo(dt.float32).eps / 2 * np.abs(want) + (k + 2) * 2.0**-24 * (np.abs(a64) @ np.abs(b64))
-    assert np.all(np.abs(backend.to_numpy(got).astype(np.float64) - want) <= tol)
+    _assert_scaled_product(backend.to_numpy(got), a.astype(np.float64) * 0.5, w.T.astype(np.float64) * 0.5, "float32")
