@@ -1,13 +1,26 @@
 """ampcore: Automatic Mixed Precision with torch.amp semantics on any backend."""
 
-from . import cgen, dtypes, kernels, plugins
+from typing import Any
+
+from . import cgen, dtypes, expr, kernels, plugins
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .backend import Availability, Backend, BackendUnavailableError, Capabilities
 
 # Before creation's names: importing the submodule ampcore.tensor binds it as ampcore.tensor, which the
 # function ampcore.tensor must then replace.
 from .tensor import Tensor  # isort: skip
-from . import amp, autograd, backend_modules, float8, nn, optim, policy, serialization, utils
+from . import (
+    amp,
+    autograd,
+    backend_modules,
+    float8,
+    functions,  # torch's function forms: the declared ops' and the methods' (exported below)
+    nn,
+    optim,
+    policy,
+    serialization,
+    utils,
+)
 from .amp import autocast, custom_bwd, custom_fwd, get_autocast_dtype, is_autocast_available, is_autocast_enabled, op
 from .creation import (
     Generator,
@@ -59,44 +72,6 @@ from .dtypes import float32 as float  # noqa: A004
 from .dtypes import float64 as double
 from .dtypes import int32 as int  # noqa: A004
 from .dtypes import int64 as long
-from .functions import (  # torch's function forms of Tensor methods, from one table
-    abs,  # noqa: A004 - torch's name
-    amax,
-    argmax,
-    argmin,
-    clamp,
-    clone,
-    cos,
-    cumsum,
-    erf,
-    exp,
-    flatten,
-    log,
-    log_softmax,
-    masked_fill,
-    max,  # noqa: A004 - torch's name
-    maximum,
-    mean,
-    min,  # noqa: A004 - torch's name
-    minimum,
-    permute,
-    pow,  # noqa: A004 - torch's name
-    relu,
-    reshape,
-    rsqrt,
-    sigmoid,
-    sign,
-    sin,
-    softmax,
-    sqrt,
-    squeeze,
-    std,
-    sum,  # noqa: A004 - torch's name
-    tanh,
-    transpose,
-    unsqueeze,
-    var,
-)
 from .grad_scaler import GradScaler
 from .kernels import MissingKernelsError, get_float32_matmul_precision, set_float32_matmul_precision
 from .ops import argsort, cat, chunk, masked_select, matmul, sort, split, stack, take_along_dim, topk, tril, triu, where
@@ -117,6 +92,13 @@ from .serialization import load, load_safetensors, save, save_safetensors
 from .syncs import count_host_syncs
 
 __version__ = "0.1.0"
+
+
+def _export(name: str, fn: Any) -> None:
+    """Put a function form (``ampcore.exp``, ``ampcore.max``, a newly declared op's) in the namespace."""
+    globals()[name] = fn
+    if name not in __all__:
+        __all__.append(name)
 
 
 def __getattr__(name: str) -> backend_modules.BackendModule:
@@ -140,6 +122,7 @@ __all__ = [
     "autograd",
     "policy",
     "cgen",
+    "expr",
     "float8",
     # dtypes
     "DType",
@@ -198,43 +181,6 @@ __all__ = [
     "take_along_dim",
     "rand_like",
     "randn_like",
-    # torch's function forms of Tensor methods (ampcore.functions)
-    "exp",
-    "log",
-    "sqrt",
-    "rsqrt",
-    "tanh",
-    "sigmoid",
-    "sin",
-    "cos",
-    "erf",
-    "abs",
-    "sign",
-    "relu",
-    "sum",
-    "mean",
-    "amax",
-    "argmax",
-    "argmin",
-    "cumsum",
-    "var",
-    "std",
-    "clamp",
-    "pow",
-    "softmax",
-    "log_softmax",
-    "reshape",
-    "permute",
-    "transpose",
-    "flatten",
-    "squeeze",
-    "unsqueeze",
-    "masked_fill",
-    "maximum",
-    "minimum",
-    "clone",
-    "max",
-    "min",
     # autograd
     "no_grad",
     "enable_grad",
@@ -285,3 +231,7 @@ __all__ = [
     "set_num_threads",
     "get_num_threads",
 ]
+# torch's function forms (ampcore.functions): every declared op's with the ``function`` variant, and the methods'.
+for _name in functions.function_names():
+    _export(_name, functions.TORCH_FUNCTIONS[_name])
+functions.on_new_function(_export)

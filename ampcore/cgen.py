@@ -126,6 +126,9 @@ class Dialect:
     barrier: str  # a work-group barrier over shared memory, as a statement without its semicolon
     fp64_pragma: str  # what enables double arithmetic ("" where it is always on)
     no_contract: str  # what stops a * b + c being contracted into an fma ("" where a compiler option does)
+    u64: str = "unsigned long long"  # a 64-bit unsigned integer (integer arithmetic wraps through it)
+    bits_double: str = "__longlong_as_double({})"  # 64 bits -> double
+    float_math_suffix: str = ""  # what float32 math functions add to the double one's name ("f": expf)
 
 
 OPENCL = Dialect(
@@ -155,6 +158,9 @@ OPENCL = Dialect(
     barrier="barrier(CLK_LOCAL_MEM_FENCE)",
     fp64_pragma="#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n",
     no_contract="#pragma OPENCL FP_CONTRACT OFF\n",
+    u64="ulong",
+    bits_double="as_double({})",
+    float_math_suffix="",  # the builtins are overloaded on float and double
 )
 """OpenCL C 1.2."""
 
@@ -185,6 +191,9 @@ CUDA = Dialect(
     barrier="__syncthreads()",
     fp64_pragma="",
     no_contract="",
+    u64="unsigned long long",
+    bits_double="__longlong_as_double({})",
+    float_math_suffix="f",
 )
 """CUDA C++ as NVRTC compiles it: no headers (so no ``INFINITY``), compiled with ``--fmad=false``."""
 

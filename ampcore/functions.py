@@ -1,6 +1,11 @@
-"""torch's function forms of Tensor methods (``ampcore.exp(x)``, ``ampcore.max(x, 1)``, ``ampcore.softmax(x, -1)``),
-generated from one table: each calls the method of its first argument, so a method added to Tensor (or attached
-by ``ampcore.nn``, as softmax is) needs only its name here.
+"""torch's function forms (``ampcore.exp(x)``, ``ampcore.max(x, 1)``, ``ampcore.softmax(x, -1)``).
+
+Two sources, one table: every op declared with the ``function`` variant
+(:mod:`ampcore.ops.declare`) is its own function form; the rest are generated
+from :data:`METHOD_FUNCTIONS`, each calling the method of its first argument, so
+a method added to Tensor (or attached by ``ampcore.nn``, as softmax is) needs
+only its name there.  :data:`TORCH_FUNCTIONS` is both, and ``ampcore``
+exports each of its names.
 """
 
 from __future__ import annotations
@@ -8,13 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .ops import declare
 from .ops import elementwise as ew
 from .tensor_base import TensorBase
 
-__all__ = ["TORCH_FUNCTIONS", *(
-    "exp log sqrt rsqrt tanh sigmoid sin cos erf abs sign relu sum mean amax argmax argmin cumsum var std clamp pow "
-    "softmax log_softmax reshape permute transpose flatten squeeze unsqueeze masked_fill maximum minimum clone max min"
-).split()]  # fmt: skip
+__all__ = ["TORCH_FUNCTIONS", "METHOD_FUNCTIONS", "function_names", "on_new_function"]
 
 
 def _method_function(name: str, elementwise: str | None = None) -> Callable[..., Any]:
@@ -38,18 +41,39 @@ def _method_function(name: str, elementwise: str | None = None) -> Callable[...,
     return function
 
 
-# name -> the binary op a tensor second argument means; from this one table ampcore gets its function forms.
-TORCH_FUNCTIONS: dict[str, str | None] = {
-    **dict.fromkeys(("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "erf", "abs", "sign", "relu")),
-    **dict.fromkeys(("sum", "mean", "amax", "argmax", "argmin", "cumsum", "var", "std", "clamp", "pow")),
+# name -> the binary op a tensor second argument means: the function forms of methods that are not declared ops.
+METHOD_FUNCTIONS: dict[str, str | None] = {
+    **dict.fromkeys(("sum", "mean", "amax", "argmax", "argmin", "cumsum", "var", "std", "clamp")),
     **dict.fromkeys(("softmax", "log_softmax", "reshape", "permute", "transpose", "flatten", "squeeze")),
-    **dict.fromkeys(("unsqueeze", "masked_fill", "maximum", "minimum", "clone")),
+    **dict.fromkeys(("unsqueeze", "masked_fill", "clone")),
     "max": "maximum",
     "min": "minimum",
 }
-(
-    exp, log, sqrt, rsqrt, tanh, sigmoid, sin, cos, erf, abs, sign, relu,  # noqa: A001 - torch's names
-    sum, mean, amax, argmax, argmin, cumsum, var, std, clamp, pow,  # noqa: A001 - torch's names
-    softmax, log_softmax, reshape, permute, transpose, flatten, squeeze,
-    unsqueeze, masked_fill, maximum, minimum, clone, max, min,  # noqa: A001 - torch's names
-) = (_method_function(name, binary) for name, binary in TORCH_FUNCTIONS.items())  # fmt: skip
+
+TORCH_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    name: _method_function(name, b) for name, b in METHOD_FUNCTIONS.items()
+}
+"""Every function form by name: the method-delegating ones and the declared ops' (kept current)."""
+_listeners: list[Callable[[str, Callable[..., Any]], None]] = []
+
+
+def _declared(decl: declare.Declaration) -> None:
+    if "function" in decl.variants and decl.name not in METHOD_FUNCTIONS:
+        TORCH_FUNCTIONS[decl.name] = decl.function
+        globals()[decl.name] = decl.function
+        for listener in list(_listeners):
+            listener(decl.name, decl.function)
+
+
+def function_names() -> list[str]:
+    """The names of every function form, in a stable order."""
+    return sorted(TORCH_FUNCTIONS)
+
+
+def on_new_function(listener: Callable[[str, Callable[..., Any]], None]) -> None:
+    """Call ``listener(name, function)`` for each function form declared from now on (``ampcore`` exports it)."""
+    _listeners.append(listener)
+
+
+globals().update(TORCH_FUNCTIONS)
+declare.on_declare(_declared)  # the declared ops' function forms: those declared so far, and any later one

@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from . import expr
 from .dtypes import DType, as_dtype, bool_, float32, int64
 
-__all__ = ["OUTPUT_RULES", "expected_output"]
+__all__ = ["OUTPUT_RULES", "expected_output", "rule_for", "program_rule"]
 
 _SCALARS = (int, float, bool, np.number)
 Shape = tuple[int, ...]
@@ -235,12 +236,44 @@ OUTPUT_RULES: dict[str, Rule] = {
 }
 
 
+def program_rule(prog: expr.Program) -> Rule:
+    """The rule of an elementwise program's kernel: its array operands broadcast; the result in their dtype
+    (the value operands' one, for ``where``), or bool for a comparison."""
+    values = [i for i, kind in enumerate(prog.inputs) if kind == "T"]
+
+    def rule(shape_of: ShapeOf, dtype_of: DTypeOf, args: Args) -> Expected:
+        arrays = [a for a in args if not isinstance(a, _SCALARS)]
+        if not arrays:
+            return None, None
+        shape = _broadcast([shape_of(a) for a in arrays])
+        if prog.result == "b":
+            return shape, bool_
+        dtypes = [dtype_of(args[i]) for i in values if i < len(args) and not isinstance(args[i], _SCALARS)]
+        dtype = dtypes[0] if dtypes else None
+        for d in dtypes[1:]:
+            dtype = _one_dtype(dtype, d) if dtype is not None else None
+        return shape, dtype
+
+    return rule
+
+
+def rule_for(name: str) -> Rule | None:
+    """The output rule of kernel ``name``: its entry in :data:`OUTPUT_RULES`, else that of the registered
+    program of the name, else None."""
+    rule = OUTPUT_RULES.get(name)
+    if rule is None:
+        prog = expr.get(name)
+        if prog is not None:
+            rule = program_rule(prog)
+    return rule
+
+
 def expected_output(
     name: str, args: tuple[Any, ...], shape_of: Callable[[Any], Shape], dtype_of: Callable[[Any], DType]
 ) -> Expected | list[Expected]:
     """The (shape, dtype) kernel ``name`` must return for ``args`` (a list, one per output, for a kernel with
     several); None for what the contract leaves open."""
-    rule = OUTPUT_RULES.get(name)
+    rule = rule_for(name)
     return (None, None) if rule is None else rule(shape_of, dtype_of, args)
 
 

@@ -192,14 +192,17 @@ from typing import Any
 
 import numpy as np
 
+from . import expr
 from .dtypes import FLOAT_DTYPES, DType, float32, float64
+from .expr.python import evaluator
 from .forwarding import exact_wrapper
-from .kernel_outputs import OUTPUT_RULES, describe_args
+from .kernel_outputs import describe_args, rule_for
 
 __all__ = [
     "UNARY",
     "BINARY",
     "COMPARISON",
+    "ELEMENTWISE_KERNELS",
     "PRIMITIVES",
     "FUSED",
     "FLOAT8_KERNELS",
@@ -218,12 +221,17 @@ __all__ = [
     "exact_wrapper",
 ]
 
+# The elementwise kernels a backend written before the ``elementwise`` primitive implements one by one (each
+# is now the program of that name, :mod:`ampcore.expr`): such a backend still works, every other elementwise
+# op composed of these kernels (:meth:`KernelTable._compose`).
 UNARY = ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sign", "sin", "cos")
 BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
 COMPARISON = ("eq", "ne", "lt", "le", "gt", "ge")
+ELEMENTWISE_KERNELS: frozenset[str] = frozenset(UNARY + BINARY + COMPARISON + ("where",))
+"""The one-by-one elementwise kernels a backend may implement instead of the ``elementwise`` primitive."""
 _STRUCTURAL = (
     "cast",
-    "where",
+    "elementwise",
     "sum",
     "max",
     "argmax",
@@ -245,7 +253,7 @@ _STRUCTURAL = (
     "unscale_and_check",
     "update_scale",
 )
-PRIMITIVES: frozenset[str] = frozenset(UNARY + BINARY + COMPARISON + _STRUCTURAL)
+PRIMITIVES: frozenset[str] = frozenset(_STRUCTURAL)
 FUSED: frozenset[str] = frozenset(
     {
         "softmax",
@@ -361,7 +369,8 @@ def _checked(
     backend_name: str, name: str, fn: Callable[..., Any], shape_of: Callable[[Any], Any], dtype_of: Callable[[Any], Any]
 ) -> Callable[..., Any]:
     """``fn`` with its output's shape and dtype checked against :data:`ampcore.kernel_outputs.OUTPUT_RULES`."""
-    rule = OUTPUT_RULES[name]
+    rule = rule_for(name)
+    assert rule is not None  # _install checks a rule exists first
 
     def check(args: tuple[Any, ...], out: Any, shape: Any, dtype: Any, which: str) -> None:
         got_shape, got_dtype = shape_of(out), dtype_of(out)
@@ -402,7 +411,7 @@ INPUT_ERRORS = (ValueError, TypeError, IndexError, KernelError)
 # Backend methods that move arrays between host and device: gated like kernels.
 _IO_METHODS = frozenset({"from_numpy", "to_numpy"})
 # Table attributes that are not kernels (introspection): returned as they are.
-_NOT_KERNELS = frozenset({"has", "provider", "names", "shape_of", "dtype_of", "missing_primitives"})
+_NOT_KERNELS = frozenset({"has", "provider", "names", "shape_of", "dtype_of", "missing_primitives", "program_kernel"})
 
 
 class KernelGate:
@@ -500,11 +509,12 @@ class KernelTable:
 
     def register(self, kernels: Mapping[str, Callable[..., Any]], provider: str) -> None:
         """Add or replace kernels; unknown names are refused so typos fail loudly."""
-        unknown = set(kernels) - PRIMITIVES - FUSED
+        unknown = {n for n in kernels if n not in PRIMITIVES and n not in FUSED and expr.get(n) is None}
+        unknown -= ELEMENTWISE_KERNELS
         if unknown:
             raise ValueError(
-                f"unknown kernel names {sorted(unknown)} for backend {self._backend_name!r}; "
-                "known names are in ampcore.kernels.PRIMITIVES and ampcore.kernels.FUSED"
+                f"unknown kernel names {sorted(unknown)} for backend {self._backend_name!r}; known names are in "
+                "ampcore.kernels.PRIMITIVES and ampcore.kernels.FUSED, and the elementwise programs of ampcore.expr"
             )
         for name, fn in kernels.items():
             if not callable(fn):
@@ -517,7 +527,7 @@ class KernelTable:
         # introspection is bound, and while debug checks are on, kernels with an output rule are
         # installed with their output checked.
         fn = _gated(self._backend_name, name, fn)
-        if _debug[0] and self._array_info is not None and name in OUTPUT_RULES:
+        if _debug[0] and self._array_info is not None and rule_for(name) is not None:
             fn = _checked(self._backend_name, name, fn, *self._array_info)
         object.__setattr__(self, name, fn)
 
@@ -536,25 +546,74 @@ class KernelTable:
             self._install(name, entry.fn)
 
     def missing_primitives(self) -> set[str]:
-        return set(PRIMITIVES) - set(self._entries)
+        """The primitives this table lacks.  ``elementwise`` counts as present where the table has every one of
+        :data:`ELEMENTWISE_KERNELS` instead (a backend written before it: its programs are composed of them)."""
+        missing = set(PRIMITIVES) - set(self._entries)
+        if "elementwise" in missing and ELEMENTWISE_KERNELS & set(self._entries):
+            missing.discard("elementwise")  # written one kernel at a time: name the ones it lacks
+            missing |= ELEMENTWISE_KERNELS - set(self._entries)
+        return missing
 
     def has(self, name: str) -> bool:
-        return name in self._entries
+        """Whether ``k.<name>`` runs: a kernel registered under the name, or a registered program."""
+        return name in self._entries or expr.get(name) is not None
 
     def provider(self, name: str) -> str | None:
-        """Who supplies ``name``: a plugin/backend name, or None (core reference composition)."""
+        """Who supplies ``name``: a plugin/backend name, or None (core reference composition).  A program not
+        yet run names who will render it."""
         entry = self._entries.get(name)
+        if entry is None and expr.get(name) is not None:
+            factory = self._entries.get("elementwise")
+            return factory.provider if factory is not None else None
         return entry.provider if entry else None
+
+    def program_kernel(self, prog: expr.Program) -> Callable[..., Any]:
+        """The kernel running ``prog`` on this backend: its ``elementwise`` primitive's rendering, or (a backend
+        without it) a composition of its one-by-one elementwise kernels, each rounding to the dtype."""
+        factory = self._entries.get("elementwise")
+        if factory is not None:
+            return factory.fn(prog)
+        return self._compose(prog)
+
+    def _compose(self, prog: expr.Program) -> Callable[..., Any]:
+        fns: dict[str, Callable[..., Any]] = {}
+        for fn in {n.op for n in prog.nodes}:
+            kernel = "where" if fn == "select" else fn
+            entry = self._entries.get(kernel)
+            if entry is not None:
+                fns[fn] = entry.fn
+            elif fn not in ("and", "or", "not") or "where" not in self._entries or "eq" not in self._entries:
+                raise MissingKernelsError(self._backend_name, ["elementwise", kernel])
+        where, eq = self._entries.get("where"), self._entries.get("eq")
+        if where is not None and eq is not None:
+            fns.setdefault("and", lambda a, b: where.fn(a, b, False))
+            fns.setdefault("or", lambda a, b: where.fn(a, True, b))
+            fns.setdefault("not", lambda a: eq.fn(a, False))
+        return evaluator(prog, fns)
 
     def names(self) -> list[str]:
         return sorted(self._entries)
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names never registered (and for private names looked up
-        # before __init__ ran, e.g. by copy/pickle: they must not recurse).
+        # before __init__ ran, e.g. by copy/pickle: they must not recurse).  A registered program's kernel is
+        # made on first use and kept like a registered one.
         if name.startswith("_"):
             raise AttributeError(name)
-        raise AttributeError(f"backend {self._backend_name!r} has no kernel {name!r}")
+        prog = expr.get(name)
+        if prog is None:
+            raise AttributeError(f"backend {self._backend_name!r} has no kernel {name!r}")
+        factory = self._entries.get("elementwise")
+        provider = factory.provider if factory is not None else "ampcore (composed of the backend's kernels)"
+        try:
+            fn = self.program_kernel(prog)
+        except MissingKernelsError:
+            raise
+        except Exception as exc:
+            raise KernelError(None, self._backend_name, exc, kernel=name) from exc
+        self._entries[name] = _Entry(fn, provider)
+        self._install(name, fn)
+        return self.__dict__[name]
 
 
 def adamw_moment_dtype(param_dtype: DType) -> DType:

@@ -11,7 +11,7 @@ import builtins
 import copy
 import math
 from collections.abc import Callable, Iterator
-from typing import Any, SupportsIndex
+from typing import TYPE_CHECKING, Any, SupportsIndex
 
 import numpy as np
 
@@ -23,8 +23,8 @@ from .device import Device, DeviceLike
 from .dispatch import guarded_kernels, primitive, register_op, route
 from .dtypes import DType
 from .kernels import KernelError
+from .ops import declare, indexing, linalg, reduction, shape, sorting
 from .ops import elementwise as ew
-from .ops import indexing, linalg, reduction, shape, sorting
 from .plugins import UnknownBackendError, registry
 from .plugins.capabilities import _caps_cache, capabilities_of, check_storable, forget_capabilities  # noqa: F401 - their old home
 from .syncs import to_host
@@ -33,44 +33,36 @@ from .tensor_base import TensorBase, set_tensor_class
 __all__ = ["Tensor"]
 
 
-def _unary_method(op: str, name: str | None = None) -> Callable[[Tensor], Tensor]:
-    """A Tensor method running the unary op ``op`` (ops.elementwise.unary)."""
+def _operator(dunder: str, op: str, swap: bool, decl: declare.Declaration) -> Callable[..., Tensor]:
+    """The Python operator ``dunder`` running the declared op ``op`` (``swap``: ``other <op> self``)."""
+    prog = decl.program
+    if prog is not None and prog.arity == 1:
 
-    def method(self: Tensor) -> Tensor:
-        return ew.unary(op, self)
+        def unary(self: Tensor) -> Tensor:
+            return ew.unary(op, self)
 
-    method.__name__ = method.__qualname__ = name or op
-    method.__doc__ = f"Elementwise {op} (the op {op!r})."
-    return method
+        method: Callable[..., Tensor] = unary
+    elif prog is not None and prog.result == "b":
 
+        def compare(self: Tensor, other: Any) -> Tensor:
+            return ew.compare(op, self, other)
 
-def _binary_method(
-    op: str, name: str, *, swap: bool = False, reflected: bool = False
-) -> Callable[[Tensor, Any], Tensor]:
-    """A Tensor method running the binary op ``op``; ``swap`` for ``other <op> self`` (``__radd__``), and
-    ``reflected`` where the cast policy lists the reflected operator under its own name (``__rtruediv__``)."""
-    if swap:
+        method = compare
+    elif swap:
+        reflected = decl.reflected is not None
 
-        def method(self: Tensor, other: Any) -> Tensor:
+        def reflected_binary(self: Tensor, other: Any) -> Tensor:
             return ew.binary(op, other, self, reflected=reflected)
+
+        method = reflected_binary
     else:
 
-        def method(self: Tensor, other: Any) -> Tensor:
+        def binary(self: Tensor, other: Any) -> Tensor:
             return ew.binary(op, self, other)
 
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = f"Elementwise {op} with broadcasting (the op {op!r}); ``other`` may be a Python number."
-    return method
-
-
-def _compare_method(op: str, name: str) -> Callable[[Tensor, Any], Tensor]:
-    """A Tensor method running the comparison ``op`` -> a bool tensor."""
-
-    def method(self: Tensor, other: Any) -> Tensor:
-        return ew.compare(op, self, other)
-
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = f"Elementwise {op} comparison, a bool tensor."
+        method = binary
+    method.__name__ = method.__qualname__ = dunder
+    method.__doc__ = f"The operator {dunder}: the op {op!r}" + (" with the operands swapped." if swap else ".")
     return method
 
 
@@ -498,18 +490,8 @@ class Tensor(TensorBase):
         return self.var(dim, correction, keepdim).sqrt()
 
     # ------------------------------------------------------------------ math
-    # Plain delegations to the ops, from one table each: ops.elementwise's unary and binary ops, and matmul.
-    exp, log, sqrt, rsqrt, tanh, sigmoid, sin, cos, erf, abs, sign = (
-        _unary_method(name)
-        for name in ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "erf", "abs", "sign")
-    )
-    pow = _binary_method("pow", "pow")
-    maximum = _binary_method("maximum", "maximum")
-    minimum = _binary_method("minimum", "minimum")
-
-    def relu(self) -> Tensor:
-        """max(x, 0) (the primitive relu op)."""
-        return ew.relu(self)
+    # The declared ops' methods and operators (exp, pow, maximum, __add__, __lt__, ...) are attached below the
+    # class from the op registry (ampcore.ops.declare), as each op is declared.
 
     @primitive("clamp")
     def clamp(self, min: builtins.float | None = None, max: builtins.float | None = None) -> Tensor:  # noqa: A002 - torch names
@@ -535,24 +517,28 @@ class Tensor(TensorBase):
     log_softmax: Callable[..., Tensor]
 
     # ------------------------------------------------------------------ operators
-    __add__ = _binary_method("add", "__add__")
-    __radd__ = _binary_method("add", "__radd__", swap=True)
-    __sub__ = _binary_method("sub", "__sub__")
-    __rsub__ = _binary_method("sub", "__rsub__", swap=True)
-    __mul__ = _binary_method("mul", "__mul__")
-    __rmul__ = _binary_method("mul", "__rmul__", swap=True)
-    __truediv__ = _binary_method("div", "__truediv__")
-    __rtruediv__ = _binary_method("div", "__rtruediv__", swap=True, reflected=True)
-    __pow__ = _binary_method("pow", "__pow__")
-    __rpow__ = _binary_method("pow", "__rpow__", swap=True, reflected=True)
-    __neg__ = _unary_method("neg", "__neg__")
-    __abs__ = _unary_method("abs", "__abs__")
-    __eq__ = _compare_method("eq", "__eq__")  # type: ignore[assignment]
-    __ne__ = _compare_method("ne", "__ne__")  # type: ignore[assignment]
-    __lt__ = _compare_method("lt", "__lt__")
-    __le__ = _compare_method("le", "__le__")
-    __gt__ = _compare_method("gt", "__gt__")
-    __ge__ = _compare_method("ge", "__ge__")
+    if TYPE_CHECKING:
+        # What the type checker sees of the declared ops' methods and Python operators, which are attached at
+        # import from the op registry (below the class): any other attribute is a method returning a Tensor.
+        def __getattr__(self, name: str) -> Callable[..., Tensor]: ...
+        def __add__(self, other: Any) -> Tensor: ...
+        def __radd__(self, other: Any) -> Tensor: ...
+        def __sub__(self, other: Any) -> Tensor: ...
+        def __rsub__(self, other: Any) -> Tensor: ...
+        def __mul__(self, other: Any) -> Tensor: ...
+        def __rmul__(self, other: Any) -> Tensor: ...
+        def __truediv__(self, other: Any) -> Tensor: ...
+        def __rtruediv__(self, other: Any) -> Tensor: ...
+        def __pow__(self, other: Any) -> Tensor: ...
+        def __rpow__(self, other: Any) -> Tensor: ...
+        def __neg__(self) -> Tensor: ...
+        def __abs__(self) -> Tensor: ...
+        def __eq__(self, other: Any) -> Tensor: ...  # type: ignore[override]
+        def __ne__(self, other: Any) -> Tensor: ...  # type: ignore[override]
+        def __lt__(self, other: Any) -> Tensor: ...
+        def __le__(self, other: Any) -> Tensor: ...
+        def __gt__(self, other: Any) -> Tensor: ...
+        def __ge__(self, other: Any) -> Tensor: ...
 
     def __matmul__(self, o: Tensor) -> Tensor:
         return linalg.matmul(self, o)
@@ -568,6 +554,33 @@ class Tensor(TensorBase):
 
     def __pos__(self) -> Tensor:
         return self
+
+
+def _attach(decl: declare.Declaration) -> None:
+    """A declared op's method and operators on Tensor (a method the class defines itself is kept)."""
+    if "method" in decl.variants and decl.name not in Tensor.__dict__:
+        setattr(Tensor, decl.name, decl.function)
+    if "inplace" in decl.variants and f"{decl.name}_" not in Tensor.__dict__:
+        setattr(Tensor, f"{decl.name}_", _inplace(decl))
+    for dunder in decl.operators:
+        setattr(Tensor, dunder, _operator(dunder, decl.name, False, decl))
+    for dunder in decl.roperators:
+        setattr(Tensor, dunder, _operator(dunder, decl.name, True, decl))
+
+
+def _inplace(decl: declare.Declaration) -> Callable[..., Tensor]:
+    """``x.<name>_(*args)``: the op in place, keeping the dtype; differentiable for non-leaf tensors."""
+    fn, name = decl.function, f"{decl.name}_"
+
+    def method(self: Tensor, *args: Any) -> Tensor:
+        return self._rebase(lambda a: ew.cast(fn(a, *args), self.dtype), name)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"In place ``{decl.name}``, keeping the dtype."
+    return method
+
+
+declare.on_declare(_attach)
 
 
 def _is_dtype_name(name: str) -> bool:

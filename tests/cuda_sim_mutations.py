@@ -72,10 +72,10 @@ MUTATIONS = (
     ),
     Mutation(
         "maximum drops a NaN first operand",
-        "pointwise",
+        "elementwise",
         r"^maximum_",
-        "r = (x != x || x >= y) ? x : y;",
-        "r = (x >= y) ? x : y;",
+        " || a0[i] != a0[i])",
+        ")",
         (_CONFORMANCE + "test_kernels",),
     ),
     Mutation(
@@ -104,18 +104,18 @@ MUTATIONS = (
     ),
     Mutation(
         "pow's exponent-one shortcut returns the exponent",
-        "pointwise",
+        "elementwise",
         r"^pow_",
-        "r = y == 1.0f ? x :",
-        "r = y == 1.0f ? y :",
+        "== 1.0f ? a0[i] :",
+        "== 1.0f ? a1[i] :",
         (_CONFORMANCE + "test_kernels",),
     ),
     Mutation(
         "where selects the other branch",
-        "pointwise",
+        "elementwise",
         r"^where_u",
-        "out[i] = cond[i] ?",
-        "out[i] = !cond[i] ?",
+        "(a0[i] ?",
+        "(!a0[i] ?",
         (_CONFORMANCE + "test_kernels",),
     ),
     Mutation(

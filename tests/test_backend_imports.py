@@ -10,8 +10,9 @@ import pytest
 import ampcore
 
 ROOT = Path(__file__).resolve().parents[1]
-# distributed: a backend's DevicePath (NCCL); cgen: the kernel text the C dialects share
-PUBLIC_SUBMODULES = {"dtypes", "plugins", "kernels", "distributed", "cgen", "float8"}
+# distributed: a backend's DevicePath (NCCL); cgen: the kernel text the C dialects share; expr: the programs a
+# backend renders (its elementwise primitive)
+PUBLIC_SUBMODULES = {"dtypes", "plugins", "kernels", "distributed", "cgen", "expr", "float8"}
 TEST_ONLY_SUBMODULES = {"testing"}
 DEVICE_LIBRARIES = {"pyopencl", "cupy", "cupyx", "pycuda", "torch"}
 

@@ -125,7 +125,7 @@ def test_compiled_adamw_step_reads_a_strided_gradient_and_skips_mixed_dtypes():
 
 
 def _same_or_both_nan(got, want):
-    """Equal bits, or NaN in both (which NaN an operation returns is not specified: see lowp_binary)."""
+    """Equal bits, or NaN in both (which NaN an operation returns is not specified: see ampcore_cpu.loops)."""
     got32, want32 = got.astype(np.float32), want.astype(np.float32)
     both_nan = np.isnan(got32) & np.isnan(want32)
     np.testing.assert_array_equal(
@@ -133,15 +133,23 @@ def _same_or_both_nan(got, want):
     )
 
 
+# Programs the compiled loops render (ampcore_cpu.loops.SAFE): each op, and compositions of several.
+_LOOP_PROGRAMS = ["add", "sub", "mul", "div", "maximum", "minimum", "relu", "neg", "abs", "sign", "lt", "ge", "ne"]
+
+
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
-@pytest.mark.parametrize("name", ["add", "sub", "mul", "div"])
+@pytest.mark.parametrize("name", _LOOP_PROGRAMS)
 @pytest.mark.parametrize("b_shape", ["same", "bias", "row_of_ones", "one"])
-def test_compiled_low_precision_binary_ops_give_the_numpy_paths_numbers(monkeypatch, dtype, name, b_shape):
+def test_compiled_low_precision_programs_give_the_numpy_paths_numbers(dtype, name, b_shape):
     """Every float16/bfloat16 bit pattern as ``a`` (inf, NaN, subnormals, overflow to inf, ties) against
     reversed, bias-shaped and single-element ``b``: the compiled pass's results are the NumPy path's."""
     _needs_compiled_path()
-    from ampcore_cpu import lowp_binary
+    from ampcore import expr as E
+    from ampcore.expr.python import evaluator
+    from ampcore_cpu import loops
+    from ampcore_cpu.elementwise import FUNCTIONS
 
+    prog = E.get(name)
     a = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dtype).reshape(64, 4, 256)
     b = {
         "same": a[::-1].copy(),
@@ -149,23 +157,29 @@ def test_compiled_low_precision_binary_ops_give_the_numpy_paths_numbers(monkeypa
         "row_of_ones": a[3, 2].reshape(1, 1, 256).copy(),
         "one": np.full((1,), 3.0, dtype),
     }[b_shape]
-    fn = getattr(K, name)
-    compiled = lowp_binary.binary(name, a, b)
-    assert compiled is not None and compiled.dtype == a.dtype and compiled.shape == a.shape
-    monkeypatch.setattr(lowp_binary, "_engine", lambda: None)
-    numpy_path = fn(a, b)
+    operands = (a, b)[: prog.arity]
+    compiled = loops.loop(prog)(*operands)
+    assert compiled is not None and compiled.shape == a.shape
+    numpy_path = cpu_kernels._lowp(evaluator(prog, FUNCTIONS))(*operands) if prog.result == "T" else None
+    if numpy_path is None:
+        numpy_path = evaluator(prog, FUNCTIONS)(*(cpu_kernels._up(v) for v in operands))
+        np.testing.assert_array_equal(compiled, numpy_path)
+        return
     _same_or_both_nan(compiled, numpy_path)
     assert np.array_equal(np.isnan(compiled.astype(np.float32)), np.isnan(numpy_path.astype(np.float32)))
 
 
-def test_compiled_low_precision_binary_ops_leave_other_operands_to_numpy():
-    from ampcore_cpu import lowp_binary
+def test_compiled_low_precision_programs_leave_other_operands_to_numpy():
+    from ampcore import expr as E
+    from ampcore_cpu import loops
 
+    add = loops.loop(E.get("add"))
     a = np.ones((64, 128), np.float16)
-    assert lowp_binary.binary("add", a, np.float64(2.0)) is None  # a NumPy float64 scalar: float64 on that path
-    assert lowp_binary.binary("add", a, 2) is None  # a Python int
+    assert add(a, np.float64(2.0)) is None  # a NumPy float64 scalar: float64 on that path
+    assert add(a, 2) is None  # a Python int
     middle = np.ones((4, 64, 32), np.float16)
-    assert lowp_binary.binary("add", middle, np.ones((4, 1, 32), np.float16)) is None  # a broadcast in the middle
-    assert lowp_binary.binary("add", a, a.astype(np.float32)) is None
-    assert lowp_binary.binary("add", a.T, a.T) is None  # not C-contiguous
-    assert lowp_binary.binary("add", a[:2], a[:2]) is None  # small
+    assert add(middle, np.ones((4, 1, 32), np.float16)) is None  # a broadcast in the middle
+    assert add(a, a.astype(np.float32)) is None
+    assert add(a.T, a.T) is None  # not C-contiguous
+    assert add(a[:2], a[:2]) is None  # small
+    assert loops.loop(E.get("exp")) is None  # NumPy's SIMD exp: its bits are not numba's libm's

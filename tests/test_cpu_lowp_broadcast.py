@@ -1,9 +1,9 @@
-"""The compiled float16/bfloat16 arithmetic on a conv bias's channel column and a Python scalar operand gives
-the NumPy path's numbers (ampcore_cpu.lowp_binary, ampcore_cpu._lowp_scalar_numba).
+"""The compiled float16/bfloat16 program loops on a conv bias's channel column and a Python scalar operand give
+the NumPy path's numbers (ampcore_cpu.loops).
 
-The NumPy path widens, applies the float32 ufunc and rounds once; the compiled pass does the same per element.
-Which NaN an operation returns is not specified (see lowp_binary), so NaN matches any NaN; every other result
-has the same bits.
+The NumPy path widens, applies the float32 ufuncs and rounds once; the compiled pass does the same per element.
+Which NaN an operation returns is not specified (see ampcore_cpu.loops), so NaN matches any NaN; every other
+result has the same bits.
 """
 
 from __future__ import annotations
@@ -12,8 +12,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from ampcore_cpu import compiled, lowp_binary
+import ampcore
+from ampcore import expr as E
+from ampcore.expr.python import evaluator
+from ampcore_cpu import compiled, loops
 from ampcore_cpu import kernels as K
+from ampcore_cpu.elementwise import FUNCTIONS
 
 pytestmark = pytest.mark.skipif(
     not compiled.status().enabled,
@@ -24,10 +28,13 @@ DTYPES = [np.float16, ml_dtypes.bfloat16]
 OPS = ["add", "sub", "mul", "div"]
 
 
-def _numpy_path(monkeypatch, name, a, b):
-    with monkeypatch.context() as m:
-        m.setattr(lowp_binary, "_engine", lambda: None)
-        return K.primitive_table()[name](a, b)
+def _numpy_path(name, *operands):
+    """The program on the NumPy path: widened, its ufuncs in float32, rounded once."""
+    return K._quiet(K._lowp(evaluator(E.get(name), FUNCTIONS)))(*operands)
+
+
+def _compiled(name, *operands):
+    return loops.loop(E.get(name))(*operands)
 
 
 def _assert_same(got, want):
@@ -54,28 +61,31 @@ def test_a_channel_column_operand_gives_the_numpy_paths_numbers(monkeypatch, dty
     rng = np.random.default_rng(5)
     b = rng.standard_normal(b_shape).astype(np.float32).astype(dtype)
     b.reshape(-1)[:4] = np.array([0.0, -0.0, np.inf, np.nan], np.float32).astype(dtype)[: b.size]
-    got = lowp_binary.binary(name, a, b)
+    got = _compiled(name, a, b)
     assert got is not None
-    _assert_same(got, _numpy_path(monkeypatch, name, a, b))
+    _assert_same(got, _numpy_path(name, a, b))
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")  # 1e300 to float32: inf
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", OPS)
 @pytest.mark.parametrize("scalar", [0.125, 1 / 3, -0.0, 1e-30, 70000.0, 1e300, float("inf"), float("nan")])
-def test_a_python_float_operand_gives_the_numpy_paths_numbers(monkeypatch, dtype, name, scalar):
+def test_a_python_float_operand_gives_the_numpy_paths_numbers(dtype, name, scalar):
     """The attention scale's shape (16, 4, 64, 64); scalars that round in float32, overflow or underflow it."""
     a = _every_value(dtype, (16, 4, 64, 64))
-    got = lowp_binary.binary(name, a, scalar)
-    assert got is not None
-    _assert_same(got, _numpy_path(monkeypatch, name, a, scalar))
+    for operands in ((a, scalar), (scalar, a)):
+        got = _compiled(name, *operands)
+        assert got is not None
+        _assert_same(got, _numpy_path(name, *operands))
 
 
 def test_the_kernel_table_takes_the_compiled_pass_for_a_scalar_and_a_channel_column(monkeypatch):
     a = np.ones((32, 8, 16, 16), np.float16)
     calls = []
-    real = lowp_binary.binary
-    monkeypatch.setattr(lowp_binary, "binary", lambda *args: calls.append(args[0]) or real(*args))
-    K.primitive_table()["mul"](a, 0.5)
-    K.primitive_table()["add"](a, np.ones((8, 1, 1), np.float16))
-    assert calls == ["mul", "add"]
+    real = loops.plan
+    monkeypatch.setattr(loops, "plan", lambda operands: calls.append(len(operands)) or real(operands))
+    table = ampcore.get_backend("cpu").kernels
+    mul, add = table.program_kernel(E.get("mul")), table.program_kernel(E.get("add"))
+    mul(a, 0.5)
+    add(a, np.ones((8, 1, 1), np.float16))
+    assert calls == [2, 2]

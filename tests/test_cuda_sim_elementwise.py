@@ -11,9 +11,31 @@ import numpy as np
 import pytest
 
 from ampcore import dtypes as dt
+from ampcore.kernels import KernelTable
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the CUDA simulator needs g++ on PATH")
 FLOATS = ["float32", "float64", "float16", "bfloat16"]
+
+
+class _Backend:
+    """The backend with ``kernel_functions()`` indexable by any kernel name, the programs' included (their
+    kernels rendered by its elementwise primitive, as its kernel table does)."""
+
+    def __init__(self, backend):
+        self._backend = backend
+        self._table = KernelTable(backend.name, backend.kernel_functions(), backend.name)
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    def kernel_functions(self):
+        table = self._table
+
+        class Kernels:
+            def __getitem__(self, name):
+                return getattr(table, name)
+
+        return Kernels()
 
 
 @pytest.fixture
@@ -21,7 +43,7 @@ def backend(monkeypatch):
     monkeypatch.setenv("AMPCORE_CUDA_SIMULATOR", "h100")
     from ampcore_cuda.plugin import CUDABackend
 
-    return CUDABackend()
+    return _Backend(CUDABackend())
 
 
 @pytest.mark.parametrize("dst", ["float16", "bfloat16", "float32", "float64"])

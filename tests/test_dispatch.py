@@ -13,6 +13,7 @@ import pytest
 import ampcore
 from ampcore import KernelError
 from ampcore.kernels import debug_kernels, set_debug_kernels
+from ampcore.ops import declare
 from ampcore.ops import elementwise as ew
 from ampcore.testing import FakeBackend
 
@@ -21,6 +22,15 @@ DTYPES = ("float32", "float64", "float16", "bfloat16")
 
 def _bits(t: ampcore.Tensor) -> bytes:
     return t.numpy().tobytes()
+
+
+def _declared(inputs: str, result: str) -> list[str]:
+    """The declared elementwise ops with these operand kinds and result kind (ampcore.ops.declare)."""
+    return sorted(
+        n
+        for n, d in declare.declarations().items()
+        if d.program is not None and d.program.inputs == inputs and d.program.result == result
+    )
 
 
 def _operands(dtype: str, seed: int = 0) -> tuple[ampcore.Tensor, ampcore.Tensor]:
@@ -32,7 +42,7 @@ def _operands(dtype: str, seed: int = 0) -> tuple[ampcore.Tensor, ampcore.Tensor
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("name", sorted(ew.BINARY_OPS))
+@pytest.mark.parametrize("name", _declared("TT", "T"))
 def test_binary_fast_path_is_bit_identical_to_the_routed_path(dtype: str, name: str) -> None:
     a, b = _operands(dtype)
     assert _bits(ew.binary(name, a, b)) == _bits(ew._binary(name, a, b))
@@ -41,7 +51,7 @@ def test_binary_fast_path_is_bit_identical_to_the_routed_path(dtype: str, name: 
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("name", sorted(ew.UNARY_OPS))
+@pytest.mark.parametrize("name", _declared("T", "T"))
 def test_unary_fast_path_is_bit_identical_to_the_routed_path(dtype: str, name: str) -> None:
     a, _ = _operands(dtype)
     assert _bits(ew.unary(name, a)) == _bits(ew._unary(name, a))

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 import ampcore
+from ampcore.kernels import PRIMITIVES
 from ampcore.plugins import registry
 
 pytest_plugins = ["pytester"]
@@ -129,7 +130,7 @@ def test_an_unusable_namespace_makes_the_backend_unavailable_with_the_fix(arraya
     backend = ArrayAPIBackend()
     status = backend.availability()
     assert not status and "'no_such_array_library'" in status.reason and "pip install" in status.reason
-    assert len(backend.kernel_functions()) >= 47  # registered anyway, so `ampcore info` can show the reason
+    assert set(backend.kernel_functions()) >= PRIMITIVES  # registered anyway, so `ampcore info` can show the reason
     monkeypatch.setenv("AMPCORE_ARRAYAPI_NAMESPACE", "json")
     status = ArrayAPIBackend().availability()
     assert not status and "not an Array API namespace" in status.reason
@@ -219,7 +220,7 @@ def test_fresh_install_lists_the_plugins_with_their_distributions(venv):
     )
     assert arrayapi["available"] and arrayapi["priority"] == 10
     assert arrayapi["devices"][0]["namespace"] == "array_api_strict"  # the default when installed
-    assert arrayapi["kernels"]["primitives"] == 47
+    assert arrayapi["kernels"]["primitives"] == len(PRIMITIVES)
     assert arrayapi["kernels"]["reference"] == [
         "adamw_step",
         "adamw_step_amp",

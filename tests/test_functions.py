@@ -7,14 +7,23 @@ import pytest
 
 import ampcore
 from ampcore import functions
+from ampcore.ops import declare
 
 A = np.array([[0.5, -2.0, 3.0], [1.5, 4.0, -0.25]], dtype=np.float32)
 
 
 def test_every_name_in_the_table_is_a_function_on_ampcore():
-    assert set(functions.TORCH_FUNCTIONS) == set(functions.__all__) - {"TORCH_FUNCTIONS"}
+    assert set(functions.TORCH_FUNCTIONS) == set(functions.function_names())
     for name in functions.TORCH_FUNCTIONS:
         assert getattr(ampcore, name) is getattr(functions, name) and getattr(ampcore, name).__name__ == name
+        assert name in ampcore.__all__
+
+
+def test_every_declared_function_is_a_function_form_and_the_rest_call_a_method():
+    declared = {n for n, d in declare.declarations().items() if "function" in d.variants}
+    assert declared <= set(functions.TORCH_FUNCTIONS)
+    for name in set(functions.TORCH_FUNCTIONS) - declared:
+        assert name in functions.METHOD_FUNCTIONS and hasattr(ampcore.Tensor, name)
 
 
 @pytest.mark.parametrize(

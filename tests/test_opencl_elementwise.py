@@ -13,6 +13,7 @@ from opencl_devices import device, get, put
 from opencl_devices import state as _state
 
 from ampcore import dtypes as dt
+from ampcore import expr
 from ampcore.conformance.references import round_to, to_f64
 
 pytestmark = pytest.mark.usefixtures("opencl_device")  # every test on every OpenCL device
@@ -22,7 +23,8 @@ pytestmark = pytest.mark.usefixtures("opencl_device")  # every test on every Ope
 def k():
     from ampcore_opencl import elementwise
 
-    return elementwise.kernels()
+    programs = {name: elementwise.elementwise(expr.get(name)) for name in expr.names()}
+    return {**programs, **elementwise.kernels()}
 
 
 def test_changed_scalar_does_not_recompile(k):

@@ -23,6 +23,7 @@ from opencl_devices import get, put
 from opencl_devices import state as device_state
 
 from ampcore import dtypes as dt
+from ampcore import expr
 from ampcore.conformance import assert_close
 from ampcore_opencl import gemm
 from ampcore_opencl.codegen import ctype
@@ -114,7 +115,7 @@ def test_maximum_minimum_nan_and_ties_as_numpy(op: str, dtype: str) -> None:
     scalar operand (the ReLU's ``maximum(x, 0)``)."""
     from ampcore_opencl import elementwise
 
-    kernel = elementwise.kernels()[op]
+    kernel = elementwise.elementwise(expr.get(op))
     a, b = np.meshgrid(np.array(EDGES), np.array(EDGES))
     a, b = a.ravel(), b.ravel()
     da, db = put(a, dtype), put(b, dtype)

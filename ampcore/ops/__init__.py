@@ -1,6 +1,6 @@
 """Primitive ops with backward rules, and their Tensor-level functions."""
 
-from . import float8
+from . import declare, decls, float8
 from .elementwise import binary, broadcast_shapes, cast, compare, relu, unary, where
 from .indexing import masked_select, setitem, take_along_dim
 from .linalg import matmul
@@ -26,7 +26,11 @@ from .shape import (
 )
 from .sorting import argsort, sort, topk
 
+decls.load()  # every op declaration: the registry the function forms, methods and policy derive from
+
 __all__ = [
+    "declare",
+    "decls",
     "float8",
     "binary",
     "broadcast_shapes",

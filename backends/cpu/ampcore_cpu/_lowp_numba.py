@@ -1,18 +1,16 @@
-"""Compiled float16/bfloat16 elementwise arithmetic (importing this module imports numba; ImportError without it).
+"""The float16/bfloat16 element conversions the compiled loops inline (importing this module imports numba).
 
-One loop per op: each element is widened to float32, combined in float32 and
-rounded once to its 2-byte type, in the same pass.  The NumPy path makes four
-whole-array passes and three temporaries for the same numbers (widen each
-operand, the float32 op, the rounding).  Widening is exact; the float32 op is
-the one IEEE operation NumPy's ufunc performs; the rounding repeats
-:mod:`._halfconv_numba` (NumPy's float16 bits) and :mod:`._bf16conv_numba`
-(ml_dtypes' bfloat16 bits), so the results are the NumPy path's bits.
+Each element is widened to float32 exactly and rounded back once: the
+rounding repeats :mod:`._halfconv_numba` (NumPy's float16 bits) and
+:mod:`._bf16conv_numba` (ml_dtypes' bfloat16 bits), so a loop that widens,
+computes in float32 and narrows gives the NumPy path's bits.  The generated
+program loops (:mod:`.loops`) and the fused kernels call them.
 
-On the calling thread, vectorised (``error_model="numpy"``: no zero-division
-check in the loop); a (256, 1024) float16 bias add took 0.43 ms (1.12 with
-numba's default error model).  Not ``prange``: on the loaded 2-core host each
-parallel region waited a median 50 ms for its second thread (see
-:mod:`._optim_numba`).
+Loops run on the calling thread, vectorised (``error_model="numpy"``: no
+zero-division check in the loop); a (256, 1024) float16 bias add took 0.43 ms
+(1.12 with numba's default error model).  Not ``prange``: on the loaded
+2-core host each parallel region waited a median 50 ms for its second thread
+(see :mod:`._optim_numba`).
 """
 
 from __future__ import annotations
@@ -30,8 +28,6 @@ from ._f16c_numba import F16C, widen_f16c
 from ._halfconv_numba import f16_bits
 
 u16, u32, f32 = np.uint16, np.uint32, np.float32
-ADD, SUB, MUL, DIV = 0, 1, 2, 3
-OPS = {"add": ADD, "sub": SUB, "mul": MUL, "div": DIV}
 
 
 @intrinsic
@@ -85,45 +81,3 @@ def widen_bf16(h: Any) -> Any:  # pragma: no cover - compiled
 def narrow_bf16(value: Any) -> Any:  # pragma: no cover - compiled
     """float32 -> bfloat16 bits, rounded to nearest even: :func:`._bf16conv_numba.down`'s element."""
     return bf16_bits(_bits_from_f32(value))
-
-
-@numba.njit(nogil=True, cache=True, inline="always", error_model="numpy")
-def _apply(op: int, x: Any, y: Any) -> Any:  # pragma: no cover - compiled
-    if op == ADD:
-        return x + y
-    if op == SUB:
-        return x - y
-    if op == MUL:
-        return x * y
-    return x / y
-
-
-@numba.njit(nogil=True, cache=True, inline="always", error_model="numpy")
-def _row(op: int, a: Any, b: Any, out: Any, r: int, br: int, b_column: bool, f16: bool) -> None:  # pragma: no cover
-    if f16:
-        if b_column:
-            y = widen_f16(b[br, 0])
-            for c in range(a.shape[1]):
-                out[r, c] = narrow_f16(_apply(op, widen_f16(a[r, c]), y))
-        else:
-            for c in range(a.shape[1]):
-                out[r, c] = narrow_f16(_apply(op, widen_f16(a[r, c]), widen_f16(b[br, c])))
-    else:
-        if b_column:
-            y = widen_bf16(b[br, 0])
-            for c in range(a.shape[1]):
-                out[r, c] = narrow_bf16(_apply(op, widen_bf16(a[r, c]), y))
-        else:
-            for c in range(a.shape[1]):
-                out[r, c] = narrow_bf16(_apply(op, widen_bf16(a[r, c]), widen_bf16(b[br, c])))
-
-
-@numba.njit(nogil=True, cache=True, error_model="numpy")
-def binary(op: int, a: Any, b: Any, out: Any, f16: bool) -> None:  # pragma: no cover - compiled
-    """``out = round(widen(a) op widen(b))`` on 2-byte bits, all 2-D: ``a`` and ``out`` (rows, cols), ``b``
-    (b_rows, cols or 1), row ``r`` of ``a`` taking row ``r % b_rows`` of ``b`` (b_rows divides rows: 1, rows,
-    or a channel count, a conv bias (C, 1, 1) against (N, C, H, W) seen as (N*C, H*W)) and broadcast along
-    its columns when it has one.  ``f16``: float16, else bfloat16."""
-    b_rows, b_column = b.shape[0], b.shape[1] == 1
-    for r in range(a.shape[0]):
-        _row(op, a, b, out, r, r % b_rows, b_column, f16)

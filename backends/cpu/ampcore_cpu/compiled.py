@@ -180,13 +180,13 @@ def warm() -> bool:
     once, not a configuration's, so :meth:`CPUBackend.peak_memory` calls this
     first: each loop once, on tiny arrays of the types the backend passes it.
     """
-    names = ("_bf16conv_numba", "_gelu_numba", "_halfconv_numba", "_lowp_numba", "_optim_numba", "_f16c_numba")
-    names += ("_lowp_scalar_numba", "_lowp_max_numba", "_pool_numba", "_select_numba", "_gelu32_numba")
+    names = ("_bf16conv_numba", "_gelu_numba", "_halfconv_numba", "_optim_numba", "_f16c_numba")
+    names += ("_lowp_max_numba", "_pool_numba", "_select_numba", "_gelu32_numba")
     if not status().enabled:
         return False
     loaded = [load(n) for n in names]
     assert all(loaded)  # status().enabled: numba imported
-    bf16conv, gelu, halfconv, lowp, optim, f16c, lowp_scalar, lowp_max, pool, select, gelu32 = loaded
+    bf16conv, gelu, halfconv, optim, f16c, lowp_max, pool, select, gelu32 = loaded
     bits32, bits16 = np.zeros(1, np.uint32), np.zeros(1, np.uint16)
     halfconv.down(bits32, bits16)
     halfconv.up(bits16, np.zeros(1 << 16, np.uint32), bits32)
@@ -204,9 +204,7 @@ def warm() -> bool:
     optim.adamw(x, x, x, x, np.zeros(8, np.float32), True, True)
     bits2d = np.zeros((1, 1), np.uint16)
     lowp_max.max_along(bits2d.reshape(1, 1, 1), bits2d)
-    for f16 in (True, False):
-        lowp.binary(0, bits2d, bits2d, bits2d, f16)
-        lowp_scalar.binary_scalar(0, bits16, np.float32(0), bits16, f16)
+    importlib.import_module(f"{__package__}.loops").warm()
     for image, nan_above in ((np.zeros((1, 2, 2), np.float32), 0), (np.zeros((1, 2, 2), np.uint16), 0x7C00)):
         pooled = image[:, :1, :1].copy()
         pool.forward2x2(image, nan_above, False, pooled)

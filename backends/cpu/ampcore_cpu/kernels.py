@@ -16,7 +16,7 @@ import numpy as np
 from ampcore import dtypes as dt
 from ampcore.kernels import exact_wrapper
 
-from . import bf16conv, halfconv, lowp_binary, lowp_max, select, special
+from . import bf16conv, halfconv, lowp_max, select, special
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
@@ -49,18 +49,17 @@ def _down(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return x.astype(dtype)
 
 
-def _lowp(fn: Callable[..., Any], compiled: str | None = None) -> Callable[..., Any]:
+def _lowp(fn: Callable[..., Any], compiled: Callable[..., Any] | None = None) -> Callable[..., Any]:
     """Run ``fn`` in float32 for low-precision inputs and round the result once to their dtype.
 
-    ``compiled``: the name of a :mod:`.lowp_binary` op that does the same in one compiled pass where it can.
+    ``compiled``: the same in one compiled pass (:func:`.loops.loop`), returning None where it does not apply.
     """
 
     def kernel(*args: Any) -> Any:
-        first = args[0]
-        dtype = first.dtype if isinstance(first, np.ndarray) else args[1].dtype  # one operand may be a scalar
+        dtype = next(a.dtype for a in args if isinstance(a, np.ndarray))  # operands may be scalars
         if dtype in LOW:
-            if compiled is not None and isinstance(first, np.ndarray):
-                out = lowp_binary.binary(compiled, first, args[1])
+            if compiled is not None:
+                out = compiled(*args)
                 if out is not None:
                     return out
             return _down(np.asarray(fn(*[_up(a) for a in args])), dtype)
@@ -85,15 +84,14 @@ def _lowp_unary(fn: Callable[..., Any]) -> Callable[..., Any]:
     return kernel
 
 
-def _lowp_binary(fn: Callable[..., Any], compiled: str | None) -> Callable[..., Any]:
+def _lowp_binary(fn: Callable[..., Any], compiled: Callable[..., Any] | None) -> Callable[..., Any]:
     """:func:`_lowp` for a binary primitive, with its two parameters (no tuple packing on the hot path)."""
 
     def kernel(a: Any, b: Any) -> Any:
-        first_is_array = isinstance(a, np.ndarray)
-        dtype = a.dtype if first_is_array else b.dtype  # one operand may be a scalar
+        dtype = a.dtype if isinstance(a, np.ndarray) else b.dtype  # one operand may be a scalar
         if dtype in LOW:
-            if compiled is not None and first_is_array:
-                out = lowp_binary.binary(compiled, a, b)
+            if compiled is not None:
+                out = compiled(a, b)
                 if out is not None:
                     return out
             return _down(np.asarray(fn(_up(a), _up(b))), dtype)
@@ -104,13 +102,17 @@ def _lowp_binary(fn: Callable[..., Any], compiled: str | None) -> Callable[..., 
     return kernel
 
 
-def _compare(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return lambda a, b: np.asarray(fn(_up(a), _up(b)))
+def _compare(fn: Callable[..., Any], compiled: Callable[..., Any] | None = None) -> Callable[..., Any]:
+    """A comparison-like program (a bool result): 2-byte operands compared exactly in float32."""
 
+    def kernel(*args: Any) -> Any:
+        if compiled is not None:
+            out = compiled(*args)
+            if out is not None:
+                return out
+        return np.asarray(fn(*[_up(a) for a in args]))
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    e = np.exp(-np.abs(x))  # never overflows
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    return kernel
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -119,11 +121,6 @@ def _erf(x: np.ndarray) -> np.ndarray:
 
 def _sign(x: np.ndarray) -> np.ndarray:
     return np.sign(x) if x.dtype != np.bool_ else x.copy()
-
-
-def _rsqrt(x: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore"):
-        return 1.0 / np.sqrt(x)
 
 
 try:
@@ -158,39 +155,6 @@ def _quiet(fn: Callable[..., Any]) -> Callable[..., Any]:
         return exact_wrapper(fn, _QUIET_BODY_CM, {"_errstate": np.errstate})
     env = {"_set_state": _ERRSTATE.set, "_reset_state": _ERRSTATE.reset, "_ignore_all": _IGNORE_ALL}
     return exact_wrapper(fn, _QUIET_BODY, env)
-
-
-UNARY = {
-    "neg": np.negative,
-    "abs": np.abs,
-    "exp": np.exp,
-    "log": np.log,
-    "sqrt": np.sqrt,
-    "rsqrt": _rsqrt,
-    "tanh": np.tanh,
-    "sigmoid": _sigmoid,
-    "erf": _erf,
-    "sign": _sign,
-    "sin": np.sin,
-    "cos": np.cos,
-}
-BINARY = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "div": np.divide,
-    "pow": np.power,
-    "maximum": np.maximum,
-    "minimum": np.minimum,
-}
-COMPARE = {
-    "eq": np.equal,
-    "ne": np.not_equal,
-    "lt": np.less,
-    "le": np.less_equal,
-    "gt": np.greater,
-    "ge": np.greater_equal,
-}
 
 
 # The casts :mod:`.halfconv` / :mod:`.bf16conv` do faster with the same bits, by (source NumPy dtype, target
@@ -597,17 +561,11 @@ def update_scale(
 
 
 def primitive_table() -> dict[str, Callable[..., Any]]:
-    """Every primitive kernel, keyed by its contract name."""
+    """Every primitive kernel but ``elementwise`` (:mod:`.elementwise`'s), keyed by its contract name."""
     table: dict[str, Callable[..., Any]] = {}
-    for name, fn in UNARY.items():
-        table[name] = _quiet(_lowp_unary(fn))
-    for name, fn in BINARY.items():
-        table[name] = _quiet(_lowp_binary(fn, name if name in lowp_binary.OPS else None))
-    for name, fn in COMPARE.items():
-        table[name] = _compare(fn)
     table.update(
         cast=_quiet(cast),
-        where=where,
+        where=where,  # the program select(x0, x1, x2), hand-written: a compiled select or a bit blend (faster)
         sum=_quiet(reduce_sum),
         max=_quiet(reduce_max),
         argmax=argmax,

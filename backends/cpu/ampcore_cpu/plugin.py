@@ -19,6 +19,7 @@ from ampcore import dtypes as dt
 from ampcore.plugins import hookimpl
 
 from . import compiled, threads
+from .elementwise import elementwise
 from .kernels import primitive_table
 from .malloc import tune_malloc
 
@@ -72,7 +73,7 @@ class CPUBackend(ampcore.Backend):
     def kernel_functions(self) -> Mapping[str, Callable[..., Any]]:
         from .fused import fused_table
 
-        return {**primitive_table(), **fused_table()}
+        return {**primitive_table(), "elementwise": elementwise, **fused_table()}
 
     def from_numpy(self, array: np.ndarray, dtype: Any, device_index: int = 0) -> np.ndarray:
         return dt.convert(array, dtype)  # a new array, rounded once (float64 -> bfloat16 too)

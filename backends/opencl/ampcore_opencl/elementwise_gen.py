@@ -161,40 +161,43 @@ def source(
     strided: bool,
     fp64: bool,
     native_half: bool = False,
+    lines: Sequence[str] = (),
 ) -> str:
-    """The OpenCL source of one elementwise kernel pair (see :func:`kernel_pair`): ``out[i] = expr(v0, ...)``."""
+    """The OpenCL source of one elementwise kernel pair (see :func:`kernel_pair`): ``out[i] = expr(v0, ...)``,
+    ``lines`` (statements over the operands ``v0, ...``) computed first."""
     params = [f"__global {out.storage} *restrict out"] + [op.param(k) for k, op in enumerate(operands)]
     broadcast = [k for k, op in enumerate(operands) if op.mode == "b"]
-    lines: list[str] = []
+    body: list[str] = []
     if strided:  # range (inner, mid, rest) over the collapsed shape (..., mid, inner); meta = shape, strides
         params += ["long inner", "long mid", "int nd", "__global const long *restrict meta"]
         params += [f"long sj{k}, long sm{k}" for k in broadcast]  # strides of the two inner axes
         index = "long j = get_global_id(0), m = get_global_id(1), o = get_global_id(2);"
         check = "j >= inner || m >= mid"
-        lines += ["long i = (o * mid + m) * inner + j;"]
-        lines += [f"long off{k} = j * sj{k} + m * sm{k};" for k in broadcast]
-        lines += [
+        body += ["long i = (o * mid + m) * inner + j;"]
+        body += [f"long off{k} = j * sj{k} + m * sm{k};" for k in broadcast]
+        body += [
             "if (nd > 2) {",
             "    long r = o;",
             "    for (int d = nd - 3; d > 0; --d) {",
             "        long s = meta[d], c = r % s;",
             "        r /= s;",
         ]
-        lines += [f"        off{k} += c * meta[{b + 1} * nd + d];" for b, k in enumerate(broadcast)]
-        lines += ["    }"] + [f"    off{k} += r * meta[{b + 1} * nd];" for b, k in enumerate(broadcast)]
-        lines += ["}"]
+        body += [f"        off{k} += c * meta[{b + 1} * nd + d];" for b, k in enumerate(broadcast)]
+        body += ["    }"] + [f"    off{k} += r * meta[{b + 1} * nd];" for b, k in enumerate(broadcast)]
+        body += ["}"]
     else:
         params += ["long base", "long n"]
         index, check = "long i = base + get_global_id(0);", "i >= n"
     for k, op in enumerate(operands):
         var_type = op.ct.storage if op.raw else op.work
-        lines.append(f"{var_type} v{k} = {op.read(k, f'off{k}' if op.mode == 'b' else 'i')};")
-    lines.append(store(expr.format(*[f"v{k}" for k in range(len(operands))])))
+        body.append(f"{var_type} v{k} = {op.read(k, f'off{k}' if op.mode == 'b' else 'i')};")
+    body += lines
+    body.append(store(expr.format(*[f"v{k}" for k in range(len(operands))])))
     return (
         prelude(fp64, native_half)
         + ODD_HELPERS
         + helpers
-        + kernel_pair(name, params, index, check, "\n    ".join(lines))
+        + kernel_pair(name, params, index, check, "\n    ".join(body))
     )
 
 

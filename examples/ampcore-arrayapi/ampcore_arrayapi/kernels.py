@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ampcore import dtypes as dt
-from ampcore.kernels import BINARY, COMPARISON
+from ampcore import expr
 
 from . import special
 from .namespace import Namespace
@@ -110,16 +110,37 @@ class _Kernels:
         return lambda *args: fn(*self.operands(*args)[1])
 
     # --- elementwise ---------------------------------------------------
-    def rsqrt(self, x: Any) -> Any:
-        return 1.0 / self.xp.sqrt(x)
-
-    def sigmoid(self, x: Any) -> Any:
-        xp = self.xp
-        e = xp.exp(-xp.abs(x))  # never overflows
-        return xp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
-
     def erf(self, x: Any) -> Any:
-        return self.xp.astype(special.erf(self.xp, self.xp.astype(x, self.wide)), x.dtype)
+        """erf in float64 (the standard has none): the program's kernel rounds it once to the dtype."""
+        return special.erf(self.xp, self.xp.astype(x, self.wide))
+
+    def lifted(self, fn: Kernel) -> Kernel:
+        """``fn`` with a Python-number operand made an array of the other's dtype (a program's constants are
+        Python numbers; functions of the standard before 2024.12 take arrays only)."""
+
+        def call(*args: Any) -> Any:
+            return fn(*self.operands(*args)[1]) if any(_scalar(a) for a in args) else fn(*args)
+
+        return call
+
+    def elementwise(self, prog: expr.Program) -> Kernel:
+        """The kernel of ``prog`` (ampcore's ``elementwise`` primitive): the program evaluated with this
+        namespace's functions (:func:`ampcore.expr.evaluator`), in float32 for float16, rounded once."""
+        direct = expr.direct_call(prog)
+        if direct == "select":
+            return _quiet(self.where)
+        fn = self.functions[direct] if direct is not None else expr.evaluator(prog, self.functions)
+        return _quiet(self.compare(fn) if prog.result == "b" else self.lowp(fn))
+
+    @property
+    def functions(self) -> dict[str, Kernel]:
+        """Each function of ampcore's expression language in this namespace."""
+        xp = self.xp
+        table: dict[str, Kernel] = {"neg": xp.negative, "abs": xp.abs, "sign": self.sign, "erf": self.erf}
+        table.update({n: getattr(xp, n) for n in ("exp", "log", "sqrt", "tanh", "sin", "cos")})
+        table.update({n: self.lifted(getattr(xp, f)) for n, f in _FUNCTIONS.items()})
+        table.update({"select": self.where, "and": xp.logical_and, "or": xp.logical_or, "not": xp.logical_not})
+        return table
 
     def sign(self, x: Any) -> Any:
         return self.xp.asarray(x, copy=True) if x.dtype == self.xp.bool else self.xp.sign(x)
@@ -302,24 +323,8 @@ def primitive_table(
 ) -> dict[str, Kernel]:
     """Every primitive kernel for namespace ``ns``, keyed by its contract name."""
     k, xp = _Kernels(ns, put, get), ns.xp
-    unary = {
-        "neg": xp.negative,
-        "abs": xp.abs,
-        "exp": xp.exp,
-        "log": xp.log,
-        "sqrt": xp.sqrt,
-        "rsqrt": k.rsqrt,
-        "tanh": xp.tanh,
-        "sigmoid": k.sigmoid,
-        "sin": xp.sin,
-        "cos": xp.cos,
-    }
-    table: dict[str, Kernel] = {name: k.lowp(fn) for name, fn in unary.items()}
-    table.update({name: k.lowp(getattr(xp, _FUNCTIONS[name])) for name in BINARY})
-    table.update({name: k.compare(getattr(xp, _FUNCTIONS[name])) for name in COMPARISON})
-    table.update(
-        erf=k.erf,
-        sign=k.sign,
+    table: dict[str, Kernel] = dict(
+        elementwise=k.elementwise,
         cast=k.cast,
         where=k.where,
         sum=k.sum,
@@ -343,4 +348,4 @@ def primitive_table(
         unscale_and_check=k.unscale_and_check,
         update_scale=k.update_scale,
     )
-    return {name: _quiet(fn) for name, fn in table.items()}
+    return {name: fn if name == "elementwise" else _quiet(fn) for name, fn in table.items()}

@@ -1,0 +1,340 @@
+"""One declaration per op: the registry every surface of an op is derived from.
+
+An op is declared once, in a module of :mod:`ampcore.ops.decls`, as JAX's
+``lax.py`` declares a primitive and torch's ``native_functions.yaml`` plus
+``derivatives.yaml`` declare an op::
+
+    from ampcore import expr as E
+    from ampcore.ops.declare import Domain, binary
+
+    binary(
+        "logaddexp",
+        lambda a, b: (m := E.maximum(a, b), m + E.log(E.exp(a - m) + E.exp(b - m)))[-1],
+        grads=(
+            lambda k, a, b, y, g: k.mul(g, k.exp(k.sub(a, y))),
+            lambda k, a, b, y, g: k.mul(g, k.exp(k.sub(b, y))),
+        ),
+        reads=("ay", "by"),
+        category="fp32",
+        domains=(Domain(-4, 4), Domain(-4, 4)),
+    )
+
+A declaration holds the op's name and torch's signature; its variants (a
+function ``ampcore.<name>``, a Tensor method, an in-place ``<name>_``, Python
+operators); its forward, an elementwise expression (:mod:`ampcore.expr`) or a
+composition of other ops; its backward rule (for an expression op, one
+function per operand of ``(kernels, *operands, output, grad)``, over backend
+arrays, and which of them it reads so only those are kept); its autocast
+category where ampcore decides it (torch's own lists decide every op they
+name); and its float64 reference for the conformance suite (by default the
+expression itself, evaluated in float64).
+
+Everything else comes from this registry: the function forms
+(:mod:`ampcore.functions`), the Tensor methods, ``ampcore.__all__``, the
+cast policy's ampcore layer (:mod:`ampcore.policy.builtin`), the
+conformance suite's cases, the CPU audit's rows for ops torch does not
+register, and the public-API pin.  A backend runs an expression op with no
+edit of its own: its kernel table renders the program (the ``elementwise``
+primitive, :mod:`ampcore.kernels`).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import expr as E
+from ..dispatch import register_op
+from . import elementwise as ew
+
+__all__ = [
+    "Domain",
+    "Declaration",
+    "DeclarationError",
+    "elementwise",
+    "unary",
+    "binary",
+    "comparison",
+    "declarations",
+    "get",
+    "functions",
+    "methods",
+    "operators",
+    "categories",
+    "on_declare",
+    "CATEGORIES",
+    "VARIANTS",
+]
+
+CATEGORIES = ("lower", "fp32", "promote", "unlisted")
+"""The categories a declaration may give its op (banning is torch's decision alone)."""
+VARIANTS = frozenset({"function", "method", "inplace"})
+
+Grad = Callable[..., Any]
+
+
+class DeclarationError(ValueError):
+    """A declaration that cannot be: a duplicate name, an unknown category or variant, a bad gradient list."""
+
+
+@dataclass(frozen=True)
+class Domain:
+    """Where the conformance suite draws an operand: uniform in ``[lo, hi)``, the sign random when ``signed``
+    (so ``Domain(0.5, 2, signed=True)`` keeps divisors away from zero)."""
+
+    lo: float = -3.0
+    hi: float = 3.0
+    signed: bool = False
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """One op, declared once (see the module docstring); made by :func:`elementwise` and its friends."""
+
+    name: str
+    signature: str
+    kind: str  # "elementwise" (an expression) or "composite"
+    function: Callable[..., Any]  # the Tensor-level op: ampcore.<name> and the method call it
+    variants: frozenset[str]
+    operators: tuple[str, ...] = ()  # Python operators: ``x + y`` (``__add__``)
+    roperators: tuple[str, ...] = ()  # reflected Python operators, operands swapped: ``1 + x`` (``__radd__``)
+    program: E.Program | None = None
+    grads: tuple[Grad | None, ...] = ()
+    reads: tuple[str, ...] = ()
+    category: str | None = None
+    reference: Callable[..., Any] | None = None
+    domains: tuple[Domain, ...] = ()
+    aten: str | None = None  # torch's aten op (None: torch has no such op)
+    reflected: str | None = None  # the policy name of ``other <op> tensor`` where torch lists it apart
+    module: str = ""  # the declaring module
+    doc: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def differentiable(self) -> bool:
+        return any(g is not None for g in self.grads)
+
+    @property
+    def arity(self) -> int:
+        return self.program.arity if self.program is not None else 0
+
+
+_lock = threading.Lock()
+_registry: dict[str, Declaration] = {}
+_listeners: list[Callable[[Declaration], None]] = []
+
+
+def _letters(arity: int) -> str:
+    return "x" if arity == 1 else "abcdefgh"[:arity]
+
+
+def _check(name: str, variants: frozenset[str], category: str | None) -> None:
+    if not isinstance(name, str) or not name.isidentifier():
+        raise DeclarationError(f"an op's name must be an identifier like 'logaddexp', got {name!r}")
+    if name in _registry:
+        raise DeclarationError(f"op {name!r} is declared already (in {_registry[name].module}); choose another name")
+    bad = variants - VARIANTS
+    if bad:
+        raise DeclarationError(f"op {name!r}: unknown variants {sorted(bad)}; valid ones are {sorted(VARIANTS)}")
+    if category is not None and category not in CATEGORIES:
+        raise DeclarationError(f"op {name!r}: unknown category {category!r}; valid ones are {', '.join(CATEGORIES)}")
+
+
+def _tensor_function(name: str, prog: E.Program, doc: str) -> Callable[..., Any]:
+    """The Tensor-level function of an expression op, by the kinds of its operands."""
+    op: Callable[..., Any]
+    if prog.inputs == "T":
+
+        def unary(input: Any) -> Any:  # noqa: A002 - torch's argument name
+            return ew.unary(name, input)
+
+        op = unary
+    elif prog.inputs == "TT" and prog.result == "b":
+
+        def compare(input: Any, other: Any) -> Any:  # noqa: A002 - torch's argument name
+            return ew.compare(name, input, other)
+
+        op = compare
+    elif prog.inputs == "TT":
+
+        def binary(input: Any, other: Any) -> Any:  # noqa: A002 - torch's argument name
+            return ew.binary(name, input, other)
+
+        op = binary
+    elif set(prog.inputs) == {"T"}:
+
+        def nary(*args: Any) -> Any:
+            return ew.nary(name, *args)
+
+        op = nary
+    else:
+        raise DeclarationError(
+            f"op {name!r}: no generic entry for operands {prog.inputs!r}; declare it with function= (as where is)"
+        )
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = doc
+    return op
+
+
+def elementwise(
+    name: str,
+    fn: Callable[..., Any],
+    *,
+    inputs: str | None = None,
+    grads: tuple[Grad | None, ...] | None = None,
+    reads: tuple[str, ...] | None = None,
+    variants: tuple[str, ...] = ("function", "method"),
+    operators: tuple[str, ...] = (),
+    roperators: tuple[str, ...] = (),
+    category: str | None = None,
+    reference: Callable[..., Any] | None = None,
+    domains: tuple[Domain, ...] | None = None,
+    aten: str | None = "",
+    reflected: str | None = None,
+    signature: str | None = None,
+    function: Callable[..., Any] | None = None,
+    doc: str = "",
+    module: str = "",
+) -> Declaration:
+    """Declare the elementwise op ``name`` whose forward is the expression ``fn(*operands)``.
+
+    ``inputs`` gives the kinds of the operands (default: as many values as ``fn`` takes); ``grads`` one
+    backward rule per operand (None where it has no gradient; all None or omitted: not differentiable),
+    each ``(k, *operands, y, g) -> array`` over the backend's kernels ``k``; ``reads`` for each rule the
+    letters of what it reads (``x`` for a unary op's operand, ``a``, ``b``, ... otherwise, ``y`` the output),
+    so forward keeps only those.  ``aten`` is torch's op (default: the same name; None if torch has none).
+    """
+    if inputs is None:
+        inputs = "T" * fn.__code__.co_argcount if hasattr(fn, "__code__") else "T"
+    prog = E.program(name, fn, inputs)
+    arity = prog.arity
+    grads = tuple(grads) if grads is not None else (None,) * arity
+    reads = tuple(reads) if reads is not None else ("",) * arity
+    if len(grads) != arity or len(reads) != arity:
+        raise DeclarationError(f"op {name!r} has {arity} operands: give one gradient rule and one reads string each")
+    letters = set(_letters(arity)) | {"y"}
+    for r in reads:
+        if set(r) - letters:
+            raise DeclarationError(f"op {name!r}: reads {r!r} names something other than {''.join(sorted(letters))}")
+    variant_set = frozenset(variants)
+    _check(name, variant_set, category)
+    doc = doc or f"Elementwise {name}: ``{prog.key.split('|')[-1]}`` (torch.{name})."
+    if signature is None:
+        params = ", ".join(["input", "other", "third", "fourth"][:arity]) if arity <= 4 else "*inputs"
+        signature = f"{name}({params}) -> Tensor"
+    decl = Declaration(
+        name=name,
+        signature=signature,
+        kind="elementwise",
+        function=function or _tensor_function(name, prog, doc),
+        variants=variant_set,
+        operators=tuple(operators),
+        roperators=tuple(roperators),
+        program=prog,
+        grads=grads,
+        reads=reads,
+        category=category,
+        reference=reference,
+        domains=tuple(domains) if domains is not None else (Domain(),) * arity,
+        aten=name if aten == "" else aten,
+        reflected=reflected,
+        module=module or _caller_module(),
+        doc=doc,
+    )
+    _add(decl)
+    return decl
+
+
+def _caller_module() -> str:
+    """The module whose top level is declaring (the first frame outside this module)."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back  # type: ignore[assignment]
+    return frame.f_globals.get("__name__", "") if frame is not None else ""
+
+
+def unary(name: str, fn: Callable[[Any], Any], *, grad: Grad | None = None, reads: str = "", **kw: Any) -> Declaration:
+    """Declare a one-operand elementwise op: :func:`elementwise` with ``grad(k, x, y, g)`` and ``reads``
+    among ``"x"`` and ``"y"``."""
+    domain = kw.pop("domain", None)
+    if domain is not None:
+        kw["domains"] = (domain,)
+    return elementwise(name, fn, inputs="T", grads=(grad,), reads=(reads,), **kw)
+
+
+def binary(name: str, fn: Callable[[Any, Any], Any], **kw: Any) -> Declaration:
+    """Declare a two-operand elementwise op (broadcasting; either operand may be a Python number)."""
+    return elementwise(name, fn, inputs="TT", **kw)
+
+
+def comparison(name: str, fn: Callable[[Any, Any], Any], **kw: Any) -> Declaration:
+    """Declare a comparison: two values to a bool tensor, not differentiable."""
+    return elementwise(name, fn, inputs="TT", **kw)
+
+
+def _add(decl: Declaration) -> None:
+    prog = decl.program
+    with _lock:
+        if decl.name in _registry:
+            raise DeclarationError(f"op {decl.name!r} is declared already (in {_registry[decl.name].module})")
+        if prog is not None:
+            E.register(prog)
+            same_dtype = prog.result == "T" and prog.inputs[0] == "T"
+            ew.add_op(decl.name, decl.grads, decl.reads, same_dtype=same_dtype, float_only=not prog.ints)
+        _registry[decl.name] = decl
+    register_op(decl.name, "primitive")
+    if decl.reflected:
+        register_op(decl.reflected, "primitive")
+        ew.REFLECTED_OP_NAMES[decl.name] = decl.reflected
+    if "inplace" in decl.variants:
+        register_op(f"{decl.name}_", "in-place")
+    for listener in list(_listeners):
+        listener(decl)
+
+
+def on_declare(listener: Callable[[Declaration], None]) -> None:
+    """Call ``listener(declaration)`` for every op declared so far and every one declared later: how the
+    layers above (functions, Tensor methods, the ``ampcore`` namespace) derive their parts."""
+    with _lock:
+        _listeners.append(listener)
+        existing = list(_registry.values())
+    for decl in existing:
+        listener(decl)
+
+
+# --------------------------------------------------------------------------- derived views
+def declarations() -> dict[str, Declaration]:
+    """Every declared op by name."""
+    return dict(_registry)
+
+
+def get(name: str) -> Declaration | None:
+    """The declaration of ``name``, or None."""
+    return _registry.get(name)
+
+
+def functions() -> dict[str, Callable[..., Any]]:
+    """``ampcore.<name>`` of every op declared with the ``function`` variant."""
+    return {n: d.function for n, d in _registry.items() if "function" in d.variants}
+
+
+def methods() -> dict[str, Callable[..., Any]]:
+    """``Tensor.<name>`` of every op declared with the ``method`` variant."""
+    return {n: d.function for n, d in _registry.items() if "method" in d.variants}
+
+
+def operators() -> dict[str, tuple[str, bool]]:
+    """Python operator name -> (the op, whether the operands swap: ``__radd__``) of every declared operator."""
+    out: dict[str, tuple[str, bool]] = {}
+    for name, d in _registry.items():
+        out.update(dict.fromkeys(d.operators, (name, False)))
+        out.update(dict.fromkeys(d.roperators, (name, True)))
+    return out
+
+
+def categories() -> dict[str, tuple[str, str]]:
+    """op -> (category, the declaring module) for every op whose declaration decides its category."""
+    return {n: (d.category, d.module) for n, d in _registry.items() if d.category is not None}
