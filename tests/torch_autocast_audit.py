@@ -26,6 +26,7 @@ import torch.nn.functional as F
 ATEN: dict[str, str | None] = {
     "__rpow__": "pow",
     "__rtruediv__": "reciprocal",
+    "__setitem__": "index_put_",
     "abs": "abs",
     "add": "add",
     "add_": "add_",
@@ -35,6 +36,7 @@ ATEN: dict[str, str | None] = {
     "amax": "amax",
     "argmax": "argmax",
     "argmin": "argmin",
+    "argsort": "argsort",
     "avg_pool2d": "avg_pool2d",
     "baddbmm": "baddbmm",
     "batch_norm": "batch_norm",
@@ -43,6 +45,7 @@ ATEN: dict[str, str | None] = {
     "binary_cross_entropy_with_logits": "binary_cross_entropy_with_logits",
     "bmm": "bmm",
     "cat": "cat",
+    "chunk": "chunk",
     "clamp": "clamp",
     "clone": "clone",
     "conv1d": "conv1d",
@@ -80,6 +83,7 @@ ATEN: dict[str, str | None] = {
     "lt": "lt",
     "margin_ranking_loss": "margin_ranking_loss",
     "masked_fill": "masked_fill",
+    "masked_select": "masked_select",
     "matmul": "matmul",
     "max": "max",
     "max_pool2d": "max_pool2d",
@@ -91,6 +95,7 @@ ATEN: dict[str, str | None] = {
     "mse_loss": "mse_loss",
     "mul": "mul",
     "mul_": "mul_",
+    "multinomial": "multinomial",
     "ne": "ne",
     "neg": "neg",
     "nll_loss": "nll_loss",
@@ -115,6 +120,8 @@ ATEN: dict[str, str | None] = {
     "softmax": "softmax",
     "softmin": None,
     "softplus": "softplus",
+    "sort": "sort",
+    "split": "split",
     "sqrt": "sqrt",
     "squeeze": "squeeze",
     "stack": "stack",
@@ -122,11 +129,15 @@ ATEN: dict[str, str | None] = {
     "sub": "sub",
     "sum": "sum",
     "take": "take",
+    "take_along_dim": "take_along_dim",
     "tanh": "tanh",
     "tensordot": "tensordot",
     "to": "_to_copy",
+    "topk": "topk",
     "transpose": "transpose",
+    "tril": "tril",
     "triplet_margin_loss": "triplet_margin_loss",
+    "triu": "triu",
     "unsqueeze": "unsqueeze",
     "var": "var",
     "where": "where",
@@ -226,13 +237,28 @@ def observed_category(op: str, registered: bool = True) -> str:
     raise AssertionError(f"torch registers {op!r} for AutocastCPU but it behaves like no category")
 
 
+def _declared_aten(op: str) -> str | None:
+    """The aten op of an op declared in ampcore/ops/decls (ATEN has the others), and its torch call (``CALLS``,
+    for the observed category) made from its arity: ``torch.<aten>`` on tensors of one shape."""
+    from ampcore.ops import declare
+
+    base = op.removesuffix("_")
+    decl = declare.get(base)
+    if decl is None or decl.aten is None:
+        return None
+    aten = decl.aten if base == op else f"{decl.aten}_"
+    if op not in CALLS and base == op:
+        CALLS[op] = lambda t: getattr(torch, decl.aten)(*(t(3, 4) for _ in range(decl.arity)))
+    return aten
+
+
 def audit(ops: Any) -> dict[str, tuple[str, str | None, str | None]]:
     """ampcore op -> (category, aten op, registration site or None) per torch's AutocastCPU registrations,
     and, for ops torch composes of others (``CALLS`` has them), per what those run in."""
     registered = registrations()
     result: dict[str, tuple[str, str | None, str | None]] = {}
     for op in sorted(ops):
-        aten = ATEN[op]
+        aten = ATEN[op] if op in ATEN else _declared_aten(op)
         if aten is not None and aten in registered:
             result[op] = (observed_category(op), aten, registered[aten])
         elif op in CALLS:

@@ -45,7 +45,9 @@ _INHERIT = object()
 # decisions table) of a region that resolved cleanly: ``with autocast("cpu")`` in a training loop resolves
 # its backend once, not every step (torch's autocast is a Python object built every step too).  Keyed on
 # generation(), so a plugin, backend or policy registered later is seen.
-_resolved: dict[tuple[str, DType | None], tuple[tuple[int, int], DType, frozenset[str], Policy, dict[Any, Any]]] = {}
+_resolved: dict[
+    tuple[str, DType | None], tuple[tuple[int, int, int], DType, frozenset[str], Policy, dict[Any, Any]]
+] = {}
 
 
 def _check_bool(value: Any, name: str) -> bool:

@@ -63,11 +63,12 @@ def _builtin_table(device_type: str) -> str:
 
 def _unlisted_source(op: str, table: str) -> str:
     """Why an op is unlisted: on the cpu table, the torch 2.13 audit found no AutocastCPU kernel for it."""
-    from ..policy.torch_cpu_audit import AUTOCAST_CPU
+    from ..policy.torch_cpu_audit import audit_rows
 
-    if table != "cpu" or op not in AUTOCAST_CPU:
+    rows = audit_rows()
+    if table != "cpu" or op not in rows:
         return "unlisted"
-    aten = AUTOCAST_CPU[op][1]
+    aten = rows[op][1]
     what = f"aten::{aten}" if aten else "its torch composition"
     return f"unlisted: torch 2.13 registers no AutocastCPU kernel for {what} (autocast_mode.cpp)"
 

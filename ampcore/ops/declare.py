@@ -65,6 +65,7 @@ __all__ = [
     "operators",
     "categories",
     "on_declare",
+    "generation",
     "CATEGORIES",
     "VARIANTS",
 ]
@@ -125,6 +126,7 @@ class Declaration:
 _lock = threading.Lock()
 _registry: dict[str, Declaration] = {}
 _listeners: list[Callable[[Declaration], None]] = []
+_generation = [0]
 
 
 def _letters(arity: int) -> str:
@@ -291,8 +293,14 @@ def _add(decl: Declaration) -> None:
         ew.REFLECTED_OP_NAMES[decl.name] = decl.reflected
     if "inplace" in decl.variants:
         register_op(f"{decl.name}_", "in-place")
+    _generation[0] += 1
     for listener in list(_listeners):
         listener(decl)
+
+
+def generation() -> int:
+    """Changes whenever an op is declared: caches of what derives from the registry key on it."""
+    return _generation[0]
 
 
 def on_declare(listener: Callable[[Declaration], None]) -> None:

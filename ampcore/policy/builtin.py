@@ -14,17 +14,27 @@ lower), gets the registration's category, and its source says so.
 ``binary_cross_entropy`` follows torch per device type: BANNED in the CUDA and
 XPU tables (the error points to ``binary_cross_entropy_with_logits``), float32
 in the CPU table, where torch lists and registers it as float32.
+
+Over torch's layer lies ampcore's own (:data:`AMPCORE_LAYER`): the category an
+op's declaration gives (:mod:`ampcore.ops.declare`), for every op torch's lists
+leave unlisted; a declaration that contradicts a category torch gives its op is
+refused (AssertionError naming both).  Plugins and users layer over both
+(:mod:`.resolve`).
 """
 
 from __future__ import annotations
 
 import functools
 
+from ..ops import declare
 from . import torch_lists as lists
 from .policy import BANNED_REASONS, Category, Entry, Policy
-from .torch_cpu_audit import AUTOCAST_CPU, REGISTRATION_SOURCE
+from .torch_cpu_audit import REGISTRATION_SOURCE, audit_rows
 
-__all__ = ["builtin", "BUILTIN_TABLES"]
+__all__ = ["builtin", "BUILTIN_TABLES", "AMPCORE_LAYER"]
+
+AMPCORE_LAYER = "ampcore's own decision"
+"""How an entry of ampcore's layer names its source (followed by the declaring module)."""
 
 _GROUPS = {
     "cuda": (lists.CUDA_LOWER, lists.CUDA_FP32, lists.CUDA_PROMOTE),
@@ -36,9 +46,14 @@ BUILTIN_TABLES: tuple[str, ...] = tuple(_GROUPS)
 _BANNING_TABLES = frozenset({"cuda", "xpu"})
 
 
-@functools.cache
 def builtin(table: str) -> Policy:
-    """The built-in policy ``table`` (``"cuda"``, ``"cpu"`` or ``"xpu"``); ValueError naming the valid ones."""
+    """The built-in policy ``table`` (``"cuda"``, ``"cpu"`` or ``"xpu"``): torch's lists, then ampcore's layer
+    of declared categories; ValueError naming the valid tables."""
+    return _builtin(table, declare.generation())
+
+
+@functools.cache
+def _builtin(table: str, generation: int) -> Policy:
     if table not in _GROUPS:
         valid = ", ".join(repr(t) for t in BUILTIN_TABLES)
         raise ValueError(f"unknown built-in policy table {table!r}; valid tables are {valid}")
@@ -61,12 +76,27 @@ def builtin(table: str) -> Policy:
     if table in _BANNING_TABLES:
         for op in BANNED_REASONS:
             entries[op] = Entry(Category.BANNED, f"torch {table}: banned, unsafe to autocast")
+    _ampcore_layer(table, entries)
     return Policy(table, entries)
+
+
+def _ampcore_layer(table: str, entries: dict[str, Entry]) -> None:
+    """Each declared category where torch's lists leave the op unlisted; a contradiction is refused."""
+    for op, (name, module) in declare.categories().items():
+        category, torch_entry = Category(name), entries.get(op)
+        if torch_entry is not None and torch_entry.category is not Category.UNLISTED:
+            if torch_entry.category is not category:
+                raise AssertionError(
+                    f"op {op!r} is declared {category.value} in {module}, but {torch_entry.source} makes it "
+                    f"{torch_entry.category.value}: torch's lists decide the ops they name"
+                )
+            continue
+        entries[op] = Entry(category, f"{AMPCORE_LAYER} (declared in {module})")
 
 
 def _follow_registrations(entries: dict[str, Entry]) -> None:
     """Lay torch 2.13's AutocastCPU registrations (the audit) over the documented CPU list, citing both."""
-    for op, (category_name, aten, registered) in AUTOCAST_CPU.items():
+    for op, (category_name, aten, registered) in audit_rows().items():
         category, documented = Category(category_name), entries.get(op)
         if registered and documented is not None and documented.category is category:
             entries[op] = Entry(category, f"{documented.source}; {REGISTRATION_SOURCE}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from ..ops import declare
 from ..plugins import registry
 from ..plugins.capabilities import capabilities_of
 from .builtin import builtin
@@ -21,7 +22,7 @@ __all__ = ["get", "register", "unregister", "check_device_type", "DeviceTypeArgu
 _lock = threading.Lock()
 _user: dict[str | None, dict[str, Category]] = {}  # device type (None: all) -> op -> category
 _user_generation = 0
-_cache: dict[str, tuple[tuple[int, int], Policy]] = {}
+_cache: dict[str, tuple[tuple[int, int, int], Policy]] = {}
 
 
 class DeviceTypeArgumentError(TypeError, ValueError):
@@ -46,10 +47,10 @@ def check_device_type(device_type: Any) -> str:
     return device_type
 
 
-def generation() -> tuple[int, int]:
-    """Changes whenever what :func:`get` returns may change (plugins, backends or registered categories):
-    a cache of anything derived from policies and capabilities keys on it."""
-    return (registry.generation, _user_generation)
+def generation() -> tuple[int, int, int]:
+    """Changes whenever what :func:`get` returns may change (plugins, backends, registered categories or a
+    newly declared op's): a cache of anything derived from policies and capabilities keys on it."""
+    return (registry.generation, _user_generation, declare.generation())
 
 
 def get(device_type: str) -> Policy:

@@ -12,11 +12,19 @@ against it always, and re-derives it from torch where torch is installed.
 
 Each entry: ampcore op -> (category, the aten op torch runs for it or None for a Python-level composition,
 whether that aten op has an AutocastCPU kernel of its own).
+
+:func:`audit_rows` adds a row for every declared op (:mod:`ampcore.ops.declare`) the committed table lacks,
+from its declaration: its aten op, and the category torch's documented CPU list gives it (registered) or
+unlisted.  Where torch is installed, ``tests/test_policy_torch_audit.py`` re-derives those rows from torch
+too, so a new op's row is checked without anyone editing this file.
 """
 
 from __future__ import annotations
 
-__all__ = ["TORCH_VERSION", "REGISTRATION_SOURCE", "AUTOCAST_CPU"]
+from ..ops import declare
+from . import torch_lists as lists
+
+__all__ = ["TORCH_VERSION", "REGISTRATION_SOURCE", "AUTOCAST_CPU", "audit_rows"]
 
 TORCH_VERSION = "2.13.0"
 REGISTRATION_SOURCE = "torch 2.13 AutocastCPU registration (autocast_mode.cpp)"
@@ -140,3 +148,24 @@ AUTOCAST_CPU: dict[str, tuple[str, str | None, bool]] = {
     "var": ("unlisted", "var", False),
     "where": ("unlisted", "where", False),
 }
+
+
+def audit_rows() -> dict[str, tuple[str, str | None, bool]]:
+    """:data:`AUTOCAST_CPU` and a row derived from each declared op it lacks (ops torch has no aten op for,
+    ``aten=None``, have none): the category of torch's documented CPU list where it names the op, else
+    unlisted."""
+    documented = {
+        **dict.fromkeys(lists.CPU_LOWER, "lower"),
+        **dict.fromkeys(lists.CPU_FP32, "fp32"),
+        **dict.fromkeys(lists.CPU_PROMOTE, "promote"),
+    }
+    rows = dict(AUTOCAST_CPU)
+    for name, decl in declare.declarations().items():
+        if decl.aten is None:
+            continue
+        for op, aten in ((name, decl.aten), (f"{name}_", f"{decl.aten}_")):
+            if op in rows or (op != name and "inplace" not in decl.variants):
+                continue
+            category = documented.get(op, "unlisted") if op == name else "unlisted"
+            rows[op] = (category, aten, category != "unlisted")
+    return rows
