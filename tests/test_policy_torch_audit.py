@@ -14,8 +14,8 @@ import pytest
 
 from ampcore import policy as P
 from ampcore.cli.policy import collect
-from ampcore.policy import torch_lists
 from ampcore.ops import declare
+from ampcore.policy import torch_lists
 from ampcore.policy.builtin import AMPCORE_LAYER
 from ampcore.policy.torch_cpu_audit import REGISTRATION_SOURCE, TORCH_VERSION, audit_rows
 
