@@ -103,3 +103,47 @@ def test_import_linter_layers_contract_holds() -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "0 broken" in proc.stdout
+
+
+def _cycles(package: str) -> list[list[str]]:
+    """The import circles among ``package``'s modules (type-only imports excluded): Tarjan's strongly
+    connected components of more than one module."""
+    import grimp
+
+    graph = grimp.build_graph(package, exclude_type_checking_imports=True)
+    edges = {m: set(graph.find_modules_directly_imported_by(m)) & graph.modules for m in graph.modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph.modules):
+        if module not in index:
+            visit(module)
+    return found
+
+
+@pytest.mark.skipif(importlib.util.find_spec("grimp") is None, reason="grimp comes with import-linter ([test] extra)")
+@pytest.mark.parametrize("package", ["ampcore", "ampcore_cpu", "ampcore_opencl", "ampcore_cuda"])
+def test_the_whole_house_has_no_import_circle(package: str) -> None:
+    """The layers contracts let siblings of one layer import each other; this holds them to no circle either."""
+    assert _cycles(package) == []

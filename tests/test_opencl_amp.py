@@ -506,4 +506,8 @@ def test_gelu_edge_cases_follow_the_cpu_backend():
 
 
 def test_kernels_names_the_family():
-    assert set(amp.kernels()) == {"unscale_and_check", "update_scale", "gelu", "gelu_backward", "adamw_step"}
+    from ampcore_opencl import kernels, optim
+
+    assert set(amp.kernels()) == {"unscale_and_check", "update_scale", "gelu", "gelu_backward"}
+    assert set(optim.kernels()) == {"adamw_step"}
+    assert {"adamw_step", "softmax", "log_softmax_backward"} <= set(kernels.kernel_table())

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..cgen import Dialect
-from . import Expr, Program
+from .ir import Expr, Program
 
 __all__ = ["Rendered", "Override", "render", "is_integer", "constant"]
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from . import FUNCTIONS, Expr, Program
+from .ir import FUNCTIONS, Expr, Program
 
 __all__ = ["NUMPY", "evaluator", "direct_call"]
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes as dt
+from . import numpy_kernels
 
 __all__ = ["DEFECTS", "apply_defects", "check_defects", "Disguised", "disguise"]
 
@@ -176,17 +177,16 @@ def unchecked_adamw_step(table: Kernels) -> None:
 def floating_point_warnings(table: Kernels) -> None:
     """Elementwise kernels leave NumPy's floating-point warnings on: log(0), 1/0 and inf - inf print a
     RuntimeWarning instead of quietly giving the IEEE value (the values themselves are right)."""
-    from .fake import _BINARY_FNS, _UNARY_FNS, _up
 
     def loud(fn: Callable[..., Any]) -> Callable[..., Any]:
         def kernel(*args: Any) -> Any:
             dtype = next(a.dtype for a in args if isinstance(a, np.ndarray))
             with np.errstate(all="warn", under="ignore"):  # NumPy's default, as a kernel without errstate has
-                return np.asarray(fn(*[_up(a) for a in args])).astype(dtype, copy=False)
+                return np.asarray(fn(*[numpy_kernels.up(a) for a in args])).astype(dtype, copy=False)
 
         return kernel
 
-    for name, fn in {**_UNARY_FNS, **_BINARY_FNS}.items():
+    for name, fn in {**numpy_kernels.UNARY, **numpy_kernels.BINARY}.items():
         table[name] = loud(fn)
 
 

@@ -16,7 +16,6 @@ It shares no code with any real backend on purpose.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
@@ -25,62 +24,15 @@ import numpy as np
 from .. import dtypes as dt
 from ..backend import Availability, Backend, Capabilities
 from ..kernels import BINARY, COMPARISON, UNARY
+from . import numpy_kernels
 from .defects import Disguised, apply_defects, check_defects, disguise
 
 __all__ = ["FakeBackend"]
 
 _F32 = np.dtype(np.float32)
-_LOW = (dt.float16.numpy, dt.bfloat16.numpy)
-
-
-def _up(v: Any) -> Any:
-    return v.astype(_F32) if isinstance(v, np.ndarray) and v.dtype in _LOW else v
-
-
-def _np(dtype: Any) -> np.dtype:
-    return dt.as_dtype(dtype).numpy
-
-
-def _rsqrt(x: np.ndarray) -> np.ndarray:
-    return 1.0 / np.sqrt(x)
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * x))  # tanh form: no overflow for large |x|
-
-
-_erf = np.vectorize(math.erf, otypes=[np.float64])
-_UNARY_FNS: dict[str, Callable[..., Any]] = {
-    "neg": np.negative,
-    "abs": np.abs,
-    "exp": np.exp,
-    "log": np.log,
-    "sqrt": np.sqrt,
-    "rsqrt": _rsqrt,
-    "tanh": np.tanh,
-    "sigmoid": _sigmoid,
-    "erf": _erf,
-    "sign": np.sign,
-    "sin": np.sin,
-    "cos": np.cos,
-}
-_BINARY_FNS: dict[str, Callable[..., Any]] = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "div": np.divide,
-    "pow": np.power,
-    "maximum": np.maximum,
-    "minimum": np.minimum,
-}
-_COMPARE_FNS: dict[str, Callable[..., Any]] = {
-    "eq": np.equal,
-    "ne": np.not_equal,
-    "lt": np.less,
-    "le": np.less_equal,
-    "gt": np.greater,
-    "ge": np.greater_equal,
-}
+_np = numpy_kernels.np_dtype
+_up = numpy_kernels.up
+_UNARY_FNS, _BINARY_FNS, _COMPARE_FNS = numpy_kernels.UNARY, numpy_kernels.BINARY, numpy_kernels.COMPARE
 
 
 def _elementwise(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -521,13 +521,10 @@ def gelu_backward(x: CLArray, gy: CLArray, approximate: str = "none") -> CLArray
 
 
 def kernels() -> dict[str, Callable[..., Any]]:
-    """The AMP family's kernels by contract name (adamw_step from :mod:`.optim`)."""
-    from .optim import adamw_step
-
+    """The AMP family's kernels by contract name (the optimizer step is :mod:`.optim`'s family)."""
     return {
         "unscale_and_check": unscale_and_check,
         "update_scale": update_scale,
         "gelu": gelu,
         "gelu_backward": gelu_backward,
-        "adamw_step": adamw_step,
     }

@@ -6,7 +6,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-FAMILIES = ("elementwise", "movement", "reductions", "gemm", "amp", "float8")
+FAMILIES = ("elementwise", "movement", "reductions", "softmax", "gemm", "amp", "optim", "float8")
 
 
 def kernel_table() -> dict[str, Callable[..., Any]]:

@@ -12,7 +12,7 @@ allows (the optimizer passes arrays it owns).  The step-dependent scalars
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -35,7 +35,7 @@ from .amp import (
 from .array import CLArray
 from .codegen import CType, ctype, prelude
 
-__all__ = ["adamw_step"]
+__all__ = ["adamw_step", "kernels"]
 
 _SCALARS = cgen.ADAMW_SCALARS
 
@@ -154,3 +154,8 @@ def _run(
     state.launch(
         kernel, (launch.n_groups * shape.local,), (shape.local,), *buffer_args(launch, 4), launch.meta, mode, *scalars
     )
+
+
+def kernels() -> dict[str, Callable[..., Any]]:
+    """This family's kernel by contract name: the fused Adam/AdamW step."""
+    return {"adamw_step": adamw_step}
