@@ -10,8 +10,9 @@ Low-precision contract: a kernel on float16/bfloat16 inputs returns float16/
 bfloat16 outputs, rounded once to nearest-even from a float32 (or better)
 result; reductions and matmul accumulate in at least float32.
 
-Scalars: the binary kernels, the comparisons and ``where`` accept a Python
-number for either operand (never both); it takes the array operand's dtype.
+Scalars: an elementwise kernel (a program's: the binary ops, the comparisons,
+``where``, ...) accepts a Python number for any one operand; it takes the array
+operands' dtype.
 
 Ownership: ``cast`` always returns a new array, even to the same dtype (the
 core uses it to copy).  Other kernels may return views of their inputs; the
@@ -23,13 +24,19 @@ Primitive signatures (``x``, ``a``, ``b`` are backend arrays, ``dtype`` is an
 
 ======================  =====================================================
 cast(x, dtype)          convert (round-to-nearest-even for narrowing floats)
-neg abs exp log sqrt    elementwise unary, output dtype = input dtype
-rsqrt tanh sigmoid erf
-sign sin cos
-add sub mul div pow     elementwise binary with broadcasting
-maximum minimum
-eq ne lt le gt ge       comparisons with broadcasting -> bool
-where(cond, a, b)       select with broadcasting
+elementwise(program)    -> the kernel of an elementwise program (ampcore.expr):
+                        its operands broadcast (arrays of one dtype, a Python
+                        number, bool arrays where ``program.inputs`` says
+                        ``"b"``); the result in their dtype (bool where
+                        ``program.result == "b"``), computed in float32 for
+                        float16/bfloat16 (float64 for float64, wrapping
+                        integers) and rounded once.  The table calls it once
+                        per program and keeps the kernel under the program's
+                        name (``k.exp``, ``k.add``, ``k.where``, ``k.eq``); a
+                        backend may register its own kernel under a program's
+                        name instead.  A backend that implements the
+                        :data:`ELEMENTWISE_KERNELS` one by one instead has the
+                        other programs composed of them
 sum(x, axes, keepdims)  float32+ accumulation; bool/int input -> int64
 max(x, axes, keepdims)  maximum over axes (NaN propagates)
 argmax(x, axis)         int64 index of the first maximum along ``axis``

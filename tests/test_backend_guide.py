@@ -73,3 +73,10 @@ def test_every_must_in_the_guide_is_enforced_by_a_check():
     assert not unexplained, f"each 'must' needs a conformance check (add it to MUSTS) or rewording: {unexplained}"
     checks = Path(__file__).resolve().parents[1] / "ampcore" / "conformance" / "checks" / "test_fused.py"
     assert "def test_adamw_step_rejects_bad_arguments_before_writing" in checks.read_text()
+
+
+def test_the_guide_pins_no_pass_count():
+    """A count of checks changes whenever an op is declared (ampcore/ops/decls): a doc quotes none by hand."""
+    for doc in (Path(__file__).resolve().parents[1] / "docs").glob("*.md"):
+        pinned = re.findall(r"passes \(\d+ pass", doc.read_text())
+        assert pinned == [], f"{doc.name} pins a pass count: {pinned}"
