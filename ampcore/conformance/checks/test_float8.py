@@ -160,7 +160,11 @@ def test_scaled_mm_against_float64(backend, dtype, rowwise):
     backend.require_storage(dtype)
     out = dt.as_dtype(dtype)
     rng = seeded_rng("float8", "scaled_mm", dtype, str(rowwise))
-    for (m, k, n), (da, db) in [((5, 48, 7), (dt.float8_e4m3fn, dt.float8_e4m3fn)), ((3, 33, 1), FLOAT8_TARGETS)]:
+    for (m, k, n), (da, db) in [
+        ((5, 48, 7), (dt.float8_e4m3fn, dt.float8_e4m3fn)),
+        ((3, 33, 1), FLOAT8_TARGETS),
+        ((16, 64, 32), (dt.float8_e5m2, dt.float8_e4m3fn)),  # aligned: what float8 tensor cores (cuBLASLt) take
+    ]:
         a, b = _float8_operand(rng, (m, k), da), _float8_operand(rng, (k, n), db)
         sa = rng.uniform(0.01, 3, (m, 1) if rowwise else ()).astype(np.float32)
         sb = rng.uniform(0.01, 3, (1, n) if rowwise else ()).astype(np.float32)
@@ -251,6 +255,7 @@ def test_scaled_mm_mx_against_float64(backend, dtype):
     for (m, k, n), (da, db) in [
         ((5, 2 * BLOCK, 7), (dt.float8_e4m3fn, dt.float8_e4m3fn)),
         ((3, BLOCK, 2), FLOAT8_TARGETS),
+        ((16, 2 * BLOCK, 16), (dt.float8_e4m3fn, dt.float8_e4m3fn)),  # aligned: Blackwell's MXFP8 (cuBLASLt)
     ]:
         a, bt = _float8_operand(rng, (m, k), da), _float8_operand(rng, (n, k), db)
         sa = 2.0 ** rng.integers(-4, 3, (m, k // BLOCK))
