@@ -370,9 +370,9 @@ def test_mxfp8_elsewhere_dequantizes_the_blocks_into_one_float32_gemm(on):
 @pytest.mark.parametrize(
     "profile, float8, words",
     [
-        ("h100", "native", ["tensorwise, rowwise", "mxfp8 needs sm_100"]),
-        ("l4", "native", ["tensorwise", "rowwise needs sm_90"]),
-        ("b200", "native", ["tensorwise, mxfp8", "rowwise needs sm_90"]),
+        ("h100", "native", ["GEMMs: tensorwise, rowwise;", "mxfp8 (needs sm_100"]),
+        ("l4", "native", ["GEMMs: tensorwise;", "rowwise (needs sm_90"]),
+        ("b200", "native", ["GEMMs: tensorwise, mxfp8;", "rowwise (needs sm_90"]),
     ],
 )
 def test_capabilities_say_which_float8_gemms_run_natively(on, profile, float8, words):

@@ -143,7 +143,10 @@ def test_float8_on_h100_and_its_refusal_on_t4_with_the_reason(profile):
     assert proc.returncode == 0, proc.stderr[-2000:]
     support, converted = proc.stdout.strip().splitlines()
     if profile == "h100":  # float8 GEMMs on cuBLASLt's stand-in
-        assert support.startswith("native | cuBLASLt 12.9.1 float8 GEMMs") and converted == "[1.0, nan, -0.00390625]"
+        assert (
+            support.startswith("native | cuBLASLt 12.9.1 float8 GEMMs: tensorwise, rowwise;")
+            and converted == "[1.0, nan, -0.00390625]"
+        )
     else:
         assert (
             support.startswith("none | float8 needs compute capability 8.9+")

@@ -106,12 +106,13 @@ def support(device_index: int) -> Support:
     mx = cc >= (10, 0) and version >= 120800
     text = f"{version // 10000}.{version // 100 % 100}.{version % 100}"
     modes = ["tensorwise"] + (["rowwise"] if rowwise else []) + (["mxfp8"] if mx else [])
-    missing = ([] if rowwise else ["rowwise needs sm_90 and cuBLASLt 12.9+"]) + (
-        [] if mx else ["mxfp8 needs sm_100 and cuBLASLt 12.8+"]
+    missing = ([] if rowwise else ["rowwise (needs sm_90, cuBLASLt 12.9+)"]) + (
+        [] if mx else ["mxfp8 (needs sm_100, cuBLASLt 12.8+)"]
     )
-    return Support(
-        True, rowwise, mx, f"cuBLASLt {text} float8 GEMMs: {', '.join(modes)} ({'; '.join(missing) or 'all'})"
-    )
+    summary = f"cuBLASLt {text} float8 GEMMs: {', '.join(modes)}"
+    if missing:
+        summary += f"; widened to float16 or float32: {', '.join(missing)}"
+    return Support(True, rowwise, mx, summary)
 
 
 def swizzle_offsets(outer: int, inner: int) -> tuple[np.ndarray, int]:
