@@ -67,7 +67,13 @@ def _check(result: dict, where: str) -> None:
 
 
 def _devices() -> list[object]:
+    """cpu, each OpenCL device (an unusable one skipped with its reason) and a real GPU's cuda:0 where there is
+    one (the simulated cuda backend runs in the subprocess tests below)."""
     found: list[object] = ["cpu"]
+    from ampcore_cuda import runtime
+
+    if runtime.probe().ok and not runtime.simulated():
+        found.append("cuda:0")
     try:
         backend = ampcore.get_backend("opencl")
     except Exception:  # noqa: BLE001 - not installed: nothing to run there
