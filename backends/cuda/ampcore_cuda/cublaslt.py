@@ -231,6 +231,8 @@ def gemm(
 
     ``a`` and ``bt`` are C-contiguous uint8 CuPy arrays of float8 ``types``, 16-byte aligned, K a multiple of
     16, N rows of D spanning a multiple of 16 bytes (the caller checks: see ``ampcore_cuda.float8``).
+    ``use_fast_accum`` sets cuBLASLt's FAST_ACCUM (Hopper then accumulates with less than float32's
+    precision); it is not set for MX blocks.
     ``scale_a`` / ``scale_b`` are device arrays: 0-d float32 (SCALAR), (M,) and (N,) float32 (OUTER), or the
     e8m0 bytes in cuBLASLt's tiled layout (MX).
     """
@@ -239,7 +241,8 @@ def gemm(
     device = _device(lt, int(a.device.id))
     (m, k), n = a.shape, bt.shape[0]
     bias_type = None if bias is None else bias.dtype
-    plan = _plan(lt, (m, n, k, types[0], types[1], out_dtype, mode, bias_type, bool(use_fast_accum)), device)
+    fast = bool(use_fast_accum) and mode != MX  # block-scaled MMA accumulates in float32: no fast mode to ask for
+    plan = _plan(lt, (m, n, k, types[0], types[1], out_dtype, mode, bias_type, fast), device)
     out = cupy.empty((m, n), dtype=ctype(out_dtype).cupy_dtype)
     attr = lt.MatmulDescAttribute
     with plan.lock:  # the descriptor carries this call's pointers until the call is enqueued
