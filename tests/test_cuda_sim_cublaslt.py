@@ -401,3 +401,29 @@ def test_without_nvmath_a_real_gpu_falls_back_and_says_how_to_install_it(monkeyp
         cublaslt.support.cache_clear()
     assert not s.tensorwise and "nvmath-python is not installed" in s.summary and "ampcore-cuda[float8]" in s.summary
     assert runtime.FLOAT8_CC == (8, 9)
+
+
+def test_the_stand_in_speaks_nvmaths_cublaslt():
+    """Where nvmath-python is installed (it installs and imports without a GPU), the stand-in's enum values,
+    attribute types and heuristic-result layout are nvmath's, so the backend's calls mean the same to both."""
+    nvmath_lt = pytest.importorskip("nvmath.bindings.cublasLt", reason="nvmath-python is not installed (an extra)")
+    for name in ("MatmulDescAttribute", "MatmulMatrixScale", "MatmulPreferenceAttribute", "Epilogue", "PointerMode"):
+        ours, theirs = getattr(stand_in, name), getattr(nvmath_lt, name)
+        for member in ours:
+            assert int(theirs[member.name]) == int(member), (name, member.name)
+    for attr in stand_in.MatmulDescAttribute:
+        want = nvmath_lt.get_matmul_desc_attribute_dtype(nvmath_lt.MatmulDescAttribute[attr.name])
+        assert np.dtype(stand_in.get_matmul_desc_attribute_dtype(attr)) == np.dtype(want), attr.name
+    assert stand_in.matmul_heuristic_result_dtype == nvmath_lt.matmul_heuristic_result_dtype
+    assert nvmath_lt.MatmulHeuristicResult(1).ptr  # the buffer the backend passes (its first member: the algo)
+    import nvmath
+
+    names = {
+        "float8_e4m3fn": "8F_E4M3",
+        "float8_e5m2": "8F_E5M2",
+        "float32": "32F",
+        "float16": "16F",
+        "bfloat16": "16BF",
+    }
+    for dtype, code in cublaslt.CUDA_R.items():
+        assert int(nvmath.CudaDataType[f"CUDA_R_{names[dtype.name]}"]) == code, dtype.name
