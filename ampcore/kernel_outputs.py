@@ -233,6 +233,7 @@ OUTPUT_RULES: dict[str, Rule] = {
     "max_pool2d_tiled_backward": _same,
     "quantize_float8": _quantize_float8,
     "scaled_mm": _scaled_mm,
+    "scaled_mm_mx": _scaled_mm,
 }
 
 

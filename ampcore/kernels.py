@@ -178,11 +178,18 @@ scaled_mm(a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum) -> out
                         GPU applies the scales to the accumulator instead
                         (differences at float32 rounding); ``use_fast_accum``
                         may trade accumulation precision for speed there
+scaled_mm_mx(a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum) -> out
+                        scaled_mm with OCP MX block scales: K a multiple of
+                        32, ``scale_a`` (M, K/32) and ``scale_b`` (K/32, N)
+                        float32 powers of two, one per 32 values along K;
+                        ``((a * repeat(scale_a)) @ (b * repeat(scale_b)) +
+                        bias)``, the scaled operands exact in float32, float32
+                        accumulation, rounded once to ``out_dtype``
 ======================  =====================================================
 
-Float8 kernels return a tuple (``quantize_float8``) or one array; neither
+Float8 kernels return a tuple (``quantize_float8``) or one array; none
 records autograd (float8 training wraps them in its own autograd function).
-A backend that implements neither still runs them: the core composes
+A backend that implements none still runs them: the core composes
 ``cast``, ``mul``, ``where``, ``abs``, ``max`` and ``matmul`` (see
 :mod:`ampcore.ops.float8`), on every backend whose capabilities store float8
 (:attr:`ampcore.Capabilities.float8`).
@@ -275,11 +282,12 @@ FUSED: frozenset[str] = frozenset(
         "adamw_step_amp",
         "quantize_float8",
         "scaled_mm",
+        "scaled_mm_mx",
     }
 )
 # The fused kernels of float8 training: no backward partner (float8 training's own autograd function
 # calls them in its backward too).
-FLOAT8_KERNELS: frozenset[str] = frozenset({"quantize_float8", "scaled_mm"})
+FLOAT8_KERNELS: frozenset[str] = frozenset({"quantize_float8", "scaled_mm", "scaled_mm_mx"})
 
 
 FLOAT32_MATMUL_PRECISIONS = ("highest", "high", "medium")

@@ -2,21 +2,32 @@
 # Everything the CUDA backend still has to prove on a real GPU, in one run (a few minutes on an H100).
 #
 #   bash benchmarks/gpu_checks.sh [OUTDIR]        # default OUTDIR: ./gpu-checks
-#   GPU_CHECKS_QUICK=1 bash benchmarks/gpu_checks.sh   # tests, conformance and the float8 row only
+#   GPU_CHECKS_QUICK=1 bash benchmarks/gpu_checks.sh   # the owed float8 / GEMM figures, tests and conformance only
 #
-# Needs CuPy (pip install -e "backends/cuda[cuda13]"), and torch for the comparison.  Offline machines with
-# those already installed can register the distributions without the network:
+# Needs CuPy and nvmath-python (pip install -e "backends/cuda[cuda13,float8]"; without nvmath-python the
+# float8-native step fails and the float8 figures measure the widened-float16 fallback), and torch for the
+# comparisons.  Offline machines with those already installed can register the distributions without the network:
 #   pip install --no-deps --no-build-isolation -e . -e backends/cpu -e backends/cuda
-# Each step's output goes to OUTDIR; a failing step is reported and the next one still runs.
+# The figures owed by issue 35 come first, each with torch in the same run:
+#   bench-float8        scaled_mm e4m3 -> bf16 at 8192^3 (tensorwise and rowwise) against torch._scaled_mm;
+#                       float8-vs-torch checks ampcore/torch >= 0.9 for tensorwise
+#   bench-linear-gemms  mlp-large's bf16/fp16 linear GEMMs (forward and both backward layouts) against torch
+#   bench-mlp-large     the 4096-wide Linear stack: fp32, fp16 and bf16 AMP beside torch, and float8 tensorwise /
+#                       rowwise rows beside bf16; float8-vs-bf16 checks float8 is faster with its loss within 2%
+# Each step's output goes to OUTDIR (JSON where the step writes one); a failing or timed-out step is reported
+# and the next one still runs.  GPU_CHECKS_STEP_TIMEOUT (seconds, default 300) bounds each step.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-gpu-checks}"
 mkdir -p "$out"
 status=0
+limit="${GPU_CHECKS_STEP_TIMEOUT:-300}"
 step() {  # step NAME COMMAND...: run it, keep its output, remember a failure
     local name="$1"; shift
     echo "== $name: $*"
-    if "$@" >"$out/$name.txt" 2>&1; then echo "   ok"; else echo "   FAILED (exit $?), see $out/$name.txt"; status=1; fi
+    local start=$SECONDS
+    if timeout "$limit" "$@" >"$out/$name.txt" 2>&1; then echo "   ok ($((SECONDS - start)) s)"
+    else echo "   FAILED (exit $?, $((SECONDS - start)) s), see $out/$name.txt"; status=1; fi
 }
 python=${PYTHON:-python3}
 # A bench run exits 0 when torch's rows ran but ampcore's were refused; that is a failure here.
@@ -26,20 +37,50 @@ refused = [r for r in json.load(open(sys.argv[1]))["refused"] if r["framework"] 
 for r in refused: print("ampcore", r["device"], "refused:", r["reason"])
 sys.exit(1 if refused else 0)' "$1"
 }
+float8_vs_torch() {  # float8_vs_torch JSON: ampcore's tensorwise scaled_mm at >= 0.9x torch._scaled_mm's TFLOP/s
+    "$python" -c 'import json, sys
+report = json.load(open(sys.argv[1]))
+print(report["float8"])
+for name, row in report["rows"].items(): print(name, {k: round(v, 3) for k, v in row.items()})
+ratio = report["rows"]["scaled_mm tensorwise"].get("ampcore_vs_torch")
+print("tensorwise ampcore/torch:", ratio, "(goal >= 0.9)")
+sys.exit(0 if ratio is not None and ratio >= 0.9 else 1)' "$1"
+}
+float8_vs_bf16() {  # float8_vs_bf16 JSON: each float8 row faster than bf16 AMP, final loss within 2% of bf16's
+    "$python" -c 'import json, sys
+rows = [r for r in json.load(open(sys.argv[1]))["configs"] if r["framework"] == "ampcore" and r.get("float8")]
+ok = bool(rows)
+for r in rows:
+    t, loss = r["step_time_vs_reference"], r["final_loss_vs_reference"]
+    good = t is not None and t < 1.0 and loss is not None and abs(loss) <= 0.02
+    ok &= good
+    print(r["float8"], "step time vs bf16:", t, "final loss vs bf16:", loss, "ok" if good else "NOT MET")
+sys.exit(0 if ok else 1)' "$1"
+}
 step info             "$python" -m ampcore info
+step float8-native    "$python" -c 'import ampcore, sys
+caps = ampcore.get_backend("cuda").capabilities(0)
+print(caps.device_name, "float8:", caps.float8, "|", caps.float8_reason)
+sys.exit(0 if caps.float8 == "native" else 1)'
+step bench-float8     "$python" benchmarks/bench_float8.py --device cuda:0 --size 8192 --steps 10 \
+                                --json "$out/bench-float8.json"
+step float8-vs-torch  float8_vs_torch "$out/bench-float8.json"
+step bench-linear-gemms "$python" benchmarks/bench_linear_gemms.py --device cuda:0 --model mlp-large --steps 10 \
+                                --json "$out/bench-linear-gemms.json"
+step bench-mlp-large  "$python" -m ampcore bench --device cuda:0 --model mlp-large --steps 20 \
+                                --float8 tensorwise --float8 rowwise --json "$out/bench-mlp-large.json"
+step bench-mlp-large-ran-ampcore bench_ran_ampcore "$out/bench-mlp-large.json"
+step float8-vs-bf16   float8_vs_bf16 "$out/bench-mlp-large.json"
 step cuda-tests       "$python" -m pytest -q -p no:cacheprovider tests/test_cuda_backend.py tests/test_cuda_device.py \
                                 tests/test_cuda_launch.py tests/test_cuda_codegen.py tests/test_cuda_kernels_compile.py \
-                                tests/test_cuda_compiler.py tests/test_cuda_sim_elementwise.py
+                                tests/test_cuda_compiler.py tests/test_cuda_sim_elementwise.py \
+                                tests/test_float8_host_syncs.py
 step conformance      "$python" -m ampcore conformance --backend cuda --json "$out/conformance.json"
-step bench-float8     "$python" benchmarks/bench_float8.py --device cuda:0 --size 8192 --steps 10
-if [ "${GPU_CHECKS_QUICK:-0}" = 1 ]; then  # a short device lease: correctness and the float8 row, no model benches
+if [ "${GPU_CHECKS_QUICK:-0}" = 1 ]; then  # a short device lease: the owed figures and correctness only
     exit $status
 fi
-step bench-mlp-large  "$python" -m ampcore bench --device cuda:0 --model mlp-large --steps 20 \
-                                --json "$out/bench-mlp-large.json"
 step bench-transformer-large "$python" -m ampcore bench --device cuda:0 --model transformer-large --steps 20 \
                                 --json "$out/bench-transformer-large.json"
-step bench-mlp-large-ran-ampcore        bench_ran_ampcore "$out/bench-mlp-large.json"
 step bench-transformer-large-ran-ampcore bench_ran_ampcore "$out/bench-transformer-large.json"
 step bench-unscale    "$python" benchmarks/bench_unscale.py --device cuda:0 --elements 100000000 --steps 20 \
                                 --json "$out/bench-unscale.json"

@@ -190,3 +190,48 @@ def test_training_steps_sync_once_per_step(amp):
     assert syncs.count == 3, syncs.by_reason
     losses += [t.item() for t in kept]
     assert all(np.isfinite(losses)) and losses[-1] < losses[0]
+
+
+@pytest.mark.parametrize("scaling", ["tensorwise", "rowwise", "mxfp8"])
+def test_float8_gemms_run_where_the_capabilities_say_and_keep_the_contract(scaling):
+    """On a device whose capabilities say ``float8: native`` (cuBLASLt through nvmath-python), each scaling
+    the summary lists runs on cuBLASLt; every scaling keeps the kernel contract (float32 accumulation, one
+    rounding) at a shape float8 tensor cores take (every dimension a multiple of 32)."""
+    from ampcore_cuda import cublaslt
+    from ampcore_cuda.array import CuArray
+    from ampcore_cuda.float8 import scaled_mm, scaled_mm_mx
+
+    caps = BACKEND.capabilities(0)
+    if caps.float8 == "none":
+        pytest.skip(f"{caps.device_name}: {caps.float8_reason}")
+    support = cublaslt.support(0)
+    native = {"tensorwise": support.tensorwise, "rowwise": support.rowwise, "mxfp8": support.mx}[scaling]
+    natively = caps.float8_reason.split(";")[0]  # "cuBLASLt 12.9.1 float8 GEMMs: tensorwise, rowwise"
+    assert (caps.float8 == "native") == support.tensorwise and (scaling in natively) == native, caps.float8_reason
+    m, k, n = 256, 512, 384
+    rng = np.random.default_rng(7)
+    e4m3 = dt.float8_e4m3fn
+    a = (rng.standard_normal((m, k)) * 8).astype(np.float32).astype(e4m3.numpy)
+    bt = (rng.standard_normal((n, k)) * 8).astype(np.float32).astype(e4m3.numpy)
+    w = BACKEND.from_numpy(bt, e4m3)
+    b = CuArray(w.data.T, e4m3)  # (K, N) as a Float8Linear weight: K-major
+    if scaling == "mxfp8":
+        sa = (2.0 ** rng.integers(-8, 8, (m, k // 32))).astype(np.float32)
+        sbt = (2.0 ** rng.integers(-8, 8, (n, k // 32))).astype(np.float32)
+        sb_dev = BACKEND.from_numpy(sbt, dt.float32)
+        got = scaled_mm_mx(
+            BACKEND.from_numpy(a, e4m3), b, _dev(sa, dt.float32), CuArray(sb_dev.data.T, dt.float32),
+            dt.bfloat16, None, False,
+        )  # fmt: skip
+        a64 = a.astype(np.float64) * sa.repeat(32, 1)
+        b64 = (bt.astype(np.float64) * sbt.repeat(32, 1)).T
+    else:
+        sa = rng.uniform(0.01, 1, (m, 1) if scaling == "rowwise" else ()).astype(np.float32)
+        sb = rng.uniform(0.01, 1, (1, n) if scaling == "rowwise" else ()).astype(np.float32)
+        got = scaled_mm(BACKEND.from_numpy(a, e4m3), b, _dev(sa, dt.float32), _dev(sb, dt.float32), dt.bfloat16,
+                        None, False)  # fmt: skip
+        a64, b64 = a.astype(np.float64) * sa, bt.T.astype(np.float64) * sb
+    want = a64 @ b64
+    tol = 2.0**-8 * np.abs(want) + (k + 2) * 2.0**-24 * (np.abs(a64) @ np.abs(b64))
+    err = np.abs(_host(got) - want)
+    assert np.all(err <= tol), f"{scaling} ({'cuBLASLt' if native else 'fallback'}): worst {np.max(err - tol)}"

@@ -175,13 +175,20 @@ def test_the_float32_output_does_not_open_other_type_combinations(types):
 
 
 @pytest.fixture
-def simulated(monkeypatch):
-    """The cuda backend on the h100 profile, with every gemmStridedBatchedEx call's (transa, transb, strides).
+def simulated(monkeypatch, request):
+    """The cuda backend on the h100 profile, with every gemmStridedBatchedEx call's (transa, transb, strides);
+    cuBLASLt off, so float8 takes the widened-float16 path these tests pin (tests/test_cuda_sim_cublaslt.py
+    has the native one).
 
     Only the backend object, never ampcore's registry: it caches availability for the rest of the process."""
     if shutil.which("g++") is None:
         pytest.skip("the CUDA simulator needs g++ on PATH")
+    from ampcore_cuda import cublaslt
+
     monkeypatch.setenv("AMPCORE_CUDA_SIMULATOR", "h100")
+    monkeypatch.setenv(cublaslt.ENV_OFF, "1")
+    cublaslt.support.cache_clear()
+    request.addfinalizer(cublaslt.support.cache_clear)
     calls = []
     real = cublas.gemmStridedBatchedEx
 

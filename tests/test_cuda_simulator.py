@@ -127,6 +127,35 @@ def test_the_whole_conformance_suite_passes_on_the_simulator(profile, tmp_path):
 
 
 @needs_gxx
+@pytest.mark.parametrize(
+    "profile, cublaslt_off, lt_modes",
+    [
+        ("h100", True, set()),  # the widened-float16 fallback everywhere (as without nvmath-python)
+        ("l4", False, {(0, 0)}),  # Ada: tensor-wise scales on cuBLASLt, row-wise and MX fall back
+        ("b200", False, {(0, 0), (2, 2)}),  # Blackwell: tensor-wise and MXFP8 on cuBLASLt
+    ],
+)
+def test_the_float8_conformance_checks_pass_on_each_float8_gemm_path(profile, cublaslt_off, lt_modes, tmp_path):
+    """The float8 sections of the suite on the paths the full runs above do not take (h100 runs cuBLASLt's
+    tensor-wise and outer-vector modes there), counting which cuBLASLt modes ran."""
+    code = (
+        "import sys, json, pytest\n"
+        "from ampcore_cuda.sim import PROFILES\n"
+        "from ampcore_cuda.sim.cublaslt import make_cublaslt\n"
+        "code = pytest.main(['-q', '-p', 'no:cacheprovider', '--pyargs', 'ampcore.conformance', '--ampcore-backend',\n"
+        "                    'cuda', '-k', 'float8'])\n"
+        f"modes = sorted({{tuple(c['modes']) for c in make_cublaslt(PROFILES[{profile!r}]).calls}})\n"
+        "print(json.dumps({'exit': int(code), 'modes': modes}))\n"
+    )
+    env = _env(profile) | ({"AMPCORE_CUDA_NO_CUBLASLT": "1"} if cublaslt_off else {})
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["exit"] == 0 and "ampcore conformance: cuda passes (" in proc.stdout, proc.stdout[-3000:]
+    assert {tuple(m) for m in result["modes"]} == lt_modes
+
+
+@needs_gxx
 @pytest.mark.parametrize("profile", PROFILES)
 def test_float8_on_h100_and_its_refusal_on_t4_with_the_reason(profile):
     code = (
@@ -142,8 +171,11 @@ def test_float8_on_h100_and_its_refusal_on_t4_with_the_reason(profile):
     proc = _python(code, profile)
     assert proc.returncode == 0, proc.stderr[-2000:]
     support, converted = proc.stdout.strip().splitlines()
-    if profile == "h100":
-        assert support.startswith("emulated") and converted == "[1.0, nan, -0.00390625]"
+    if profile == "h100":  # float8 GEMMs on cuBLASLt's stand-in
+        assert (
+            support.startswith("native | cuBLASLt 12.9.1 float8 GEMMs: tensorwise, rowwise;")
+            and converted == "[1.0, nan, -0.00390625]"
+        )
     else:
         assert (
             support.startswith("none | float8 needs compute capability 8.9+")

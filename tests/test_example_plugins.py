@@ -232,6 +232,7 @@ def test_fresh_install_lists_the_plugins_with_their_distributions(venv):
         "max_pool2d_tiled_backward",
         "quantize_float8",
         "scaled_mm",
+        "scaled_mm_mx",
     ]
     assert arrayapi["kernels"]["fused"]["softmax"] == "arrayapi_fused"
     assert backends["tiny"]["distribution"] == "ampcore-tiny"

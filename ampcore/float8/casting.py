@@ -16,6 +16,11 @@ A per-tensor operand's transpose is the transpose of its float8 values
 (same scale), so tensorwise and delayed recipes cast each tensor once per
 step; row-wise and block recipes cast a tensor again for its transposed use,
 as torchao's axiswise recipe does.
+
+Nothing here reads the device: amaxes, scales, the delayed recipe's history
+and the per-step stats stay device tensors (:mod:`ampcore.float8.device_scaling`);
+the stats are read when :func:`ampcore.float8.float8_stats` asks for them, and a
+scale only when an autocast trace prints it.
 """
 
 from __future__ import annotations
@@ -26,50 +31,85 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import dtypes as dt
-from ..creation import from_numpy, zeros
-from ..ops import cat, matmul
+from ..creation import zeros
+from ..ops import cat
 from ..ops import float8 as f8ops
+from ..syncs import to_host
 from ..tensor import Tensor
+from .device_scaling import AmaxHistory, current_scale, delayed_scale, mx_scale
 from .recipes import DelayedScaling, MXFP8BlockScaling, Recipe
-from .scaling import FP8_MAX, AmaxHistory, current_scale, delayed_scale, mx_scale
+from .scaling import FP8_MAX
 
-__all__ = ["Operand", "TensorCaster", "gemm", "STATS_LENGTH"]
+__all__ = ["Operand", "TensorCaster", "CastStats", "gemm", "STATS_LENGTH"]
 
 # Steps of amax / scale / saturation kept per tensor for float8_stats().
 STATS_LENGTH = 1024
+STATS_READ = "float8 stats"  # the host-sync reason of reading them (ampcore.syncs.count_host_syncs)
+TRACE_READ = "float8 trace"  # ... and of a scale an autocast trace prints
 
 
 @dataclass
 class Operand:
-    """One GEMM operand in float8: values ``q`` and the dequantisation scale ``inv_scale`` (1/scale).
+    """One GEMM operand in float8: values ``q`` and their float32 dequantisation scales (1/scale).
 
     ``inv_scale`` is 0-d (per tensor) or (rows, 1) (row-wise); a block-scaled
-    operand carries ``dequantized`` instead (its float8 values times their
-    power-of-two block scales, exact in float32).
+    operand has ``block_inv`` instead, (rows, K / 32): one power of two per
+    32 values along K.  ``scale`` is what the cast multiplied by, for traces.
     """
 
-    q: Tensor | None
+    q: Tensor
     inv_scale: Tensor | None
-    dequantized: Tensor | None = None
-    scale_text: str = ""
+    scale: Tensor
+    block_inv: Tensor | None = None
 
     @property
     def T(self) -> Operand:  # noqa: N802 - Tensor's name for a transpose
         """The transposed operand; only per-tensor operands transpose without a new cast."""
-        if self.q is None or self.inv_scale is None or self.inv_scale.ndim != 0:
+        if self.inv_scale is None or self.inv_scale.ndim != 0:
             raise ValueError("only a per-tensor float8 operand can be transposed; cast the transpose instead")
-        return Operand(self.q.t(), self.inv_scale, None, self.scale_text)
+        return Operand(self.q.t(), self.inv_scale, self.scale)
+
+    def scale_text(self) -> str:
+        """The scale for a trace line; reads it from the device (only tracing asks)."""
+        s = np.asarray(to_host(self.scale, TRACE_READ), dtype=np.float32)
+        if s.size == 1:
+            return f"scale={float(s.reshape(())):.6g}"
+        return f"{s.size} scales in [{float(s.min()):.6g}, {float(s.max()):.6g}]"
 
 
 @dataclass
 class CastStats:
-    """Per-step records of one tensor's casts: its amax, the scale applied and how many values saturated."""
+    """Per-step records of one tensor's casts: its amax, the scale applied and how many values saturated.
+
+    A cast records device tensors (:meth:`record`); :meth:`as_dict` reads those not read yet, all in one
+    transfer (two when a recipe counts saturation), and keeps the numbers.
+    """
 
     amax: deque[float] = field(default_factory=lambda: deque(maxlen=STATS_LENGTH))
     scale: deque[float] = field(default_factory=lambda: deque(maxlen=STATS_LENGTH))
     saturated: deque[int] = field(default_factory=lambda: deque(maxlen=STATS_LENGTH))
+    pending: deque[tuple[Tensor, Tensor, Tensor | None]] = field(default_factory=lambda: deque(maxlen=STATS_LENGTH))
+
+    def record(self, amax: Tensor, scale: Tensor, saturated: Tensor | None) -> None:
+        """One step's 0-d device amax and scale, and its saturated count (None: the recipe cannot saturate)."""
+        self.pending.append((amax, scale, saturated))
+
+    def flush(self) -> None:
+        """Read the pending records to the host."""
+        if not self.pending:
+            return
+        entries = list(self.pending)
+        self.pending.clear()
+        values = to_host(cat([v.reshape(1) for a, s, _ in entries for v in (a, s)]), STATS_READ).astype(np.float64)
+        counts = [n for _, _, n in entries if n is not None]
+        read = iter(to_host(cat([n.reshape(1) for n in counts]), STATS_READ).tolist() if counts else [])
+        for i, (_, _, n) in enumerate(entries):
+            self.amax.append(float(values[2 * i]))
+            self.scale.append(float(values[2 * i + 1]))
+            self.saturated.append(0 if n is None else int(next(read)))
 
     def as_dict(self) -> dict[str, list[float] | list[int]]:
+        self.flush()
         return {"amax": list(self.amax), "scale": list(self.scale), "saturated": list(self.saturated)}
 
 
@@ -79,12 +119,8 @@ def _quantize(x: Tensor, scale: Tensor, dtype: dt.DType) -> tuple[Tensor, Tensor
     return q, amax
 
 
-def _host(t: Tensor) -> np.ndarray:
-    return np.asarray(t.numpy(), dtype=np.float32)
-
-
-def _scale_tensor(scale: np.ndarray | np.floating, like: Tensor) -> Tensor:
-    return from_numpy(np.array(scale, dtype=np.float32)).to(device=like.device)  # 0-d stays 0-d
+def _float32(t: Tensor) -> Tensor:
+    return t if t.dtype is dt.float32 else t.to(dtype=dt.float32)  # exact from bfloat16 / float16
 
 
 class TensorCaster:
@@ -94,7 +130,7 @@ class TensorCaster:
     Saturated values are counted where a recipe can saturate (delayed scaling,
     whose scale lags the data, and MX blocks, whose largest element may land
     above fp8_max); current scaling maps the amax onto fp8_max, so it records 0
-    without an extra pass.
+    without an extra pass.  Every amax and scale is a device tensor.
     """
 
     def __init__(self, recipe: Recipe, role: str) -> None:
@@ -114,47 +150,34 @@ class TensorCaster:
         if self.history is not None:
             return self._cast_delayed(x, record)
         rowwise = granularity == "rowwise"
-        amax = _host(x.abs().amax(dim=1, keepdim=True) if rowwise else x.abs().amax())
+        amax = _float32(x.abs().amax(dim=1, keepdim=True) if rowwise else x.abs().amax())
         scale = current_scale(amax, self.dtype_name, self.recipe.round_scales_to_power_of_2)
-        q, _ = _quantize(x, _scale_tensor(scale, x), self.dtype)
+        q, _ = _quantize(x, scale, self.dtype)
         if record:
-            self._record(float(amax.max()), float(scale.min()), 0)
-        return Operand(q, _scale_tensor(np.float32(1.0) / scale, x), None, _describe(scale))
+            self.stats.record(amax.amax() if rowwise else amax, scale.min() if rowwise else scale, None)
+        return Operand(q, 1.0 / scale, scale)
+
+    def _delayed_scale(self, amax: Tensor, previous: Tensor | float) -> Tensor:
+        recipe = self.recipe
+        assert isinstance(recipe, DelayedScaling)
+        return delayed_scale(
+            amax, previous, self.dtype_name, margin=recipe.margin, round_to_pow2=recipe.round_scales_to_power_of_2
+        )
 
     def _cast_delayed(self, x: Tensor, record: bool) -> Operand:
         recipe = self.recipe
         assert isinstance(recipe, DelayedScaling) and self.history is not None
         hist = self.history
-        if len(hist) == 0:  # torchao's enable_amax_init: the first cast scales by its own amax
-            hist.scale = float(
-                delayed_scale(
-                    [float(_host(x.abs().amax()))],
-                    self.dtype_name,
-                    1.0,
-                    margin=recipe.margin,
-                    round_to_pow2=recipe.round_scales_to_power_of_2,
-                )
-            )
-        scale = np.float32(hist.scale)
-        q, amax_t = _quantize(x, _scale_tensor(scale, x), self.dtype)
-        amax = float(_host(amax_t))
-        # Counting needs a pass only when something saturated: the amax the cast returned tells.
-        over = amax * float(scale) > self.fp8_max
-        saturated = int(_host((x.abs() * float(scale) > self.fp8_max).sum())) if over else 0
+        if hist.scale is None:  # torchao's enable_amax_init: the first cast scales by its own amax
+            hist.scale = self._delayed_scale(_float32(x.abs().amax()), 1.0)
+        scale = hist.scale
+        q, amax = _quantize(x, scale, self.dtype)
+        saturated = (x.abs() * scale > self.fp8_max).sum() if record else None
         hist.append(amax)
-        hist.scale = float(
-            delayed_scale(
-                hist.values,
-                self.dtype_name,
-                hist.scale,
-                algo=recipe.amax_compute_algo,
-                margin=recipe.margin,
-                round_to_pow2=recipe.round_scales_to_power_of_2,
-            )
-        )
+        hist.scale = self._delayed_scale(hist.amax(recipe.amax_compute_algo), scale)
         if record:
-            self._record(amax, float(scale), saturated)
-        return Operand(q, _scale_tensor(np.float32(1.0) / scale, x), None, _describe(scale))
+            self.stats.record(amax, scale, saturated)
+        return Operand(q, 1.0 / scale, scale)
 
     def _cast_blocks(self, x: Tensor, record: bool) -> Operand:
         rows, k = x.shape
@@ -163,33 +186,19 @@ class TensorCaster:
         if pad:  # zeros change neither a block's amax nor the product
             x = cat([x, zeros(rows, pad, dtype=x.dtype, device=x.device)], dim=1)
         blocks = x.reshape(rows * (k + pad) // size, size)
-        amax = _host(blocks.abs().amax(dim=1, keepdim=True))
+        amax = _float32(blocks.abs().amax(dim=1, keepdim=True))
         scale = mx_scale(amax, self.dtype_name)
-        q, _ = _quantize(blocks, _scale_tensor(scale, x), self.dtype)
-        inv = _scale_tensor(np.float32(1.0) / scale, x)
-        dequantized = (q.to(dtype=dt.float32) * inv).reshape(rows, k + pad)
+        q, _ = _quantize(blocks, scale, self.dtype)
         if record:
-            saturated = int(np.count_nonzero(amax * scale > self.fp8_max))
-            self._record(float(amax.max()), float(scale.min()), saturated)
-        return Operand(None, None, dequantized, _describe(scale))
-
-    def _record(self, amax: float, scale: float, saturated: int) -> None:
-        self.stats.amax.append(amax)
-        self.stats.scale.append(scale)
-        self.stats.saturated.append(saturated)
-
-
-def _describe(scale: np.ndarray | np.float32) -> str:
-    s = np.asarray(scale)
-    if s.size == 1:
-        return f"scale={float(s.reshape(())):.6g}"
-    return f"{s.size} scales in [{float(s.min()):.6g}, {float(s.max()):.6g}]"
+            self.stats.record(amax.amax(), scale.min(), (amax * scale > self.fp8_max).sum())
+        inv = (1.0 / scale).reshape(rows, (k + pad) // size)  # powers of two: exact
+        return Operand(q.reshape(rows, k + pad), None, scale, inv)
 
 
 def gemm(a: Operand, b: Operand, out_dtype: dt.DType, use_fast_accum: bool = False) -> Tensor:
     """``A @ B.T`` from two cast operands, accumulated in float32 and rounded once to ``out_dtype``."""
-    if a.dequantized is not None and b.dequantized is not None:
-        return matmul(a.dequantized, b.dequantized.t()).to(dtype=out_dtype)
-    assert a.q is not None and b.q is not None and a.inv_scale is not None and b.inv_scale is not None
+    if a.block_inv is not None and b.block_inv is not None:
+        return f8ops.scaled_mm_mx(a.q, b.q.t(), a.block_inv, b.block_inv.t(), out_dtype, None, use_fast_accum)
+    assert a.inv_scale is not None and b.inv_scale is not None
     scale_b = b.inv_scale if b.inv_scale.ndim == 0 else b.inv_scale.reshape(1, b.inv_scale.shape[0])
     return f8ops.scaled_mm(a.q, b.q.t(), a.inv_scale, scale_b, out_dtype, None, use_fast_accum)

@@ -204,7 +204,7 @@ def _trace(layer: Float8Linear, x: Tensor, op: Operand, role: str, out_dtype: dt
             output_dtypes=(caster.dtype_name,),
             category="float8",
             reason=f"Float8Linear {layer.fqn or '?'} {role}: recipe {recipe} ({recipe.fp8_format.value}), "
-            f"{op.scale_text}, saturate to ±{caster.fp8_max:g}",
+            f"{op.scale_text()}, saturate to ±{caster.fp8_max:g}",
         )
     )
 
@@ -224,7 +224,7 @@ def _trace_gemm(layer: Float8Linear, x: Tensor, y: Tensor, which: str) -> None:
             output_dtypes=(y.dtype.name,),
             category="float8",
             reason=f"Float8Linear {layer.fqn or '?'} {which} GEMM ({fmt.value}"
-            f"{', block-scaled: float32 matmul of the dequantized blocks' if block else ''}): float32 accumulation, "
+            f"{', block-scaled: one power of two per 32 values along K' if block else ''}): float32 accumulation, "
             f"output in {y.dtype.name} ({'autocast dtype' if region.enabled else 'input dtype'})",
         )
     )

@@ -1,4 +1,7 @@
-"""Scale math for the float8 recipes, on float32 NumPy values (the amaxes a cast returns).
+"""Scale math for the float8 recipes, on float32 NumPy values: the reference of the device rules.
+
+Training computes these on the device (:mod:`ampcore.float8.device_scaling`, the same bits); these NumPy
+forms are what the tests and the conformance suite's float64 emulation hold it to.
 
 A *scale* here is what the cast multiplies by (``q = float8(x * scale)``);
 ``scaled_mm`` takes its reciprocal, the dequantisation scale.  All
@@ -21,7 +24,6 @@ arithmetic is float32, as torchao's and Transformer Engine's is.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable
 from typing import Literal
 
@@ -34,7 +36,6 @@ __all__ = [
     "current_scale",
     "delayed_scale",
     "mx_scale",
-    "AmaxHistory",
 ]
 
 # The largest finite value of each float8 format (OCP FP8: e4m3fn has no inf, its 0x7E is 448).
@@ -53,9 +54,9 @@ def _fp8_max(dtype_name: str) -> np.float32:
 
 
 def _round_down_pow2(scale: np.ndarray) -> np.ndarray:
-    """2 ** floor(log2(scale)), exactly (frexp reads the exponent; no log rounding)."""
+    """2 ** floor(log2(scale)), exactly (frexp reads the exponent; no log rounding); inf and NaN as they are."""
     _, exponent = np.frexp(scale)
-    return np.ldexp(np.float32(1.0), exponent - 1).astype(np.float32)
+    return np.where(np.isfinite(scale), np.ldexp(np.float32(1.0), exponent - 1), scale).astype(np.float32)
 
 
 def current_scale(amax: np.ndarray | float, dtype_name: str, round_to_pow2: bool = False) -> np.ndarray:
@@ -86,7 +87,8 @@ def delayed_scale(
         amax = np.float32(np.nan)
     if not (np.isfinite(amax) and amax > 0):
         return np.float32(previous)
-    scale = np.float32(np.float32(_fp8_max(dtype_name) / amax) / np.float32(2.0**margin))
+    with np.errstate(over="ignore"):  # a tiny amax: the scale is inf, as on the device
+        scale = np.float32(np.float32(_fp8_max(dtype_name) / amax) / np.float32(2.0**margin))
     return np.float32(_round_down_pow2(np.asarray(scale))) if round_to_pow2 else scale
 
 
@@ -98,17 +100,3 @@ def mx_scale(amax: np.ndarray, dtype_name: str) -> np.ndarray:
     _, exponent = np.frexp(np.where(ok, a, np.float32(1.0)))
     shared = np.clip((exponent - 1) - EMAX[dtype_name], -127, 127)
     return np.where(ok, np.ldexp(np.float32(1.0), -shared), np.float32(1.0)).astype(np.float32)
-
-
-class AmaxHistory:
-    """The last ``length`` amaxes of one tensor, with the scale they give (delayed scaling's state)."""
-
-    def __init__(self, length: int) -> None:
-        self.values: deque[float] = deque(maxlen=length)
-        self.scale = 1.0
-
-    def __len__(self) -> int:
-        return len(self.values)
-
-    def append(self, amax: float) -> None:
-        self.values.append(float(amax))

@@ -2,8 +2,9 @@
 
 ``quantize_float8`` scales, casts and measures a tensor in one pass;
 ``scaled_mm`` is ``torch._scaled_mm``: a float8 GEMM with float32
-accumulation and dequantization scales.  Each runs a backend's own kernel
-when it has one (``kernels.has("quantize_float8")``) and otherwise the
+accumulation and dequantization scales; ``scaled_mm_mx`` is the same GEMM with
+one scale per 32 values along K (OCP MX block scaling).  Each runs a backend's
+own kernel when it has one (``kernels.has("quantize_float8")``) and otherwise the
 reference composition of primitives below, so every backend whose
 capabilities store float8 runs them, and a third-party backend may override
 either.
@@ -23,6 +24,12 @@ The algorithm is the contract (``ampcore.kernels``)::
     scaled_mm(a, b, scale_a, scale_b, out_dtype, bias):
         out = (float32(a) * scale_a) @ (float32(b) * scale_b)   # float32 products and accumulation
         out = out + float32(bias)                               # if given, in float32
+        return round_to_nearest_even(out, out_dtype)            # once
+
+    scaled_mm_mx(a, b, scale_a, scale_b, out_dtype, bias):   # K a multiple of 32
+        a32 = float32(a) * repeat(scale_a, 32, axis=1)          # scale_a (M, K/32): powers of two
+        b32 = float32(b) * repeat(scale_b, 32, axis=0)          # scale_b (K/32, N)
+        out = a32 @ b32 (+ float32(bias))                       # float32 accumulation
         return round_to_nearest_even(out, out_dtype)            # once
 
 ``scaled_mm`` scales the operands before the product, as torch's CPU
@@ -48,9 +55,12 @@ if TYPE_CHECKING:
 __all__ = [
     "quantize_float8",
     "scaled_mm",
+    "scaled_mm_mx",
     "scaled_mm_torch",
     "quantize_float8_reference",
     "scaled_mm_reference",
+    "scaled_mm_mx_reference",
+    "MX_BLOCK",
     "QUANTIZE_INPUT_DTYPES",
     "QUANTIZE_DTYPES",
     "SCALED_MM_OUT_DTYPES",
@@ -60,6 +70,7 @@ QUANTIZE_INPUT_DTYPES: tuple[dt.DType, ...] = (dt.float32, dt.bfloat16, dt.float
 QUANTIZE_DTYPES: tuple[dt.DType, ...] = (dt.float8_e4m3fn, dt.float8_e5m2)
 SCALED_MM_OUT_DTYPES: tuple[dt.DType, ...] = (dt.float32, dt.bfloat16, dt.float16)
 _MAX = {d: dt.finfo(d).max for d in QUANTIZE_DTYPES}
+MX_BLOCK = 32  # values along K that share one scale in scaled_mm_mx (OCP MX)
 
 
 # --------------------------------------------------------------------------- reference compositions
@@ -86,6 +97,30 @@ def scaled_mm_reference(
     algorithm); ``use_fast_accum`` changes nothing here."""
     a32 = k.mul(k.cast(a, dt.float32), scale_a)
     b32 = k.mul(k.cast(b, dt.float32), scale_b)
+    out = k.matmul(a32, b32)
+    if bias is not None:
+        out = k.add(out, bias if k.dtype_of(bias) is dt.float32 else k.cast(bias, dt.float32))
+    return out if out_dtype is dt.float32 else k.cast(out, out_dtype)
+
+
+def _expand_blocks(k: Any, x32: Any, scale: Any, axis: int) -> Any:
+    """``x32 * repeat(scale, MX_BLOCK, axis)`` without materializing the repeat: blocks along ``axis`` as a new
+    axis of length MX_BLOCK, scaled by broadcasting."""
+    rows, cols = k.shape_of(x32)
+    if axis == 1:
+        blocks, scales = (rows, cols // MX_BLOCK, MX_BLOCK), (rows, cols // MX_BLOCK, 1)
+    else:
+        blocks, scales = (rows // MX_BLOCK, MX_BLOCK, cols), (rows // MX_BLOCK, 1, cols)
+    return k.reshape(k.mul(k.reshape(x32, blocks), k.reshape(scale, scales)), (rows, cols))
+
+
+def scaled_mm_mx_reference(
+    k: Any, a: Any, b: Any, scale_a: Any, scale_b: Any, out_dtype: dt.DType, bias: Any, use_fast_accum: bool
+) -> Any:
+    """``scaled_mm_mx`` from the primitives ``cast``, ``reshape``, ``mul``, ``matmul`` and ``add``: each
+    operand scaled by its block's power of two (exact in float32), then one float32 GEMM."""
+    a32 = _expand_blocks(k, k.cast(a, dt.float32), scale_a, 1)
+    b32 = _expand_blocks(k, k.cast(b, dt.float32), scale_b, 0)
     out = k.matmul(a32, b32)
     if bias is not None:
         out = k.add(out, bias if k.dtype_of(bias) is dt.float32 else k.cast(bias, dt.float32))
@@ -242,6 +277,69 @@ def scaled_mm(
     return wrap(out, a.device, backend)
 
 
+def scaled_mm_mx(
+    a: Any,
+    b: Any,
+    scale_a: Any,
+    scale_b: Any,
+    out_dtype: Any,
+    bias: Any = None,
+    use_fast_accum: bool = False,
+) -> Tensor:
+    """:func:`scaled_mm` with MX block scales: ``scale_a`` (M, K / 32) holds one dequantization scale per 32
+    values of each row of ``a`` (M, K), ``scale_b`` (K / 32, N) one per 32 values of each column of ``b``
+    (K, N); K a multiple of 32.  The scales are float32 powers of two (e8m0 values: OCP MX), so each scaled
+    operand is exact in float32; products and accumulation are float32, rounded once to ``out_dtype``.
+    A backend with the ``scaled_mm_mx`` kernel runs it (a Blackwell GPU: block-scaled float8 tensor cores),
+    any other the reference composition.  Records no autograd.
+    """
+    fn = "scaled_mm_mx"
+    a, b = _tensor("a", a, fn), _tensor("b", b, fn)
+    scale_a, scale_b = _tensor("scale_a", scale_a, fn), _tensor("scale_b", scale_b, fn)
+    if bias is not None:
+        bias = _tensor("bias", bias, fn)
+    for name, t in (("a", a), ("b", b)):
+        if t.dtype not in QUANTIZE_DTYPES:
+            raise TypeError(
+                f"{fn}() {name} must be float8_e4m3fn or float8_e5m2, got {t.dtype.name}; "
+                "quantize it with ampcore.ops.float8.quantize_float8"
+            )
+        if len(t.shape) != 2:
+            raise ValueError(f"{fn}() {name} must be a matrix, got shape {t.shape}")
+    (m, ka), (kb, n) = a.shape, b.shape
+    if ka != kb:
+        raise ValueError(f"{fn}() shapes {a.shape} and {b.shape} cannot be multiplied ({ka} != {kb})")
+    if ka % MX_BLOCK:
+        raise ValueError(f"{fn}() needs K a multiple of {MX_BLOCK}, got K = {ka}; pad both operands with zeros")
+    out_dtype = _choice(fn, "out_dtype", out_dtype, SCALED_MM_OUT_DTYPES)
+    for name, scale, want in (("scale_a", scale_a, (m, ka // MX_BLOCK)), ("scale_b", scale_b, (ka // MX_BLOCK, n))):
+        _float32_scale(fn, name, scale)
+        if scale.shape != want:
+            raise ValueError(
+                f"{fn}() {name} of shape {scale.shape} is not one scale per {MX_BLOCK} values along K; "
+                f"pass one of shape {want}"
+            )
+    if bias is not None and (bias.shape != (n,) or bias.dtype not in SCALED_MM_OUT_DTYPES):
+        raise ValueError(
+            f"{fn}() bias must be a ({n},) float32, bfloat16 or float16 tensor, got {bias.dtype.name} "
+            f"of shape {bias.shape}"
+        )
+    _same_device(fn, a, ("b", b), ("scale_a", scale_a), ("scale_b", scale_b), ("bias", bias))
+    backend = a._backend
+    gate = KernelGate.of(backend, fn)
+    args = (
+        a._data,
+        b._data,
+        scale_a._data,
+        scale_b._data,
+        out_dtype,
+        None if bias is None else bias._data,
+        bool(use_fast_accum),
+    )
+    out = gate.scaled_mm_mx(*args) if backend.kernels.has(fn) else scaled_mm_mx_reference(gate, *args)
+    return wrap(out, a.device, backend)
+
+
 def scaled_mm_torch(
     self: Any,
     mat2: Any,
@@ -263,12 +361,15 @@ def scaled_mm_torch(
     if out not in QUANTIZE_DTYPES:
         return scaled_mm(self, mat2, scale_a, scale_b, out, bias, use_fast_accum)
     wide = scaled_mm(self, mat2, scale_a, scale_b, dt.float32, bias, use_fast_accum)
-    inverse = np.float32(1.0)
-    if scale_result is not None:
-        gate = KernelGate.of(scale_result._backend, "scaled_mm")
-        inverse = np.float32(1.0) / np.float32(gate.to_numpy(scale_result._data).reshape(()))
     gate = KernelGate.of(wide._backend, "scaled_mm")
-    scale = wrap(
-        gate.from_numpy(np.asarray(inverse, np.float32), dt.float32, wide.device.index), wide.device, wide._backend
-    )
-    return quantize_float8(wide, scale, out, saturate=False)[0]
+    if scale_result is not None:
+        scale_result = _tensor("scale_result", scale_result, "_scaled_mm")
+        _float32_scale("_scaled_mm", "scale_result", scale_result)
+        if int(np.prod(scale_result.shape)) != 1:
+            raise ValueError(f"_scaled_mm() scale_result must be one float32 value, got shape {scale_result.shape}")
+        _same_device("_scaled_mm", wide, ("scale_result", scale_result))
+    if scale_result is None:
+        inverse = gate.from_numpy(np.asarray(1.0, np.float32), dt.float32, wide.device.index)
+    else:  # 1 / scale_result on the device: no host read
+        inverse = gate.div(gate.full((), 1.0, dt.float32, wide.device.index), _per_tensor(gate, scale_result))
+    return quantize_float8(wide, wrap(inverse, wide.device, wide._backend), out, saturate=False)[0]

@@ -24,7 +24,7 @@ from ampcore import dtypes as dt
 from ampcore.conformance import NOT_SUPPORTED
 from ampcore.conformance.float8_data import FLOAT8_TARGETS, SOURCES, expected_quantize, same_bits
 from ampcore.conformance.kernel_harness import seeded_rng
-from ampcore.ops.float8 import quantize_float8, scaled_mm
+from ampcore.ops.float8 import quantize_float8, scaled_mm, scaled_mm_mx
 
 F8 = [d.name for d in FLOAT8_TARGETS]
 OUT = ["float32", "bfloat16", "float16"]
@@ -160,7 +160,11 @@ def test_scaled_mm_against_float64(backend, dtype, rowwise):
     backend.require_storage(dtype)
     out = dt.as_dtype(dtype)
     rng = seeded_rng("float8", "scaled_mm", dtype, str(rowwise))
-    for (m, k, n), (da, db) in [((5, 48, 7), (dt.float8_e4m3fn, dt.float8_e4m3fn)), ((3, 33, 1), FLOAT8_TARGETS)]:
+    for (m, k, n), (da, db) in [
+        ((5, 48, 7), (dt.float8_e4m3fn, dt.float8_e4m3fn)),
+        ((3, 33, 1), FLOAT8_TARGETS),
+        ((16, 64, 32), (dt.float8_e5m2, dt.float8_e4m3fn)),  # aligned: what float8 tensor cores (cuBLASLt) take
+    ]:
         a, b = _float8_operand(rng, (m, k), da), _float8_operand(rng, (k, n), db)
         sa = rng.uniform(0.01, 3, (m, 1) if rowwise else ()).astype(np.float32)
         sb = rng.uniform(0.01, 3, (1, n) if rowwise else ()).astype(np.float32)
@@ -235,3 +239,37 @@ def test_block_scaled_gemm_matches_the_reference(backend, dtype):
         block = np.ascontiguousarray(a[:, j * BLOCK : (j + 1) * BLOCK])
         want_q = expected_quantize(block, (1.0 / sa[:, j : j + 1]).astype(np.float32), dt.float8_e4m3fn, True)
         same_bits(q.numpy(), want_q, f"MXFP8 block {j} of a")
+
+
+@pytest.mark.conformance(op="scaled_mm_mx")
+@pytest.mark.parametrize("dtype", OUT)
+def test_scaled_mm_mx_against_float64(backend, dtype):
+    """The MX-scaled GEMM (the backend's ``scaled_mm_mx`` or the core's composition): one power of two per 32
+    values along K on each operand, scales from 2**-127 (e8m0's least, a float32 subnormal) to 2**100, a
+    transposed ``b`` (a Float8Linear weight), a bias; within one rounding of ``out`` and float32 accumulation of
+    the float64 product."""
+    _require_float8(backend)
+    backend.require_storage(dtype)
+    out = dt.as_dtype(dtype)
+    rng = seeded_rng("float8", "scaled_mm_mx", dtype)
+    for (m, k, n), (da, db) in [
+        ((5, 2 * BLOCK, 7), (dt.float8_e4m3fn, dt.float8_e4m3fn)),
+        ((3, BLOCK, 2), FLOAT8_TARGETS),
+        ((16, 2 * BLOCK, 16), (dt.float8_e4m3fn, dt.float8_e4m3fn)),  # aligned: Blackwell's MXFP8 (cuBLASLt)
+    ]:
+        a, bt = _float8_operand(rng, (m, k), da), _float8_operand(rng, (n, k), db)
+        sa = 2.0 ** rng.integers(-4, 3, (m, k // BLOCK))
+        sb = 2.0 ** rng.integers(-4, 3, (k // BLOCK, n))
+        sa[:, -1] *= 2.0**-100  # the last block's operands far out of range, their products (and float16's) not
+        sb[-1, :] *= 2.0**100
+        sa[0, 0] = 2.0**-127  # e8m0's least, a float32 subnormal
+        sa, sb = sa.astype(np.float32), sb.astype(np.float32)
+        bias = rng.standard_normal(n).astype(out.numpy)
+        b = _on(backend, bt).t()  # (K, N) as a transposed view, as Float8Linear passes its weight
+        got = scaled_mm_mx(_on(backend, a), b, _on(backend, sa), _on(backend, sb), out, _on(backend, bias))
+        assert got.dtype is out and got.shape == (m, n), f"scaled_mm_mx gave {got.dtype.name} {got.shape}"
+        a64 = a.astype(np.float64) * sa.astype(np.float64).repeat(BLOCK, 1)
+        b64 = bt.T.astype(np.float64) * sb.astype(np.float64).repeat(BLOCK, 0)
+        want = a64 @ b64 + bias.astype(np.float64)
+        magnitude = np.abs(a64) @ np.abs(b64) + np.abs(bias.astype(np.float64))
+        _within(got.numpy(), want, magnitude, k, out, f"scaled_mm_mx {da.name} x {db.name} -> {dtype}")

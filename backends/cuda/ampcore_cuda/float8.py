@@ -1,4 +1,5 @@
-"""Float8 kernels: ``quantize_float8`` in one pass, ``scaled_mm`` on float16 tensor cores.
+"""Float8 kernels: ``quantize_float8`` in one pass; ``scaled_mm`` and ``scaled_mm_mx`` on cuBLASLt's float8
+tensor cores where the device and the call allow (:mod:`ampcore_cuda.cublaslt`), else on float16 tensor cores.
 
 No ``cuda_fp8.h`` (the sources compile without include paths, like every kernel
 here): the conversions are :func:`ampcore.cgen.float8_conversions`, integer
@@ -7,7 +8,14 @@ rounds and stores each element and folds ``|x|`` into the amax with an
 ``atomicMax`` on its bits (non-negative floats order as their bit patterns, and
 NaN's bits are above inf's, so a NaN anywhere gives NaN).
 
-``scaled_mm``: float8 operands widened exactly to float16, multiplied on tensor
+``scaled_mm`` natively: one cuBLASLt float8 GEMM, ``a`` as it is (M, K) and ``b`` K-major ((K, N) stored
+as its transpose, as Float8Linear passes its weight; any other layout is copied first, 1 byte an element:
+Ada and Hopper take only this "TN" form), tensor-wise scales as device pointers, row-wise ones as cuBLASLt's
+outer vectors (sm_90), the bias in cuBLASLt's epilogue where its type is the documented one (else a float32
+D and the finish kernel below).  K must be a multiple of 16 and D's rows a multiple of 16 bytes, e5m2 x
+e5m2 is not offered: such a call takes the fallback.
+
+``scaled_mm`` fallback: float8 operands widened exactly to float16, multiplied on tensor
 cores with float32 accumulation; scales applied to the accumulator.  Every
 e4m3fn and e5m2 value (subnormals, max, e5m2's inf, NaN with its sign) is a
 float16 value, so the widening is exact; a product of two float16 values is
@@ -19,10 +27,12 @@ and rounds once to the output dtype.  The contract's reference scales the
 operands before the product instead; the two differ by float32 rounding only
 (the kernel contract in :mod:`ampcore.kernels` allows it).  A scale that varies
 along K cannot be applied to the accumulator: such a call scales the operands
-into float32 and runs a float32 GEMM, as the reference does.  No float8
-hardware instruction is used (``Capabilities.float8`` is ``"emulated"``);
-future work on sm_89+: the ``cvt.rn.satfinite.e4m3x2.f32`` conversions and
-cuBLASLt's float8 GEMM.
+into float32 and runs a float32 GEMM, as the reference does.
+
+``scaled_mm_mx`` (MXFP8): natively on sm_100 (cuBLASLt ``VEC32_UE8M0``, the scales converted to e8m0 bytes
+and laid out in cuBLASLt's 128 x 4 tiles); elsewhere each operand is dequantized block by block (a power of
+two: exact) and multiplied in float32.  The conversions stay integer arithmetic on every device (the
+``cvt.rn.satfinite.e4m3x2.f32`` instructions are not used).
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ import numpy as np
 from ampcore import cgen
 from ampcore import dtypes as dt
 
+from . import cublaslt
 from .array import CuArray, contiguous
 from .codegen import PRELUDE, ctype
 from .gemm import gemm_ex, matmul
@@ -217,11 +228,15 @@ def scaled_mm(
     bias: CuArray | None,
     use_fast_accum: bool,
 ) -> CuArray:
-    """``(a * scale_a) @ (b * scale_b) + bias`` with float32 accumulation, rounded once: on float16 tensor
-    cores with the scales applied to the accumulator (see the module docstring)."""
+    """``(a * scale_a) @ (b * scale_b) + bias`` with float32 accumulation, rounded once: on cuBLASLt's float8
+    GEMM where it runs the call, else on float16 tensor cores with the scales on the accumulator (see the
+    module docstring)."""
     cupy = import_cupy()
     with cupy.cuda.Device(a.device_index):
         mode_a, mode_b = _layout(scale_a, a.shape), _layout(scale_b, b.shape)
+        native = _native(a, b, (scale_a, mode_a), (scale_b, mode_b), out_dtype, bias, use_fast_accum)
+        if native is not None:
+            return native
         if mode_a in (_PER_TENSOR, _PER_ROW) and mode_b in (_PER_TENSOR, _PER_COLUMN):
             acc = _widened_product(a, b)
             scales = (contiguous(scale_a.data), contiguous(scale_b.data))
@@ -232,6 +247,128 @@ def scaled_mm(
             one = cupy.ones((), dtype=np.float32)
             scales, mode_a, mode_b = (one, one), _PER_TENSOR, _PER_TENSOR  # x * 1 * 1 is x, NaN and inf too
         return _finish(acc, scales, (mode_a, mode_b), out_dtype, bias)
+
+
+def _aligned(data: Any) -> Any:
+    """``data`` C-contiguous at a 16-byte aligned address (cuBLASLt's float8 rule), copied only if needed."""
+    if data.flags.c_contiguous and data.data.ptr % 16 == 0:
+        return data
+    return import_cupy().ascontiguousarray(data)  # a new allocation: CuPy's are 256-byte aligned
+
+
+def _vector(scale: Any, length: int) -> Any:
+    """A per-tensor or per-row/column float32 scale as a (length,) vector (cuBLASLt's outer-vector form)."""
+    cupy = import_cupy()
+    flat = scale.reshape(-1)
+    return _aligned(cupy.broadcast_to(flat, (length,)) if flat.size == 1 else flat)
+
+
+def _native(
+    a: CuArray,
+    b: CuArray,
+    scale_a: tuple[CuArray, int],
+    scale_b: tuple[CuArray, int],
+    out_dtype: Any,
+    bias: CuArray | None,
+    use_fast_accum: bool,
+) -> CuArray | None:
+    """The product on cuBLASLt where this device and this call qualify (per-tensor scales, or row/column
+    vectors on sm_90; K a multiple of 16; D's rows 16-byte multiples; not e5m2 x e5m2); None otherwise."""
+    (m, k), n = a.shape, b.shape[1]
+    if not (m and n and k) or k % 16 or a.dtype == b.dtype == dt.float8_e5m2:
+        return None
+    support = cublaslt.support(a.device_index)
+    (sa, mode_a), (sb, mode_b) = scale_a, scale_b
+    if mode_a == mode_b == _PER_TENSOR and support.tensorwise:
+        mode, sa_dev, sb_dev = cublaslt.SCALAR, _aligned(sa.data.reshape(())), _aligned(sb.data.reshape(()))
+    elif mode_a in (_PER_TENSOR, _PER_ROW) and mode_b in (_PER_TENSOR, _PER_COLUMN) and support.rowwise:
+        mode, sa_dev, sb_dev = cublaslt.OUTER, _vector(sa.data, m), _vector(sb.data, n)
+    else:
+        return None
+    return _lt_gemm(a, b, (sa_dev, sb_dev), mode, out_dtype, bias, use_fast_accum)
+
+
+def _lt_gemm(
+    a: CuArray,
+    b: CuArray,
+    scales: tuple[Any, Any],
+    mode: int,
+    out_dtype: Any,
+    bias: CuArray | None,
+    use_fast_accum: bool,
+) -> CuArray | None:
+    """One cuBLASLt float8 GEMM of ``a`` (M, K) and ``b`` (K, N): the bias in its epilogue where its type is
+    cuBLASLt's for this output, else after it (a float32 D, then the finish kernel: one rounding).  None when
+    D's rows would not span a multiple of 16 bytes."""
+    epilogue = bias is None or cublaslt.BIAS_TYPE[out_dtype] == bias.dtype
+    d_dtype = out_dtype if epilogue else dt.float32
+    if (b.shape[1] * ctype(d_dtype).itemsize) % 16:
+        return None
+    lt_bias = None if bias is None or not epilogue else CuArray(_aligned(bias.data), bias.dtype)
+    a_rows, b_rows = _aligned(a.data), _aligned(b.data.T)  # both K-major: (M, K) and (N, K)
+    out = cublaslt.gemm(
+        a_rows, b_rows, scales[0], scales[1], mode, d_dtype, lt_bias, use_fast_accum, (a.dtype, b.dtype)
+    )
+    if epilogue:
+        return out
+    one = import_cupy().ones((), dtype=np.float32)
+    return _finish(out, (one, one), (_PER_TENSOR, _PER_TENSOR), out_dtype, bias)
+
+
+_offsets: dict[tuple[int, int, int], tuple[Any, int]] = {}
+
+
+def _e8m0_tiles(scale: Any) -> Any:
+    """(outer, K / 32) float32 powers of two as e8m0 bytes (their float32 exponent field: 2**-127, a float32
+    subnormal, is byte 0) in cuBLASLt's tiled ``VEC32_UE8M0`` layout (:func:`ampcore_cuda.cublaslt.swizzle_offsets`)."""
+    cupy = import_cupy()
+    outer, inner = scale.shape
+    key = (int(scale.device.id), outer, inner)
+    if key not in _offsets:
+        offsets, size = cublaslt.swizzle_offsets(outer, inner)
+        _offsets[key] = (cupy.asarray(offsets), size)
+    offsets, size = _offsets[key]
+    exponent = (contiguous(scale).view(np.uint32) >> np.uint32(23)) & np.uint32(0xFF)
+    tiles = cupy.zeros(size, dtype=np.uint8)
+    tiles[offsets] = exponent.reshape(-1).astype(np.uint8)
+    return tiles
+
+
+def scaled_mm_mx(
+    a: CuArray,
+    b: CuArray,
+    scale_a: CuArray,
+    scale_b: CuArray,
+    out_dtype: Any,
+    bias: CuArray | None,
+    use_fast_accum: bool,
+) -> CuArray:
+    """``scaled_mm`` with one power-of-two scale per 32 values along K (``scale_a`` (M, K/32), ``scale_b``
+    (K/32, N)): cuBLASLt's MXFP8 GEMM on sm_100, else the operands dequantized block by block (exact) and one
+    float32 GEMM; one rounding to ``out_dtype`` either way."""
+    cupy = import_cupy()
+    with cupy.cuda.Device(a.device_index):
+        (m, k), n = a.shape, b.shape[1]
+        native = None
+        if m and n and k and k % 32 == 0 and not a.dtype == b.dtype == dt.float8_e5m2:
+            if cublaslt.support(a.device_index).mx:
+                scales = (_e8m0_tiles(scale_a.data), _e8m0_tiles(scale_b.data.T))
+                native = _lt_gemm(a, b, scales, cublaslt.MX, out_dtype, bias, use_fast_accum)
+        if native is not None:
+            return native
+        deq_a = _dequantize_blocks(a.data, a.dtype, scale_a.data)
+        deq_b = _dequantize_blocks(b.data.T, b.dtype, scale_b.data.T)  # blocks run along K: b^T's rows
+        acc = CuArray(cupy.matmul(deq_a, deq_b.T), dt.float32)
+        one = cupy.ones((), dtype=np.float32)
+        return _finish(acc, (one, one), (_PER_TENSOR, _PER_TENSOR), out_dtype, bias)
+
+
+def _dequantize_blocks(q: Any, dtype: dt.DType, scale: Any) -> Any:
+    """(rows, K) float8 values times their (rows, K / 32) block scales, in float32 (exact: powers of two)."""
+    rows, k = q.shape
+    blocks = CuArray(contiguous(q).reshape(rows * (k // 32), 32), dtype)
+    per_block = CuArray(contiguous(scale).reshape(rows * (k // 32), 1), dt.float32)
+    return _dequantize(blocks, per_block).data.reshape(rows, k)
 
 
 def _widen(x: CuArray) -> CuArray:
@@ -274,4 +411,4 @@ def _finish(
 
 
 def kernels() -> dict[str, Callable[..., Any]]:
-    return {"quantize_float8": quantize_float8, "scaled_mm": scaled_mm}
+    return {"quantize_float8": quantize_float8, "scaled_mm": scaled_mm, "scaled_mm_mx": scaled_mm_mx}

@@ -41,8 +41,12 @@ class CUDABackend(ampcore.Backend):
         return runtime.device_count()
 
     def capabilities(self, index: int = 0) -> ampcore.Capabilities:
+        from .cublaslt import support
+
         cupy = runtime.import_cupy()
-        return runtime.capabilities_from_properties(runtime.properties(index), cupy.cuda.runtime.runtimeGetVersion())
+        props = runtime.properties(index)
+        float8_gemm = support(index) if (int(props["major"]), int(props["minor"])) >= runtime.FLOAT8_CC else None
+        return runtime.capabilities_from_properties(props, cupy.cuda.runtime.runtimeGetVersion(), float8_gemm)
 
     def kernel_functions(self) -> Mapping[str, Callable[..., Any]]:
         from .kernels import kernel_table

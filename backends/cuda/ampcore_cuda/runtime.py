@@ -309,7 +309,9 @@ def _name(props: Mapping[str, Any]) -> str:
 FLOAT8_CC = (8, 9)  # Ada (sm_89) and Hopper (sm_90): float8 tensor cores
 
 
-def capabilities_from_properties(props: Mapping[str, Any], runtime_version: int = 0) -> ampcore.Capabilities:
+def capabilities_from_properties(
+    props: Mapping[str, Any], runtime_version: int = 0, float8_gemm: Any = None
+) -> ampcore.Capabilities:
     """What a device of compute capability ``major.minor`` does in this backend.
 
     Every kernel of this backend computes float16/bfloat16 in float32 and rounds
@@ -325,16 +327,17 @@ def capabilities_from_properties(props: Mapping[str, Any], runtime_version: int 
       float16: it halves activation memory and bandwidth, though GEMMs gain no
       speed; both 16-bit dtypes are emulated and bfloat16 GEMMs fall back.
 
-    float8 needs cc >= 8.9 (Ada, Hopper: float8 tensor cores); there the float8
-    dtypes are storable and ``float8`` is ``"emulated"``: the conversions are
-    integer bit arithmetic (:func:`ampcore.cgen.float8_conversions`, bit-exact
-    ml_dtypes); in ``scaled_mm`` the float8 operands are widened exactly to
-    float16, multiplied on tensor cores with float32 accumulation, and the
-    scales applied to the accumulator (:mod:`ampcore_cuda.float8`).  No float8
-    instruction is used: the native path (``cvt.rn.satfinite.e4m3x2.f32``
-    conversions, a cuBLASLt float8 GEMM) is future work.  Below 8.9 ``float8``
-    is ``"none"`` with the reason: no float8 hardware, so a float8 recipe would
-    only be slower than the 16-bit one; rehearse it on the cpu backend.
+    float8 needs cc >= 8.9 (Ada, Hopper, Blackwell: float8 tensor cores); there
+    the float8 dtypes are storable.  ``float8`` is ``"native"`` where
+    ``float8_gemm`` (:func:`ampcore_cuda.cublaslt.support`) says cuBLASLt runs
+    float8 GEMMs on this device (nvmath-python installed), and
+    ``"emulated"`` otherwise: the float8 operands are then widened exactly to
+    float16 for the tensor cores (:mod:`ampcore_cuda.float8`).  Either way the
+    conversions are integer bit arithmetic (:func:`ampcore.cgen.float8_conversions`,
+    bit-exact ml_dtypes), and ``float8_reason`` says which GEMMs run how.
+    Below 8.9 ``float8`` is ``"none"`` with the reason: no float8 hardware, so
+    a float8 recipe would only be slower than the 16-bit one; rehearse it on the
+    cpu backend.
     """
     cc = (int(props["major"]), int(props["minor"]))
     ints = {dt.float64, dt.float32, dt.int32, dt.int64, dt.bool_}
@@ -361,9 +364,9 @@ def capabilities_from_properties(props: Mapping[str, Any], runtime_version: int 
             "cuda_runtime": _cuda_version(runtime_version) if runtime_version else None,
             **({"simulated": f"{_SIM_ENV}={os.environ.get(_SIM_ENV, '')}"} if simulated() else {}),
         },
-        float8="emulated" if float8 else "none",
+        float8=("native" if float8_gemm is not None and float8_gemm.tensorwise else "emulated") if float8 else "none",
         float8_reason=(
-            ""
+            (float8_gemm.summary if float8_gemm is not None else "")
             if float8
             else f"float8 needs compute capability {FLOAT8_CC[0]}.{FLOAT8_CC[1]}+ (float8 tensor cores); "
             f"{_name(props)} has {cc[0]}.{cc[1]}: train in 16 bits here, or rehearse float8 on the cpu backend"

@@ -3,8 +3,9 @@ CuPy whose ``RawKernel`` runs the kernel's own CUDA C on the CPU (built by g++ a
 per CUDA thread) and whose cuBLAS computes as ``CUBLAS_COMPUTE_32F`` does.
 
 Opt-in only: ``AMPCORE_CUDA_SIMULATOR=h100`` (sm_90, bfloat16 autocast) or ``t4`` (sm_75, float16 autocast,
-bfloat16 GEMMs fall back to float32).  It proves kernel logic and the glue around it; it says nothing about
-speed, NVRTC, real cuBLAS, the memory model or warp divergence.
+bfloat16 GEMMs fall back to float32); ``l4`` (sm_89) and ``b200`` (sm_100) for the float8 GEMM paths
+that depend on the architecture (cuBLASLt's stand-in, :mod:`.cublaslt`).  It proves kernel logic and the
+glue around it; it says nothing about speed, NVRTC, real cuBLAS(Lt), the memory model or warp divergence.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from .devices import PROFILES, Profile
 
-__all__ = ["ENV", "PROFILES", "IMPORTABLE", "requested_profile", "cupy_module", "module"]
+__all__ = ["ENV", "PROFILES", "IMPORTABLE", "requested_profile", "cupy_module", "cublaslt_module", "module"]
 
 ENV = "AMPCORE_CUDA_SIMULATOR"
 _modules: dict[str, types.ModuleType] = {}
@@ -43,6 +44,16 @@ def cupy_module(profile: Profile) -> types.ModuleType:
     if profile.key not in _modules:
         _modules[profile.key] = make_cupy(profile)
     return _modules[profile.key]
+
+
+def cublaslt_module(profile: Profile | None = None) -> Any:
+    """The simulated ``nvmath.bindings.cublasLt`` of ``profile`` (default: ``$AMPCORE_CUDA_SIMULATOR``'s)."""
+    from .cublaslt import make_cublaslt
+
+    profile = profile or requested_profile()
+    if profile is None:
+        raise ValueError(f"{ENV} is not set: the simulated cuBLASLt has no device")
+    return make_cublaslt(profile)
 
 
 # What ``importlib.import_module`` finds in CuPy 14: ``cupy.cuda.cublas`` and ``cupy.cuda.nvrtc`` are attributes

@@ -35,6 +35,8 @@ class Profile:
 PROFILES = {
     "h100": Profile("h100", "NVIDIA H100 80GB HBM3", 9, 0, 80 * 2**30, 132),
     "t4": Profile("t4", "Tesla T4", 7, 5, 15 * 2**30, 40),
+    "l4": Profile("l4", "NVIDIA L4", 8, 9, 22 * 2**30, 58),  # Ada: float8, per-tensor scales only in cuBLASLt
+    "b200": Profile("b200", "NVIDIA B200", 10, 0, 179 * 2**30, 148),  # Blackwell: MXFP8 block scaling
 }
 RUNTIME_VERSION = 12080  # the CUDA 12.8 runtime: what cupy-cuda12x reports
 

@@ -158,6 +158,7 @@ def make_cupy(profile: Profile) -> types.ModuleType:
     cuda.nvrtc = Nvrtc(profile.major * 10 + profile.minor)
     cuda.function = types.SimpleNamespace(Module=Module)
     cuda.MemoryPointer = MemoryPointer
+    cuda.get_current_stream = lambda: types.SimpleNamespace(ptr=0)  # the null stream: kernels run in order
     module = _Module("cupy", "simulated CuPy (ampcore_cuda.sim): NumPy arrays, kernels run on the CPU")
     module.cuda = cuda
     module.ndarray = ndarray
