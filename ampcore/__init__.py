@@ -7,7 +7,20 @@ from .backend import Availability, Backend, BackendUnavailableError, Capabilitie
 # Before creation's names: importing the submodule ampcore.tensor binds it as ampcore.tensor, which the
 # function ampcore.tensor must then replace.
 from .tensor import Tensor  # isort: skip
-from . import amp, autograd, backend_modules, float8, nn, optim, policy, serialization, utils
+from . import (
+    accelerator,
+    amp,
+    autograd,
+    backend_modules,
+    backends,
+    distributed,
+    float8,
+    nn,
+    optim,
+    policy,
+    serialization,
+    utils,
+)
 from .amp import autocast, custom_bwd, custom_fwd, get_autocast_dtype, is_autocast_available, is_autocast_enabled, op
 from .creation import (
     Generator,
@@ -99,6 +112,7 @@ from .functions import (  # torch's function forms of Tensor methods, from one t
 )
 from .grad_scaler import GradScaler
 from .kernels import MissingKernelsError, get_float32_matmul_precision, set_float32_matmul_precision
+from .legacy import BFloat16Tensor, BoolTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTensor
 from .ops import argsort, cat, chunk, masked_select, matmul, sort, split, stack, take_along_dim, topk, tril, triu, where
 from .ops.float8 import scaled_mm_torch as _scaled_mm  # noqa: F401 - torch._scaled_mm's name, kept out of __all__
 from .plugins import (
@@ -141,6 +155,9 @@ __all__ = [
     "policy",
     "cgen",
     "float8",
+    "accelerator",
+    "backends",
+    "distributed",
     # dtypes
     "DType",
     "bfloat16",
@@ -198,6 +215,14 @@ __all__ = [
     "take_along_dim",
     "rand_like",
     "randn_like",
+    # torch's legacy tensor types, as constructors (ampcore.legacy)
+    "DoubleTensor",
+    "FloatTensor",
+    "HalfTensor",
+    "BFloat16Tensor",
+    "LongTensor",
+    "IntTensor",
+    "BoolTensor",
     # torch's function forms of Tensor methods (ampcore.functions)
     "exp",
     "log",

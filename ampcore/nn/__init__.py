@@ -1,5 +1,8 @@
 """Layers, losses and parameter utilities with torch.nn's names and semantics."""
 
+from typing import TYPE_CHECKING
+
+from ..names import missing_names_getattr as _missing_names_getattr
 from . import functional, init, utils
 from .module import IncompatibleKeys, Module, StateDictError
 from .modules import (
@@ -12,6 +15,7 @@ from .modules import (
     CosineEmbeddingLoss,
     CosineSimilarity,
     CrossEntropyLoss,
+    DataParallel,
     Dropout,
     Embedding,
     Flatten,
@@ -72,6 +76,7 @@ __all__ = [
     "MultiheadAttention",
     "Bilinear",
     "CosineSimilarity",
+    "DataParallel",
     # activations
     "ReLU",
     "GELU",
@@ -100,3 +105,7 @@ __all__ = [
     "CosineEmbeddingLoss",
     "TripletMarginLoss",
 ]
+
+
+if not TYPE_CHECKING:  # a torch name this module lacks says so and points to the porting guide; mypy still checks
+    __getattr__ = _missing_names_getattr(__name__, __all__)

@@ -9,10 +9,12 @@ the tensor's array.  No autograd history is recorded.  They return the tensor.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd import no_grad
 from ..creation import Generator, full, rand, randn
+from ..names import missing_names_getattr as _missing_names_getattr
 from ..tensor import Tensor
 
 __all__ = [
@@ -169,3 +171,7 @@ def default_init_(weight: Tensor, bias: Tensor | None, fan_in: int | None = None
         fan = _fan_in_and_fan_out(weight)[0] if fan_in is None else fan_in
         bound = 1.0 / math.sqrt(fan) if fan > 0 else 0.0
         uniform_(bias, -bound, bound)
+
+
+if not TYPE_CHECKING:  # a torch name this module lacks says so and points to the porting guide; mypy still checks
+    __getattr__ = _missing_names_getattr(__name__, __all__)

@@ -24,8 +24,12 @@ import math
 import types
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import (
+    TYPE_CHECKING,
+    Any,
+)
 
+from ..names import missing_names_getattr as _missing_names_getattr
 from .optimizer import Optimizer
 
 __all__ = [
@@ -380,3 +384,7 @@ class SequentialLR(LRScheduler):
         self.__dict__.update(state)
         for s, sd in zip(self._schedulers, saved):
             s.load_state_dict(sd)
+
+
+if not TYPE_CHECKING:  # a torch name this module lacks says so and points to the porting guide; mypy still checks
+    __getattr__ = _missing_names_getattr(__name__, __all__)

@@ -4,6 +4,7 @@ from .activation import GELU, LogSoftmax, PReLU, ReLU, Sigmoid, SiLU, Softmax, S
 from .attention import MultiheadAttention
 from .container import ModuleDict, ModuleList, Sequential
 from .conv import Conv2d
+from .data_parallel import DataParallel
 from .distance import CosineSimilarity
 from .dropout import Dropout
 from .linear import Bilinear, Flatten, Identity, Linear
@@ -28,6 +29,7 @@ from .normalization import BatchNorm2d, GroupNorm, LayerNorm
 from .sparse import Embedding
 
 __all__ = [
+    "DataParallel",
     "GELU",
     "LogSoftmax",
     "ReLU",
