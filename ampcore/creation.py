@@ -105,11 +105,31 @@ def _shape(size: Sequence[Any]) -> tuple[int, ...]:
     return tuple(out)
 
 
+# (device, dtype) -> (registry generation, backend) once the dtype was found storable there: tensor creation is
+# on the per-sample path of a data loader, where the lookup and the check were a third of an ampcore.zeros(13).
+_placed: dict[tuple[Any, DType], tuple[int, Any]] = {}
+
+
 def _place(device: DeviceLike | None, dtype: DType) -> tuple[Any, Any]:
     dev = registry.resolve(device)
+    known = _placed.get((dev, dtype))
+    if known is not None and known[0] == registry.generation:
+        return dev, known[1]
     backend = registry.get_backend(dev.type)
     check_storable(backend, dev.index, dtype)
+    _placed[(dev, dtype)] = (registry.generation, backend)
     return dev, backend
+
+
+_gates: dict[tuple[Any, str], Any] = {}
+
+
+def _kernels(backend: Any, op: str) -> Any:
+    """``guarded_kernels(backend, op)``, kept per backend and op (a gate wraps each kernel once, on first use)."""
+    gate = _gates.get((backend, op))
+    if gate is None or gate._kernels is not backend.kernels:
+        gate = _gates[(backend, op)] = guarded_kernels(backend, op)
+    return gate
 
 
 def _infer_dtype(array: np.ndarray, from_python: bool) -> DType:
@@ -142,7 +162,7 @@ def tensor(data: Any, dtype: Any = None, device: DeviceLike | None = None, requi
     dev, backend = _place(device, target)
     if requires_grad and not target.is_floating_point:
         raise TypeError(f"only floating tensors can require gradients, got dtype {target.name}")
-    data = guarded_kernels(backend, "tensor").from_numpy(np.asarray(array, order="C"), target, dev.index)
+    data = _kernels(backend, "tensor").from_numpy(np.asarray(array, order="C"), target, dev.index)
     out = tensor_class()._wrap(data, dev, backend)
     return out.requires_grad_(requires_grad)
 
@@ -179,19 +199,23 @@ def full(
         if dtype is not None
         else (dt.bool_ if isinstance(fill_value, bool) else dt.int64 if isinstance(fill_value, int) else dt.float32)
     )
+    return _filled(_shape([size]), fill_value, target, device, requires_grad)
+
+
+def _filled(shape: tuple[int, ...], fill_value: float, target: DType, device: Any, requires_grad: bool) -> Tensor:
     dev, backend = _place(device, target)
-    out = tensor_class()._wrap(
-        guarded_kernels(backend, "full").full(_shape([size]), fill_value, target, dev.index), dev, backend
-    )
-    return out.requires_grad_(requires_grad)
+    out = tensor_class()._wrap(_kernels(backend, "full").full(shape, fill_value, target, dev.index), dev, backend)
+    return out if requires_grad is False else out.requires_grad_(requires_grad)
 
 
 def zeros(*size: Any, dtype: Any = None, device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:
-    return full(_shape(size), 0.0, dtype=dtype or dt.float32, device=device, requires_grad=requires_grad)
+    target = dt.as_dtype(dtype) if dtype is not None else dt.float32
+    return _filled(_shape(size), 0.0, target, device, requires_grad)
 
 
 def ones(*size: Any, dtype: Any = None, device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:
-    return full(_shape(size), 1.0, dtype=dtype or dt.float32, device=device, requires_grad=requires_grad)
+    target = dt.as_dtype(dtype) if dtype is not None else dt.float32
+    return _filled(_shape(size), 1.0, target, device, requires_grad)
 
 
 def empty(*size: Any, dtype: Any = None, device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:

@@ -26,9 +26,11 @@ def default_collate(batch: Sequence[Any]) -> Any:
     elem = batch[0]
     if isinstance(elem, Tensor):
         return stack(list(batch))
-    if isinstance(elem, np.ndarray):
-        return stack([tensor(a) for a in batch])
-    if isinstance(elem, np.generic) and not isinstance(elem, (np.str_, np.bytes_)):
+    if isinstance(elem, np.ndarray):  # stacked on the host, then one tensor: the values stack([tensor(a), ...]) has
+        if elem.dtype.kind not in "biuf":
+            raise TypeError(f"default_collate: NumPy arrays of dtype {elem.dtype} cannot become tensors")
+        return tensor(np.stack(batch))
+    if isinstance(elem, np.generic) and elem.dtype.kind in "biuf":
         return tensor(np.asarray(batch))
     if isinstance(elem, bool):
         return tensor(list(batch), dtype=dt.bool_)
