@@ -147,6 +147,34 @@ def _infer_dtype(array: np.ndarray, from_python: bool) -> DType:
         raise TypeError(f"cannot make a tensor from data of NumPy dtype {array.dtype}") from None
 
 
+def _describe_row(path: str, n: int | None) -> str:
+    return f"{path} is a number" if n is None else f"{path} has {n} element(s)"
+
+
+def _ragged_row(data: Any) -> str | None:
+    """Where nested lists stop being rectangular: ``"data[1] has 1 element(s) but data[0] has 2 element(s)
+    (dimension 1)"``; None when they are rectangular (NumPy refused them for another reason)."""
+    level: list[tuple[str, Any]] = [("data", data)]
+    dim = 0
+    while level:
+        lengths = [
+            (
+                path,
+                len(item) if isinstance(item, (list, tuple)) or (isinstance(item, np.ndarray) and item.ndim) else None,
+            )
+            for path, item in level
+        ]
+        first_path, first = lengths[0]
+        for path, n in lengths[1:]:
+            if n != first:
+                return f"{_describe_row(path, n)} but {_describe_row(first_path, first)} (dimension {dim})"
+        if first is None:
+            return None
+        level = [(f"{path}[{i}]", item[i]) for path, item in level for i in range(len(item))]
+        dim += 1
+    return None
+
+
 def tensor(data: Any, dtype: Any = None, device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:
     """A new tensor holding a copy of ``data`` (nested lists, numbers, NumPy arrays or a Tensor).
 
@@ -155,8 +183,17 @@ def tensor(data: Any, dtype: Any = None, device: DeviceLike | None = None, requi
     if isinstance(data, TensorBase):
         data = data.numpy()
     from_python = not isinstance(data, (np.ndarray, np.generic))
-    array = np.asarray(data)
+    try:
+        array = np.asarray(data)
+    except ValueError as err:
+        ragged = _ragged_row(data) if from_python else None
+        if ragged is None:
+            raise
+        raise ValueError(f"ampcore.tensor: {ragged}; every row along a dimension must have the same length") from err
     if array.dtype == object:
+        ragged = _ragged_row(data) if from_python else None
+        if ragged is not None:
+            raise ValueError(f"ampcore.tensor: {ragged}; every row along a dimension must have the same length")
         raise TypeError(f"cannot make a tensor from {type(data).__name__} data; use numbers or nested lists of numbers")
     target = dt.as_dtype(dtype) if dtype is not None else _infer_dtype(array, from_python)
     dev, backend = _place(device, target)
