@@ -14,12 +14,15 @@ from . import (
     backend_modules,
     backends,
     distributed,
+    distributions,
     float8,
+    multiprocessing,
     nn,
     optim,
     policy,
     serialization,
     utils,
+    version,
 )
 from .amp import autocast, custom_bwd, custom_fwd, get_autocast_dtype, is_autocast_available, is_autocast_enabled, op
 from .creation import (
@@ -129,8 +132,7 @@ from .plugins import (
 )
 from .serialization import load, load_safetensors, save, save_safetensors
 from .syncs import count_host_syncs
-
-__version__ = "0.1.0"
+from .version import __version__
 
 
 def __getattr__(name: str) -> backend_modules.BackendModule:
@@ -158,6 +160,9 @@ __all__ = [
     "accelerator",
     "backends",
     "distributed",
+    "distributions",
+    "multiprocessing",
+    "version",
     # dtypes
     "DType",
     "bfloat16",

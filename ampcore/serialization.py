@@ -26,6 +26,7 @@ naming its type.
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import math
@@ -33,7 +34,7 @@ import os
 import pickle
 import struct
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import IO, Any
 
 import ml_dtypes
@@ -54,6 +55,10 @@ __all__ = [
     "MapLocation",
     "WeightsOnlyUnpicklingError",
     "CheckpointCorruptError",
+    "add_safe_globals",
+    "clear_safe_globals",
+    "get_safe_globals",
+    "safe_globals",
     "load",
     "load_safetensors",
     "save",
@@ -91,7 +96,8 @@ class WeightsOnlyUnpicklingError(pickle.UnpicklingError):
         self.type_name = type_name
         super().__init__(
             f"weights_only load refused an object of type {type_name!r}: only {_ALLOWED} load without running "
-            "code. If you trust the file's source, load it with ampcore.load(f, weights_only=False)"
+            "code. If you trust the file's source, load it with ampcore.load(f, weights_only=False), or allow "
+            "the type with ampcore.serialization.add_safe_globals([...])"
         )
 
 
@@ -400,10 +406,66 @@ class _Decoder:
 
     def _unpickle(self, node: Mapping[str, Any]) -> Any:
         if self._weights_only:
-            raise WeightsOnlyUnpicklingError(str(node.get("type")))
-        unpickler = pickle.Unpickler(io.BytesIO(base64.b64decode(node["v"])))
+            if str(node.get("type")) not in _allowed_names():
+                raise WeightsOnlyUnpicklingError(str(node.get("type")))
+            unpickler: pickle.Unpickler = _AllowListUnpickler(io.BytesIO(base64.b64decode(node["v"])))
+        else:
+            unpickler = pickle.Unpickler(io.BytesIO(base64.b64decode(node["v"])))
         unpickler.persistent_load = lambda pid: self._tensor(json.loads(pid))  # type: ignore[method-assign]
         return unpickler.load()
+
+
+# ------------------------------------------------------------------------------------------------- safe globals
+_SAFE_GLOBALS: list[Any] = []
+
+
+def _qualified(obj: Any) -> str:
+    return f"{obj.__module__}.{obj.__qualname__}"
+
+
+def _allowed_names() -> dict[str, Any]:
+    return {_qualified(obj): obj for obj in _SAFE_GLOBALS}
+
+
+class _AllowListUnpickler(pickle.Unpickler):
+    """Unpickles only the classes and functions :func:`add_safe_globals` allowed (torch's weights_only rule)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        found = _allowed_names().get(f"{module}.{name}")
+        if found is None:
+            raise WeightsOnlyUnpicklingError(f"{module}.{name}")
+        return found
+
+
+def add_safe_globals(safe_globals: list[Any]) -> None:
+    """Allow these classes (or functions) in ``load(weights_only=True)``: an object pickled at save time whose
+    type, and every global its pickle names, is allowed loads without ``weights_only=False``, as in torch."""
+    for obj in safe_globals:
+        if not hasattr(obj, "__module__") or not hasattr(obj, "__qualname__"):
+            raise TypeError(f"safe globals are classes or functions, got {obj!r}")
+        if obj not in _SAFE_GLOBALS:
+            _SAFE_GLOBALS.append(obj)
+
+
+def get_safe_globals() -> list[Any]:
+    """The classes and functions :func:`add_safe_globals` allowed."""
+    return list(_SAFE_GLOBALS)
+
+
+def clear_safe_globals() -> None:
+    """Forget every allowed global."""
+    _SAFE_GLOBALS.clear()
+
+
+@contextlib.contextmanager
+def safe_globals(safe_globals: list[Any]) -> Iterator[None]:
+    """``with ampcore.serialization.safe_globals([MyConfig]): ampcore.load(f)``: allowed inside the block only."""
+    before = list(_SAFE_GLOBALS)
+    add_safe_globals(safe_globals)
+    try:
+        yield
+    finally:
+        _SAFE_GLOBALS[:] = before
 
 
 def _hashable(key: Any) -> Any:

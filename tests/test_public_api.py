@@ -26,6 +26,9 @@ DOCUMENTED = {
     "accelerator",
     "backends",
     "distributed",
+    "distributions",
+    "multiprocessing",
+    "version",
     # dtypes
     "DType",
     "bfloat16",
@@ -212,6 +215,9 @@ def test_exported_modules_are_modules_and_the_rest_are_not():
         "accelerator",
         "backends",
         "distributed",
+        "distributions",
+        "multiprocessing",
+        "version",
     }
 
 
