@@ -31,9 +31,11 @@ from .creation import (
     as_tensor,
     empty,
     empty_like,
+    eye,
     from_numpy,
     full,
     full_like,
+    linspace,
     manual_seed,
     multinomial,
     ones,
@@ -48,6 +50,7 @@ from .creation import (
     zeros,
     zeros_like,
 )
+from .creation import range_inclusive as range  # noqa: A004 - torch's (deprecated) torch.range
 from .device import Device
 from .device import parse_device as device
 from .dispatch import KernelError
@@ -220,6 +223,9 @@ __all__ = [
     "take_along_dim",
     "rand_like",
     "randn_like",
+    "linspace",
+    "eye",
+    "range",
     # torch's legacy tensor types, as constructors (ampcore.legacy)
     "DoubleTensor",
     "FloatTensor",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -45,6 +46,9 @@ __all__ = [
     "rand",
     "randn",
     "arange",
+    "linspace",
+    "eye",
+    "range_inclusive",
     "rand_like",
     "randn_like",
     "randint",
@@ -349,6 +353,65 @@ def arange(
     return tensor_class()._wrap(
         guarded_kernels(backend, "arange").arange(start, end, step, target, dev.index), dev, backend
     )
+
+
+def linspace(
+    start: float,
+    end: float,
+    steps: int,
+    *,
+    dtype: Any = None,
+    device: DeviceLike | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """``steps`` values evenly spaced from ``start`` to ``end`` inclusive, computed in float64 and rounded once
+    (float32 unless ``dtype`` says otherwise)."""
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
+        raise ValueError(f"linspace(): number of steps must be a non-negative int, got {steps!r}")
+    values = np.linspace(float(start), float(end), int(steps), dtype=np.float64)
+    return tensor(values, dtype=dtype or dt.float32, device=device, requires_grad=requires_grad)
+
+
+def eye(
+    n: int, m: int | None = None, *, dtype: Any = None, device: DeviceLike | None = None, requires_grad: bool = False
+) -> Tensor:
+    """The ``n`` x ``m`` (default ``n`` x ``n``) identity: ones on the diagonal (float32 unless ``dtype`` says)."""
+    for name, value in (("n", n), ("m", m)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0):
+            raise ValueError(f"eye(): {name} must be a non-negative int, got {value!r}")
+    return tensor(
+        np.eye(int(n), None if m is None else int(m)),
+        dtype=dtype or dt.float32,
+        device=device,
+        requires_grad=requires_grad,
+    )
+
+
+def range_inclusive(
+    start: float = 0,
+    end: float | None = None,
+    step: float = 1,
+    *,
+    dtype: Any = None,
+    device: DeviceLike | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """torch.range (``ampcore.range``), deprecated there too: values from ``start`` to ``end`` *inclusive* in
+    steps of ``step``, float32 unless ``dtype`` says otherwise.  Warns UserWarning pointing to :func:`arange`,
+    as torch does."""
+    warnings.warn(
+        "ampcore.range is deprecated (as torch.range) because its behavior is inconsistent with Python's range "
+        "builtin. Instead, use ampcore.arange, which produces values in [start, end).",
+        UserWarning,
+        stacklevel=2,
+    )
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise ValueError("range(): step must be non-zero")
+    count = int(np.floor((float(end) - float(start)) / float(step))) + 1
+    values = float(start) + float(step) * np.arange(max(count, 0), dtype=np.float64)
+    return tensor(values, dtype=dtype or dt.float32, device=device, requires_grad=requires_grad)
 
 
 # --------------------------------------------------------------------------- integer draws and sampling

@@ -86,6 +86,9 @@ DOCUMENTED = {
     "take_along_dim",
     "rand_like",
     "randn_like",
+    "linspace",
+    "eye",
+    "range",
     # torch's legacy tensor types
     "DoubleTensor",
     "FloatTensor",

@@ -51,6 +51,11 @@ from .modules import (
     Softmin,
     Softplus,
     Tanh,
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
     TripletMarginLoss,
 )
 from .parameter import Parameter
@@ -87,6 +92,11 @@ __all__ = [
     "Bilinear",
     "CosineSimilarity",
     "DataParallel",
+    "Transformer",
+    "TransformerEncoder",
+    "TransformerDecoder",
+    "TransformerEncoderLayer",
+    "TransformerDecoderLayer",
     # activations
     "ReLU",
     "GELU",

@@ -1,8 +1,6 @@
 """Data-parallel training written for torchrun, the way torch's DDP tutorials write it.
 
-    torchrun --nproc-per-node 2 train_ddp.py --out result.npz            # torch
-    mpiexec -n 2 python train_ddp.py --out result.npz                     # the same file with torch renamed to ampcore
-    python -m ampcore.distributed.run --nproc-per-node 2 train_ddp.py     # torchrun's module name, renamed
+    torchrun --nproc-per-node 2 train_ddp.py --out result.npz
 
 It reads its rank from torchrun's environment, joins the process group, wraps the model in
 DistributedDataParallel, shards the data with a DistributedSampler (set_epoch every epoch), averages the

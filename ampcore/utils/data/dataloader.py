@@ -18,7 +18,8 @@ batched by one gather per tensor (the same values as stacking its rows).
 ``num_workers > 0`` starts that many worker processes (``multiprocessing``,
 its default start method unless ``multiprocessing_context`` names one), each
 seeded with ``base_seed + worker_id`` (Python's ``random``, NumPy's global
-generator and ampcore's) and running ``worker_init_fn(worker_id)``; up to
+generator and ampcore's; the base seed is one draw from ``generator``, or the default generator, made at
+every pass with or without workers, as torch's) and running ``worker_init_fn(worker_id)``; up to
 ``prefetch_factor`` batches per worker are in flight, and batches come back
 in order (``in_order=False``: as they are ready).  ``persistent_workers=True``
 keeps the workers between epochs.  ``timeout`` bounds the wait for one batch.
@@ -187,12 +188,15 @@ class DataLoader(Generic[T_co]):
         return _Batches(self.batch_size, self.drop_last, self.collate_fn)
 
     def __iter__(self) -> Iterator[Any]:
+        # One draw from the generator per pass, whether or not workers use it (they are seeded from it), as
+        # torch draws its base seed: the sampler's order then does not depend on num_workers.
+        base_seed = (self.generator or default_generator).next_seed()
         if self.num_workers == 0:
             if isinstance(self.dataset, IterableDataset):
                 return self._batches()(iter(self.dataset))
             return map(self._fetch(), iter(self._index_sampler))
         if self._pool is None or not self.persistent_workers:
-            self._pool = _WorkerPool(self)
+            self._pool = _WorkerPool(self, base_seed)
         return self._pool.epoch(self)
 
     def __len__(self) -> int:
@@ -231,7 +235,7 @@ def _check_options(num_workers: Any, timeout: Any, prefetch_factor: Any, persist
 class _WorkerPool:
     """The worker processes of one DataLoader, their index queues and the shared result queue."""
 
-    def __init__(self, loader: DataLoader[Any]) -> None:
+    def __init__(self, loader: DataLoader[Any], base_seed: int) -> None:
         context = loader.multiprocessing_context
         if context is None or isinstance(context, str):
             context = multiprocessing.get_context(context)
@@ -240,7 +244,6 @@ class _WorkerPool:
         self.result_queue = context.Queue()
         self.index_queues = []
         self.workers = []
-        base_seed = (loader.generator or default_generator).next_seed()
         fetch = None if self.iterable else loader._fetch()
         batches = loader._batches() if self.iterable else None
         for worker_id in range(self.num_workers):
