@@ -272,12 +272,12 @@ class Transformer(Module):
             **kw,
         )
         self.encoder = custom_encoder or TransformerEncoder(
-            TransformerEncoderLayer(d_model, nhead, **common),  # type: ignore[arg-type]
+            TransformerEncoderLayer(d_model, nhead, **common),
             num_encoder_layers,
             LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw),
         )
         self.decoder = custom_decoder or TransformerDecoder(
-            TransformerDecoderLayer(d_model, nhead, **common),  # type: ignore[arg-type]
+            TransformerDecoderLayer(d_model, nhead, **common),
             num_decoder_layers,
             LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw),
         )
