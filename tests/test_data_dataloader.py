@@ -198,3 +198,10 @@ def test_tensors_made_in_a_worker_are_cpu_tensors():
 
     batch = next(iter(DataLoader(Made(), batch_size=4, num_workers=1)))
     assert batch.device.type == "cpu" and batch[:, 0].tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_a_spawned_worker_gets_the_data_set_by_pickling_and_out_of_order_mode_yields_everything():
+    loader = DataLoader(Squares(), batch_size=3, num_workers=1, multiprocessing_context="spawn", in_order=False)
+    assert sorted(_firsts(loader)) == list(range(12))
+    tensors = DataLoader(TensorDataset(ampcore.arange(6)), batch_size=4, num_workers=1, multiprocessing_context="spawn")
+    assert [b[0].tolist() for b in tensors] == [[0, 1, 2, 3], [4, 5]]
