@@ -140,7 +140,8 @@ from .version import __version__
 
 def __getattr__(name: str) -> backend_modules.BackendModule:
     """``ampcore.cuda``, ``ampcore.opencl``, ``ampcore.cpu`` and any registered backend's device module; a torch
-    dtype ampcore does not support (``ampcore.uint8``) raises UnsupportedDTypeError naming it."""
+    dtype ampcore does not support (``ampcore.uint8``) raises UnsupportedDTypeError naming it, and any other
+    torch name ampcore lacks an AttributeError naming it and the porting guide."""
     error = dtypes.unsupported_dtype_error(name)
     if error is not None:
         raise error
