@@ -10,16 +10,22 @@ from .backend import Availability, Backend, BackendUnavailableError, Capabilitie
 # function ampcore.tensor must then replace.
 from .tensor import Tensor  # isort: skip
 from . import (
+    accelerator,
     amp,
     autograd,
     backend_modules,
+    backends,
+    distributed,
+    distributions,
     float8,
     functions,  # torch's function forms: the declared ops' and the methods' (exported below)
+    multiprocessing,
     nn,
     optim,
     policy,
     serialization,
     utils,
+    version,
 )
 from .amp import autocast, custom_bwd, custom_fwd, get_autocast_dtype, is_autocast_available, is_autocast_enabled, op
 from .creation import (
@@ -28,9 +34,11 @@ from .creation import (
     as_tensor,
     empty,
     empty_like,
+    eye,
     from_numpy,
     full,
     full_like,
+    linspace,
     manual_seed,
     multinomial,
     ones,
@@ -45,6 +53,7 @@ from .creation import (
     zeros,
     zeros_like,
 )
+from .creation import range_inclusive as range  # noqa: A004 - torch's (deprecated) torch.range
 from .device import Device
 from .device import parse_device as device
 from .dispatch import KernelError
@@ -74,6 +83,7 @@ from .dtypes import int32 as int  # noqa: A004
 from .dtypes import int64 as long
 from .grad_scaler import GradScaler
 from .kernels import MissingKernelsError, get_float32_matmul_precision, set_float32_matmul_precision
+from .legacy import BFloat16Tensor, BoolTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTensor
 from .ops import argsort, cat, chunk, masked_select, matmul, sort, split, stack, take_along_dim, topk, tril, triu, where
 from .ops.float8 import scaled_mm_torch as _scaled_mm  # noqa: F401 - torch._scaled_mm's name, kept out of __all__
 from .plugins import (
@@ -90,8 +100,7 @@ from .plugins import (
 )
 from .serialization import load, load_safetensors, save, save_safetensors
 from .syncs import count_host_syncs
-
-__version__ = "0.1.0"
+from .version import __version__
 
 
 def _export(name: str, fn: Any) -> None:
@@ -103,7 +112,8 @@ def _export(name: str, fn: Any) -> None:
 
 def __getattr__(name: str) -> backend_modules.BackendModule:
     """``ampcore.cuda``, ``ampcore.opencl``, ``ampcore.cpu`` and any registered backend's device module; a torch
-    dtype ampcore does not support (``ampcore.uint8``) raises UnsupportedDTypeError naming it."""
+    dtype ampcore does not support (``ampcore.uint8``) raises UnsupportedDTypeError naming it, and any other
+    torch name ampcore lacks an AttributeError naming it and the porting guide."""
     error = dtypes.unsupported_dtype_error(name)
     if error is not None:
         raise error
@@ -124,6 +134,12 @@ __all__ = [
     "cgen",
     "expr",
     "float8",
+    "accelerator",
+    "backends",
+    "distributed",
+    "distributions",
+    "multiprocessing",
+    "version",
     # dtypes
     "DType",
     "bfloat16",
@@ -181,6 +197,17 @@ __all__ = [
     "take_along_dim",
     "rand_like",
     "randn_like",
+    "linspace",
+    "eye",
+    "range",
+    # torch's legacy tensor types, as constructors (ampcore.legacy)
+    "DoubleTensor",
+    "FloatTensor",
+    "HalfTensor",
+    "BFloat16Tensor",
+    "LongTensor",
+    "IntTensor",
+    "BoolTensor",
     # autograd
     "no_grad",
     "enable_grad",

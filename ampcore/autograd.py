@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .hooks import STATE
 from .kernels import KernelError, KernelGate
+from .names import missing_names_getattr as _missing_names_getattr
 from .tensor_base import TensorBase, wrap
 
 
@@ -40,6 +41,7 @@ __all__ = [
     "FunctionCtx",
     "saved_bytes",
     "queue_callback",
+    "Variable",
 ]
 
 
@@ -451,3 +453,26 @@ def _owner(array: Any) -> Any:
     while base is not None and type(base) is type(array):
         array, base = base, getattr(base, "base", None)
     return array
+
+
+class _VariableMeta(type):
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, TensorBase)  # as in torch, every tensor is a Variable
+
+
+class Variable(metaclass=_VariableMeta):
+    """torch's legacy ``autograd.Variable(data, requires_grad=False)``: a tensor is its own Variable now.
+
+    It returns ``data.detach()`` (the same values, no history) with ``requires_grad`` set, as torch's does;
+    ``volatile`` is accepted and ignored (use ``no_grad()``); ``isinstance(t, Variable)`` holds for any tensor.
+    """
+
+    def __new__(cls, data: Any, requires_grad: bool = False, volatile: bool = False) -> Any:
+        if not isinstance(data, TensorBase):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(data).__name__}")
+        out = data.detach()  # type: ignore[attr-defined]
+        return out.requires_grad_(requires_grad)
+
+
+if not TYPE_CHECKING:  # a torch name this module lacks says so and points to the porting guide; mypy still checks
+    __getattr__ = _missing_names_getattr(__name__, __all__)

@@ -170,6 +170,18 @@ class Backend:
         ``None`` (the default) when the backend does not track it, which that function reports as 0."""
         return None
 
+    def max_memory_allocated(self, device_index: int = 0) -> int | None:
+        """The most bytes the backend's arrays held on the device since :meth:`reset_peak_memory_stats`
+        (``ampcore.<name>.max_memory_allocated()``); ``None`` (the default) when it does not track it."""
+        return None
+
+    def reset_peak_memory_stats(self, device_index: int = 0) -> None:
+        """Restart :meth:`max_memory_allocated` from the bytes held now; a no-op by default."""
+
+    def empty_cache(self, device_index: int = 0) -> None:
+        """Return cached free memory (a pool's kept blocks) to the device (``ampcore.<name>.empty_cache()``);
+        a no-op by default."""
+
     # --- measurement ---------------------------------------------------
     def peak_memory(self, fn: Callable[[], Any], device_index: int = 0) -> int | None:
         """Run ``fn()`` once and return the most bytes of device memory it had allocated at once.

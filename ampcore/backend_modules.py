@@ -14,29 +14,46 @@ module has::
     is_bf16_supported(including_emulation=True)
                               bfloat16 among the native (or emulated) dtypes     (Backend.capabilities)
     synchronize(device)       wait for queued work                               (Backend.synchronize)
-    memory_allocated(device)  bytes held by arrays, 0 where the backend cannot tell (Backend.memory_allocated)
+    set_device(device)        make ``"name"`` (no index) mean this device        (torch.cuda.set_device)
+    memory_allocated(device), max_memory_allocated(device)
+                              bytes held by arrays now / at most since the last reset_peak_memory_stats,
+                              0 where the backend cannot tell (Backend.memory_allocated, .max_memory_allocated)
+    reset_peak_memory_stats(device), empty_cache()
+                              the backend's own, a no-op where it has none
     manual_seed(seed), manual_seed_all(seed)
                               seed ampcore's generator (one for every device)
+    OutOfMemoryError          Python's MemoryError, which NumPy and CuPy raise when an allocation fails
+    amp                       torch.cuda.amp's deprecated names bound to this backend: ``autocast(...)`` is
+                              ``ampcore.autocast(name, ...)``, ``GradScaler(...)`` ``ampcore.GradScaler(name, ...)``
+                              (each warns FutureWarning, as torch's do), ``custom_fwd``, ``custom_bwd``
 
 ``device`` is None (the current device), an index, ``"name:N"`` or a Device.
+The built-in names' modules (and their ``amp``) are in ``sys.modules`` from
+``import ampcore`` on, so ``from ampcore.cuda.amp import GradScaler`` works.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 import types
+import warnings
 from typing import Any
 
 from . import dtypes as dt
+from .amp import GradScaler, autocast, custom_bwd, custom_fwd
 from .backend import Backend, BackendUnavailableError
 from .creation import manual_seed as _manual_seed
 from .device import parse_device
+from .names import close_matches, missing_torch_name
 from .plugins import get_default_device
 from .plugins.registry import PluginLoadError, UnknownBackendError, registry
 
-__all__ = ["BUILTIN", "BackendModule", "module_for"]
+__all__ = ["BUILTIN", "TORCH_DEVICE_MODULES", "BackendModule", "module_for"]
 
 BUILTIN = ("cpu", "opencl", "cuda")
+# torch's other device modules (torch.mps, torch.xpu, ...): asked for on ampcore, they are backends not installed.
+TORCH_DEVICE_MODULES = ("mps", "xpu", "mtia", "npu", "hpu", "xla", "ipu", "vulkan", "maia")
 _DISTRIBUTION = {"cpu": "ampcore-cpu", "opencl": "ampcore-opencl", "cuda": "ampcore-cuda"}
 _modules: dict[str, BackendModule] = {}
 
@@ -44,9 +61,12 @@ _modules: dict[str, BackendModule] = {}
 class BackendModule(types.ModuleType):
     """``ampcore.<backend>``: torch.cuda's device functions for one backend."""
 
+    OutOfMemoryError = MemoryError
+
     def __init__(self, backend_name: str) -> None:
         super().__init__(f"ampcore.{backend_name}", f"Device functions of the {backend_name!r} backend (torch.cuda's).")
         self.backend_name = backend_name
+        self.amp = _amp_module(backend_name)
 
     # ---------------------------------------------------------------- lookup
     def _backend(self, *, available: bool = True) -> Backend:
@@ -89,11 +109,24 @@ class BackendModule(types.ModuleType):
         return int(self._backend().device_count())
 
     def current_device(self) -> int:
-        """The index ampcore uses for this backend by default (the default device's, or its first usable one)."""
+        """The index ampcore uses for this backend by default: :meth:`set_device`'s, else the default device's,
+        else its first usable one."""
+        chosen = registry.current_index(self.backend_name)
+        if chosen is not None:
+            return chosen
         default = get_default_device()
         if default.type == self.backend_name:
             return default.index
         return registry.first_usable_index(self._backend())
+
+    def set_device(self, device: Any) -> None:
+        """Make ``"<name>"`` without an index mean ``device`` (torch.cuda.set_device); a default device of this
+        backend moves there too.  ValueError for an index the backend does not have."""
+        index = self._index(device)
+        registry.set_current_index(self.backend_name, index)
+        default = get_default_device()
+        if default.type == self.backend_name and default.index != index:
+            registry.set_default(f"{self.backend_name}:{index}")
 
     def get_device_name(self, device: Any = None) -> str:
         """The device's name (``Capabilities.device_name``)."""
@@ -115,6 +148,21 @@ class BackendModule(types.ModuleType):
         """Bytes the device's arrays hold now; 0 where the backend cannot tell (``Backend.memory_allocated``)."""
         return int(self._backend().memory_allocated(self._index(device)) or 0)
 
+    def max_memory_allocated(self, device: Any = None) -> int:
+        """The most bytes the device's arrays held since the last :meth:`reset_peak_memory_stats`; 0 where the
+        backend cannot tell (``Backend.max_memory_allocated``)."""
+        return int(self._backend().max_memory_allocated(self._index(device)) or 0)
+
+    def reset_peak_memory_stats(self, device: Any = None) -> None:
+        """Start :meth:`max_memory_allocated` again from the bytes held now."""
+        self._backend().reset_peak_memory_stats(self._index(device))
+
+    def empty_cache(self) -> None:
+        """Give the memory the backend caches (freed blocks kept for reuse) back to the device; a no-op when the
+        backend is unavailable or keeps none."""
+        if self.is_available():
+            self._backend().empty_cache(self.current_device())
+
     def manual_seed(self, seed: int) -> None:
         """Seed ampcore's generator, which every device draws from (so it also seeds the others)."""
         _manual_seed(seed)
@@ -127,13 +175,53 @@ class BackendModule(types.ModuleType):
         return f"<ampcore device module {self.__name__!r}>"
 
 
+def _deprecated(what: str, name: str, replacement: str) -> None:
+    warnings.warn(
+        f"`ampcore.{name}.amp.{what}(args...)` is deprecated. Please use `{replacement}` instead.",
+        FutureWarning,
+        stacklevel=3,
+    )
+
+
+def _amp_module(name: str) -> types.ModuleType:
+    """``ampcore.<name>.amp``: torch.cuda.amp's names with the device type bound to ``name``."""
+    module = types.ModuleType(f"ampcore.{name}.amp", f"torch.cuda.amp's deprecated names for the {name!r} backend.")
+
+    class DeviceAutocast(autocast):
+        __doc__ = f"``autocast({name!r}, ...)`` under torch.cuda.amp's deprecated name."
+
+        def __init__(self, enabled: bool = True, dtype: Any = None, cache_enabled: bool = True, **kwargs: Any):
+            _deprecated("autocast", name, f"ampcore.amp.autocast({name!r}, args...)")
+            super().__init__(name, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled, **kwargs)
+
+    class DeviceGradScaler(GradScaler):
+        __doc__ = f"``GradScaler({name!r}, ...)`` under torch.cuda.amp's deprecated name."
+
+        def __init__(self, *args: Any, **kwargs: Any):
+            _deprecated("GradScaler", name, f"ampcore.amp.GradScaler({name!r}, args...)")
+            super().__init__(name, *args, **kwargs)
+
+    for cls, short in ((DeviceAutocast, "autocast"), (DeviceGradScaler, "GradScaler")):
+        cls.__name__ = cls.__qualname__ = short
+        cls.__module__ = module.__name__
+        setattr(module, short, cls)
+    module.custom_fwd = functools.partial(custom_fwd, device_type=name)  # type: ignore[attr-defined]
+    module.custom_bwd = functools.partial(custom_bwd, device_type=name)  # type: ignore[attr-defined]
+    return module
+
+
 def _known() -> list[str]:
     registry.ensure_loaded()
     return sorted(set(BUILTIN) | set(registry.records) | {b.name for b in registry.broken})
 
 
 def module_for(name: str) -> BackendModule:
-    """``ampcore.<name>``: the module of backend ``name``; AttributeError naming the known backends otherwise."""
+    """``ampcore.<name>``: the module of backend ``name``.
+
+    AttributeError otherwise: naming the known backends when ``name`` looks like a backend (one of torch's
+    device modules, or close to an installed backend's name), else naming torch's ``torch.<name>`` as not in
+    ampcore yet, with the porting guide.
+    """
     module = _modules.get(name)
     if module is not None:
         return module
@@ -141,8 +229,19 @@ def module_for(name: str) -> BackendModule:
         raise AttributeError(f"module 'ampcore' has no attribute {name!r}")
     known = _known()
     if name not in known:
-        listed = ", ".join(repr(k) for k in known)
-        raise AttributeError(f"module 'ampcore' has no attribute {name!r}; the backends' modules are {listed}")
+        if name in TORCH_DEVICE_MODULES or close_matches(name, known):
+            listed = ", ".join(repr(k) for k in known)
+            raise AttributeError(f"module 'ampcore' has no attribute {name!r}; the backends' modules are {listed}")
+        raise missing_torch_name("ampcore", name, getattr(sys.modules.get("ampcore"), "__all__", ()))
+    return _install(name)
+
+
+def _install(name: str) -> BackendModule:
     module = _modules[name] = BackendModule(name)
     sys.modules.setdefault(module.__name__, module)  # `import ampcore.<name>` works after the first access
+    sys.modules.setdefault(module.amp.__name__, module.amp)
     return module
+
+
+for _name in BUILTIN:  # torch's import paths (``from ampcore.cuda.amp import GradScaler``) work from the start
+    _install(_name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -45,6 +46,9 @@ __all__ = [
     "rand",
     "randn",
     "arange",
+    "linspace",
+    "eye",
+    "range_inclusive",
     "rand_like",
     "randn_like",
     "randint",
@@ -105,11 +109,31 @@ def _shape(size: Sequence[Any]) -> tuple[int, ...]:
     return tuple(out)
 
 
+# (device, dtype) -> (registry generation, backend) once the dtype was found storable there: tensor creation is
+# on the per-sample path of a data loader, where the lookup and the check were a third of an ampcore.zeros(13).
+_placed: dict[tuple[Any, DType], tuple[int, Any]] = {}
+
+
 def _place(device: DeviceLike | None, dtype: DType) -> tuple[Any, Any]:
     dev = registry.resolve(device)
+    known = _placed.get((dev, dtype))
+    if known is not None and known[0] == registry.generation:
+        return dev, known[1]
     backend = registry.get_backend(dev.type)
     check_storable(backend, dev.index, dtype)
+    _placed[(dev, dtype)] = (registry.generation, backend)
     return dev, backend
+
+
+_gates: dict[tuple[Any, str], Any] = {}
+
+
+def _kernels(backend: Any, op: str) -> Any:
+    """``guarded_kernels(backend, op)``, kept per backend and op (a gate wraps each kernel once, on first use)."""
+    gate = _gates.get((backend, op))
+    if gate is None or gate._kernels is not backend.kernels:
+        gate = _gates[(backend, op)] = guarded_kernels(backend, op)
+    return gate
 
 
 def _infer_dtype(array: np.ndarray, from_python: bool) -> DType:
@@ -127,6 +151,34 @@ def _infer_dtype(array: np.ndarray, from_python: bool) -> DType:
         raise TypeError(f"cannot make a tensor from data of NumPy dtype {array.dtype}") from None
 
 
+def _describe_row(path: str, n: int | None) -> str:
+    return f"{path} is a number" if n is None else f"{path} has {n} element(s)"
+
+
+def _ragged_row(data: Any) -> str | None:
+    """Where nested lists stop being rectangular: ``"data[1] has 1 element(s) but data[0] has 2 element(s)
+    (dimension 1)"``; None when they are rectangular (NumPy refused them for another reason)."""
+    level: list[tuple[str, Any]] = [("data", data)]
+    dim = 0
+    while level:
+        lengths = [
+            (
+                path,
+                len(item) if isinstance(item, (list, tuple)) or (isinstance(item, np.ndarray) and item.ndim) else None,
+            )
+            for path, item in level
+        ]
+        first_path, first = lengths[0]
+        for path, n in lengths[1:]:
+            if n != first:
+                return f"{_describe_row(path, n)} but {_describe_row(first_path, first)} (dimension {dim})"
+        if first is None:
+            return None
+        level = [(f"{path}[{i}]", item[i]) for path, item in level for i in range(len(item))]
+        dim += 1
+    return None
+
+
 def tensor(data: Any, dtype: Any = None, device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:
     """A new tensor holding a copy of ``data`` (nested lists, numbers, NumPy arrays or a Tensor).
 
@@ -135,14 +187,23 @@ def tensor(data: Any, dtype: Any = None, device: DeviceLike | None = None, requi
     if isinstance(data, TensorBase):
         data = data.numpy()
     from_python = not isinstance(data, (np.ndarray, np.generic))
-    array = np.asarray(data)
+    try:
+        array = np.asarray(data)
+    except ValueError as err:
+        ragged = _ragged_row(data) if from_python else None
+        if ragged is None:
+            raise
+        raise ValueError(f"ampcore.tensor: {ragged}; every row along a dimension must have the same length") from err
     if array.dtype == object:
+        ragged = _ragged_row(data) if from_python else None
+        if ragged is not None:
+            raise ValueError(f"ampcore.tensor: {ragged}; every row along a dimension must have the same length")
         raise TypeError(f"cannot make a tensor from {type(data).__name__} data; use numbers or nested lists of numbers")
     target = dt.as_dtype(dtype) if dtype is not None else _infer_dtype(array, from_python)
     dev, backend = _place(device, target)
     if requires_grad and not target.is_floating_point:
         raise TypeError(f"only floating tensors can require gradients, got dtype {target.name}")
-    data = guarded_kernels(backend, "tensor").from_numpy(np.asarray(array, order="C"), target, dev.index)
+    data = _kernels(backend, "tensor").from_numpy(np.asarray(array, order="C"), target, dev.index)
     out = tensor_class()._wrap(data, dev, backend)
     return out.requires_grad_(requires_grad)
 
@@ -179,19 +240,23 @@ def full(
         if dtype is not None
         else (dt.bool_ if isinstance(fill_value, bool) else dt.int64 if isinstance(fill_value, int) else dt.float32)
     )
+    return _filled(_shape([size]), fill_value, target, device, requires_grad)
+
+
+def _filled(shape: tuple[int, ...], fill_value: float, target: DType, device: Any, requires_grad: bool) -> Tensor:
     dev, backend = _place(device, target)
-    out = tensor_class()._wrap(
-        guarded_kernels(backend, "full").full(_shape([size]), fill_value, target, dev.index), dev, backend
-    )
-    return out.requires_grad_(requires_grad)
+    out = tensor_class()._wrap(_kernels(backend, "full").full(shape, fill_value, target, dev.index), dev, backend)
+    return out if requires_grad is False else out.requires_grad_(requires_grad)
 
 
 def zeros(*size: Any, dtype: Any = None, device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:
-    return full(_shape(size), 0.0, dtype=dtype or dt.float32, device=device, requires_grad=requires_grad)
+    target = dt.as_dtype(dtype) if dtype is not None else dt.float32
+    return _filled(_shape(size), 0.0, target, device, requires_grad)
 
 
 def ones(*size: Any, dtype: Any = None, device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:
-    return full(_shape(size), 1.0, dtype=dtype or dt.float32, device=device, requires_grad=requires_grad)
+    target = dt.as_dtype(dtype) if dtype is not None else dt.float32
+    return _filled(_shape(size), 1.0, target, device, requires_grad)
 
 
 def empty(*size: Any, dtype: Any = None, device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:
@@ -288,6 +353,65 @@ def arange(
     return tensor_class()._wrap(
         guarded_kernels(backend, "arange").arange(start, end, step, target, dev.index), dev, backend
     )
+
+
+def linspace(
+    start: float,
+    end: float,
+    steps: int,
+    *,
+    dtype: Any = None,
+    device: DeviceLike | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """``steps`` values evenly spaced from ``start`` to ``end`` inclusive, computed in float64 and rounded once
+    (float32 unless ``dtype`` says otherwise)."""
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
+        raise ValueError(f"linspace(): number of steps must be a non-negative int, got {steps!r}")
+    values = np.linspace(float(start), float(end), int(steps), dtype=np.float64)
+    return tensor(values, dtype=dtype or dt.float32, device=device, requires_grad=requires_grad)
+
+
+def eye(
+    n: int, m: int | None = None, *, dtype: Any = None, device: DeviceLike | None = None, requires_grad: bool = False
+) -> Tensor:
+    """The ``n`` x ``m`` (default ``n`` x ``n``) identity: ones on the diagonal (float32 unless ``dtype`` says)."""
+    for name, value in (("n", n), ("m", m)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0):
+            raise ValueError(f"eye(): {name} must be a non-negative int, got {value!r}")
+    return tensor(
+        np.eye(int(n), None if m is None else int(m)),
+        dtype=dtype or dt.float32,
+        device=device,
+        requires_grad=requires_grad,
+    )
+
+
+def range_inclusive(
+    start: float = 0,
+    end: float | None = None,
+    step: float = 1,
+    *,
+    dtype: Any = None,
+    device: DeviceLike | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """torch.range (``ampcore.range``), deprecated there too: values from ``start`` to ``end`` *inclusive* in
+    steps of ``step``, float32 unless ``dtype`` says otherwise.  Warns UserWarning pointing to :func:`arange`,
+    as torch does."""
+    warnings.warn(
+        "ampcore.range is deprecated (as torch.range) because its behavior is inconsistent with Python's range "
+        "builtin. Instead, use ampcore.arange, which produces values in [start, end).",
+        UserWarning,
+        stacklevel=2,
+    )
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise ValueError("range(): step must be non-zero")
+    count = int(np.floor((float(end) - float(start)) / float(step))) + 1
+    values = float(start) + float(step) * np.arange(max(count, 0), dtype=np.float64)
+    return tensor(values, dtype=dtype or dt.float32, device=device, requires_grad=requires_grad)
 
 
 # --------------------------------------------------------------------------- integer draws and sampling

@@ -8,10 +8,12 @@ lookup that fails appends ``did_you_mean(name, choices)`` to its error, so ``'ma
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import NoReturn
 
-__all__ = ["close_matches", "did_you_mean"]
+__all__ = ["close_matches", "did_you_mean", "PORTING_GUIDE", "missing_torch_name", "missing_names_getattr"]
 
+PORTING_GUIDE = "docs/porting-from-torch.md"
 CUTOFF = 0.6  # difflib's default similarity: 'matmull' ~ 'matmul', 'cpo' ~ 'cpu', 'xyz' ~ nothing
 
 
@@ -35,3 +37,31 @@ def did_you_mean(name: object, choices: Iterable[str]) -> str:
     if not matches:
         return ""
     return f" (did you mean {' or '.join(repr(m) for m in matches)}?)"
+
+
+def missing_torch_name(module: str, name: str, choices: Iterable[str] = ()) -> AttributeError:
+    """The error for a name torch has and ampcore lacks: ``ampcore.roll`` names ``torch.roll`` and the guide.
+
+    ``module`` is the ampcore module asked (``"ampcore.nn"``); ``choices`` its names, for a suggestion.  A
+    dunder name gets Python's plain message (copy, pickle and inspect probe for those).
+    """
+    if name.startswith("__") and name.endswith("__"):
+        return AttributeError(f"module {module!r} has no attribute {name!r}")
+    torch_name = "torch" + module[len("ampcore") :] + "." + name if module.startswith("ampcore") else name
+    return AttributeError(
+        f"module {module!r} has no attribute {name!r}{did_you_mean(name, choices)}: ampcore does not have "
+        f"{torch_name} yet; {PORTING_GUIDE} lists what torch code may need and what to use instead"
+    )
+
+
+def missing_names_getattr(module: str, names: Iterable[str]) -> Callable[[str], NoReturn]:
+    """A module-level ``__getattr__`` for ``module`` whose every miss is :func:`missing_torch_name`'s error.
+
+    Modules that mirror torch's install it under ``if not TYPE_CHECKING:``, so mypy still reports a wrong name.
+    """
+    choices = tuple(names)
+
+    def __getattr__(name: str) -> NoReturn:  # noqa: N807 - the module hook's own name
+        raise missing_torch_name(module, name, choices)
+
+    return __getattr__

@@ -26,6 +26,7 @@ naming its type.
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import math
@@ -33,7 +34,7 @@ import os
 import pickle
 import struct
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import IO, Any
 
 import ml_dtypes
@@ -53,6 +54,11 @@ __all__ = [
     "FileLike",
     "MapLocation",
     "WeightsOnlyUnpicklingError",
+    "CheckpointCorruptError",
+    "add_safe_globals",
+    "clear_safe_globals",
+    "get_safe_globals",
+    "safe_globals",
     "load",
     "load_safetensors",
     "save",
@@ -90,7 +96,18 @@ class WeightsOnlyUnpicklingError(pickle.UnpicklingError):
         self.type_name = type_name
         super().__init__(
             f"weights_only load refused an object of type {type_name!r}: only {_ALLOWED} load without running "
-            "code. If you trust the file's source, load it with ampcore.load(f, weights_only=False)"
+            "code. If you trust the file's source, load it with ampcore.load(f, weights_only=False), or allow "
+            "the type with ampcore.serialization.add_safe_globals([...])"
+        )
+
+
+class CheckpointCorruptError(pickle.UnpicklingError):
+    """The file is a checkpoint cut short or damaged (a copy or a save that did not finish); ``why`` says how."""
+
+    def __init__(self, source: str, why: str) -> None:
+        self.why = why
+        super().__init__(
+            f"{source} is truncated or corrupt: {why}; save it again (ampcore.save) or load an intact copy"
         )
 
 
@@ -237,6 +254,27 @@ def _read(f: FileLike) -> bytes:
     raise TypeError(f"f must be a path or a binary file opened for reading, got {type(f).__name__}")
 
 
+def _source(f: FileLike) -> str:
+    return f"checkpoint {os.fspath(f)!r}" if isinstance(f, (str, os.PathLike)) else "the checkpoint"
+
+
+def _damage(data: bytes) -> str | None:
+    """How ``data`` falls short of a safetensors file it starts like (or is empty); None when it is not one.
+
+    A pickle (protocol 2 and later) starts with 0x80 and is left to the pickle path.
+    """
+    if not data:
+        return "the file is empty"
+    if data[:1] == b"\x80":
+        return None
+    if len(data) < 9:  # a cut header's length field has NUL bytes; a tiny text pickle does not
+        return f"it has {len(data)} bytes, less than a safetensors header" if b"\x00" in data else None
+    (n,) = struct.unpack("<Q", data[:8])
+    if data[8:9] == b"{" and n > len(data) - 8:
+        return f"its header announces {n} bytes of JSON, but only {len(data) - 8} bytes follow"
+    return None
+
+
 def _header_metadata(data: bytes) -> dict[str, str] | None:
     """The ``__metadata__`` of a safetensors file (its documented header: u64 length, JSON); None if ``data``
     is not one."""
@@ -255,9 +293,13 @@ def _header_metadata(data: bytes) -> dict[str, str] | None:
     return meta if isinstance(meta, dict) else {}
 
 
-def _arrays(data: bytes) -> dict[str, np.ndarray]:
+def _arrays(data: bytes, source: str = "the checkpoint") -> dict[str, np.ndarray]:
     out = {}
-    for name, info in safetensors.deserialize(data):
+    try:
+        entries = safetensors.deserialize(data)
+    except safetensors.SafetensorError as err:  # the header parsed, so the tensor data is what is damaged
+        raise CheckpointCorruptError(source, f"its tensor data does not match its header ({err})") from err
+    for name, info in entries:
         np_dtype = _ST_DTYPES.get(info["dtype"])
         if np_dtype is None:
             raise ValueError(
@@ -364,10 +406,66 @@ class _Decoder:
 
     def _unpickle(self, node: Mapping[str, Any]) -> Any:
         if self._weights_only:
-            raise WeightsOnlyUnpicklingError(str(node.get("type")))
-        unpickler = pickle.Unpickler(io.BytesIO(base64.b64decode(node["v"])))
+            if str(node.get("type")) not in _allowed_names():
+                raise WeightsOnlyUnpicklingError(str(node.get("type")))
+            unpickler: pickle.Unpickler = _AllowListUnpickler(io.BytesIO(base64.b64decode(node["v"])))
+        else:
+            unpickler = pickle.Unpickler(io.BytesIO(base64.b64decode(node["v"])))
         unpickler.persistent_load = lambda pid: self._tensor(json.loads(pid))  # type: ignore[method-assign]
         return unpickler.load()
+
+
+# ------------------------------------------------------------------------------------------------- safe globals
+_SAFE_GLOBALS: list[Any] = []
+
+
+def _qualified(obj: Any) -> str:
+    return f"{obj.__module__}.{obj.__qualname__}"
+
+
+def _allowed_names() -> dict[str, Any]:
+    return {_qualified(obj): obj for obj in _SAFE_GLOBALS}
+
+
+class _AllowListUnpickler(pickle.Unpickler):
+    """Unpickles only the classes and functions :func:`add_safe_globals` allowed (torch's weights_only rule)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        found = _allowed_names().get(f"{module}.{name}")
+        if found is None:
+            raise WeightsOnlyUnpicklingError(f"{module}.{name}")
+        return found
+
+
+def add_safe_globals(safe_globals: list[Any]) -> None:
+    """Allow these classes (or functions) in ``load(weights_only=True)``: an object pickled at save time whose
+    type, and every global its pickle names, is allowed loads without ``weights_only=False``, as in torch."""
+    for obj in safe_globals:
+        if not hasattr(obj, "__module__") or not hasattr(obj, "__qualname__"):
+            raise TypeError(f"safe globals are classes or functions, got {obj!r}")
+        if obj not in _SAFE_GLOBALS:
+            _SAFE_GLOBALS.append(obj)
+
+
+def get_safe_globals() -> list[Any]:
+    """The classes and functions :func:`add_safe_globals` allowed."""
+    return list(_SAFE_GLOBALS)
+
+
+def clear_safe_globals() -> None:
+    """Forget every allowed global."""
+    _SAFE_GLOBALS.clear()
+
+
+@contextlib.contextmanager
+def safe_globals(safe_globals: list[Any]) -> Iterator[None]:
+    """``with ampcore.serialization.safe_globals([MyConfig]): ampcore.load(f)``: allowed inside the block only."""
+    before = list(_SAFE_GLOBALS)
+    add_safe_globals(safe_globals)
+    try:
+        yield
+    finally:
+        _SAFE_GLOBALS[:] = before
 
 
 def _hashable(key: Any) -> Any:
@@ -398,6 +496,9 @@ def load(f: FileLike, map_location: MapLocation = None, weights_only: bool = Tru
     data = _read(f)
     meta = _header_metadata(data)
     if meta is None:
+        damage = _damage(data)
+        if damage is not None:
+            raise CheckpointCorruptError(_source(f), damage)
         if weights_only:
             raise pickle.UnpicklingError(
                 "not a safetensors file (ampcore.save writes safetensors); if it is a pickle checkpoint from a "
@@ -405,7 +506,7 @@ def load(f: FileLike, map_location: MapLocation = None, weights_only: bool = Tru
             )
         obj = pickle.loads(data)
         return _relocate(obj, placer) if map_location is not None else obj
-    arrays = _arrays(data)
+    arrays = _arrays(data, _source(f))
     if meta.get("format") != _FORMAT or "ampcore.structure" not in meta:
         # A plain safetensors state dict (e.g. from safetensors.torch.save_file): name -> tensor, on cpu by default.
         return {name: placer.place(a, dt.as_dtype(a.dtype), "cpu", False) for name, a in arrays.items()}
@@ -421,9 +522,13 @@ def load_safetensors(path: FileLike, device: str | Device = "cpu") -> dict[str, 
     ``safetensors.numpy.save_file``) as a ``name -> Tensor`` dict on ``device``, for ``load_state_dict``."""
     data = _read(path)
     if _header_metadata(data) is None:
+        damage = _damage(data)
+        if damage is not None:
+            raise CheckpointCorruptError(_source(path), damage)
         raise ValueError(f"{path!r} is not a safetensors file")
     placer = _Placer(device)
-    return {name: placer.place(a, dt.as_dtype(a.dtype), "cpu", False) for name, a in _arrays(data).items()}
+    arrays = _arrays(data, _source(path))
+    return {name: placer.place(a, dt.as_dtype(a.dtype), "cpu", False) for name, a in arrays.items()}
 
 
 def _relocate(obj: Any, placer: _Placer) -> Any:

@@ -29,6 +29,7 @@ from .plugins import UnknownBackendError, registry
 from .plugins.capabilities import _caps_cache, capabilities_of, check_storable, forget_capabilities  # noqa: F401 - their old home
 from .syncs import to_host
 from .tensor_base import TensorBase, set_tensor_class
+from .tensor_torch import TorchTensorMethods
 
 __all__ = ["Tensor"]
 
@@ -77,7 +78,7 @@ def _to_method(name: str, target: Any) -> Callable[[Tensor], Tensor]:
     return method
 
 
-class Tensor(TensorBase):
+class Tensor(TorchTensorMethods, TensorBase):
     """An n-dimensional array on a backend device, with autograd."""
 
     __slots__ = ()

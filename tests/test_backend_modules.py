@@ -78,3 +78,65 @@ def test_device_modules_do_not_shadow_real_submodules():
     package = Path(ampcore.__file__).parent
     for name in ("cpu", "cuda", "opencl"):
         assert not (package / name).exists() and not (package / f"{name}.py").exists()
+
+
+# --------------------------------------------------------------------------- torch.cuda's other names
+def test_cuda_amp_paths_bind_the_device_type_and_warn_as_torch(register_fake):
+    import warnings
+
+    from ampcore.cuda.amp import GradScaler as CudaScaler  # importable from the start, as torch's path
+
+    assert CudaScaler is ampcore.cuda.amp.GradScaler
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        scaler = ampcore.cpu.amp.GradScaler(init_scale=8.0)
+        with ampcore.cpu.amp.autocast(dtype=ampcore.bfloat16):
+            inside = ampcore.is_autocast_enabled("cpu")
+    assert isinstance(scaler, ampcore.GradScaler) and scaler.get_scale() == 8.0 and inside
+    assert [type(w.message) for w in caught] == [FutureWarning, FutureWarning]
+    assert "Please use `ampcore.amp.GradScaler('cpu', args...)` instead" in str(caught[0].message)
+
+
+def test_set_device_makes_the_bare_name_mean_that_device(register_fake):
+    fake = register_fake(devices=3)
+    module = getattr(ampcore, fake.name)
+    module.set_device(2)
+    assert module.current_device() == 2 and ampcore.zeros(1, device=fake.name).device.index == 2
+    with pytest.raises(ValueError, match=r"invalid device index 3 .* it has 3 device\(s\)"):
+        module.set_device(3)
+
+
+def test_memory_functions_and_out_of_memory_error_answer_as_torchs(register_fake):
+    class Tracking(FakeBackend):
+        peak = 4096
+        emptied = 0
+
+        def max_memory_allocated(self, device_index=0):
+            return self.peak
+
+        def reset_peak_memory_stats(self, device_index=0):
+            self.peak = 0
+
+        def empty_cache(self, device_index=0):
+            self.emptied += 1
+
+    fake = register_fake(cls=Tracking)
+    module = getattr(ampcore, fake.name)
+    assert module.max_memory_allocated() == 4096
+    module.reset_peak_memory_stats()
+    module.empty_cache()
+    assert module.max_memory_allocated() == 0 and fake.emptied == 1
+    assert ampcore.cpu.max_memory_allocated() == 0  # the cpu backend cannot tell: 0, as memory_allocated
+    assert ampcore.cuda.OutOfMemoryError is MemoryError
+
+
+def test_a_name_that_is_neither_a_backend_nor_in_ampcore_points_to_the_porting_guide():
+    with pytest.raises(AttributeError, match=r"ampcore does not have torch\.roll yet; docs/porting-from-torch\.md"):
+        ampcore.roll  # noqa: B018 - the attribute access is the test
+    with pytest.raises(AttributeError) as err:
+        ampcore.roll  # noqa: B018
+    assert "backends' modules" not in str(err.value)
+    with pytest.raises(AttributeError, match=r"no attribute 'mps'; the backends' modules are"):
+        ampcore.mps  # noqa: B018 - torch's device module: a backend that is not installed
+    with pytest.raises(AttributeError, match=r"'tensr' \(did you mean '[Tt]ensor'"):
+        ampcore.tensr  # noqa: B018

@@ -1207,3 +1207,16 @@ def test_the_tables_are_as_large_as_the_docstring_says():
     assert total == bad + keeps + plugins + fresh
     labels = [r.label for r in BAD + KEEPS + PLUGINS]
     assert len(labels) == len(set(labels)), "row labels must be unique (they are the test ids)"
+
+
+@pytest.mark.parametrize(
+    ("data", "where"),
+    [
+        ([[1, 2], [3]], r"data\[1\] has 1 element\(s\) but data\[0\] has 2 element\(s\) \(dimension 1\)"),
+        ([[[1], [2]], [[3], [4, 5]]], r"data\[1\]\[1\] has 2 element\(s\) but data\[0\]\[0\] has 1"),
+        ([[1, 2], 3], r"data\[1\] is a number but data\[0\] has 2 element\(s\)"),
+    ],
+)
+def test_a_ragged_list_names_the_row_that_differs(data, where):
+    with pytest.raises(ValueError, match=f"ampcore.tensor: {where}.*; every row along a dimension must have"):
+        ampcore.tensor(data)

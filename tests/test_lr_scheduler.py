@@ -178,3 +178,47 @@ def test_lambda_lr_state_dict_skips_functions_and_keeps_callable_objects():
     other = lr_scheduler.LambdaLR(opt, [lambda e: 1.0, fn2])
     other.load_state_dict(sd)
     assert fn2.n == 2
+
+
+# --------------------------------------------------------------------------- ExponentialLR, MultiStepLR, plateau
+def _sgd(lr=1.0):
+    from ampcore import nn, optim
+
+    return optim.SGD(nn.Linear(1, 1).parameters(), lr=lr)
+
+
+def test_exponential_and_multistep_follow_their_closed_forms():
+    from ampcore.optim import lr_scheduler
+
+    opt = _sgd()
+    exp = lr_scheduler.ExponentialLR(opt, gamma=0.5)
+    lrs = []
+    for _ in range(3):
+        exp.step()
+        lrs.append(opt.param_groups[0]["lr"])
+    assert lrs == [0.5, 0.25, 0.125]
+    opt = _sgd()
+    multi = lr_scheduler.MultiStepLR(opt, milestones=[2, 4], gamma=0.1)
+    seen = []
+    for _ in range(5):
+        seen.append(opt.param_groups[0]["lr"])
+        multi.step()
+    assert seen == pytest.approx([1.0, 1.0, 0.1, 0.1, 0.01])
+
+
+def test_reduce_on_plateau_waits_patience_then_cools_down_and_respects_min_lr():
+    from ampcore.optim import lr_scheduler
+
+    opt = _sgd()
+    plateau = lr_scheduler.ReduceLROnPlateau(opt, patience=2, cooldown=1, factor=0.5, min_lr=0.3)
+    lrs = []
+    for metric in [5, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4]:
+        plateau.step(ampcore.tensor(float(metric)))
+        lrs.append(opt.param_groups[0]["lr"])
+    # torch's sequence for the same metrics: 3 bad epochs > patience 2 -> halve, 1 epoch cooldown, and so on
+    assert lrs == [1.0, 1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.5, 0.3, 0.3, 0.3, 0.3]
+    assert plateau.get_last_lr() == [0.3] and plateau.state_dict()["best"] == 4.0
+    with pytest.raises(TypeError, match=r"needs the metric: scheduler.step\(val_loss\)"):
+        plateau.step()
+    with pytest.raises(ValueError, match="Factor should be < 1.0"):
+        lr_scheduler.ReduceLROnPlateau(opt, factor=1.5)

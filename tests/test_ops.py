@@ -202,3 +202,17 @@ def test_linear_keeps_no_transposed_copy_of_its_weight_for_backward():
     loss = layer(x).sum()
     # x (for the weight's gradient) is all it needs beyond the parameters themselves.
     assert saved_bytes(loss, exclude=layer.parameters()) == x.numel() * 4
+
+
+@pytest.mark.parametrize("dim", [-4, -3, -2, -1, 0, 1, 2, 3])
+def test_stack_along_every_dimension_equals_numpys_with_gradients(dim):
+    parts = [np.random.default_rng(i).standard_normal((2, 3, 4)) for i in range(3)]
+    tensors = [ampcore.tensor(p, dtype=ampcore.float64, requires_grad=True) for p in parts]
+    out = ampcore.stack(tensors, dim)
+    assert np.array_equal(out.detach().numpy(), np.stack(parts, dim))
+    weights = np.arange(out.numel(), dtype=np.float64).reshape(out.shape)
+    (out * ampcore.tensor(weights)).sum().backward()
+    for i, t in enumerate(tensors):  # each input's gradient is its slice of the weights
+        assert np.array_equal(t.grad.numpy(), np.take(weights, i, axis=dim))
+    scalars = ampcore.stack([ampcore.tensor(1.0), ampcore.tensor(2.0)])
+    assert scalars.tolist() == [1.0, 2.0]

@@ -25,6 +25,12 @@ DOCUMENTED = {
     "cgen",
     "expr",
     "float8",
+    "accelerator",
+    "backends",
+    "distributed",
+    "distributions",
+    "multiprocessing",
+    "version",
     # dtypes
     "DType",
     "bfloat16",
@@ -81,6 +87,17 @@ DOCUMENTED = {
     "take_along_dim",
     "rand_like",
     "randn_like",
+    "linspace",
+    "eye",
+    "range",
+    # torch's legacy tensor types
+    "DoubleTensor",
+    "FloatTensor",
+    "HalfTensor",
+    "BFloat16Tensor",
+    "LongTensor",
+    "IntTensor",
+    "BoolTensor",
     # torch's function forms of Tensor methods (ampcore.functions.METHOD_FUNCTIONS); the declared ops' own
     # function forms are added below, from the op registry
     "sum",
@@ -191,6 +208,12 @@ def test_exported_modules_are_modules_and_the_rest_are_not():
         "cuda",
         "opencl",
         "float8",
+        "accelerator",
+        "backends",
+        "distributed",
+        "distributions",
+        "multiprocessing",
+        "version",
     }
 
 

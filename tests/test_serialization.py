@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -314,3 +315,39 @@ def test_real_torch_reads_and_writes_the_same_files(tmp_path):
     st_torch.save_file(tmodel.state_dict(), str(tmp_path / "t.safetensors"))
     model.load_state_dict(ampcore.load(tmp_path / "t.safetensors"))
     assert bits(model.state_dict()["2.bias"]) == tmodel.state_dict()["2.bias"].view(torch.int16).numpy().tobytes()
+
+
+# --------------------------------------------------------------------------- damaged files, safe globals
+@pytest.mark.parametrize(
+    ("cut", "why"),
+    [
+        (lambda n: 0, "the file is empty"),
+        (lambda n: 5, "it has 5 bytes, less than a safetensors header"),
+        (lambda n: 60, "its header announces"),
+        (lambda n: n - 10, "its tensor data does not match its header"),
+    ],
+)
+def test_a_truncated_checkpoint_says_truncated_or_corrupt_and_how(tmp_path, cut, why):
+    path = tmp_path / "ckpt.pt"
+    ampcore.save({"w": ampcore.ones(100), "step": 3}, path)
+    data = path.read_bytes()
+    path.write_bytes(data[: cut(len(data))])
+    with pytest.raises(ampcore.serialization.CheckpointCorruptError, match=f"is truncated or corrupt: {why}"):
+        ampcore.load(path)
+
+
+@dataclasses.dataclass
+class _Config:
+    lr: float
+
+
+def test_safe_globals_allow_a_pickled_class_only_inside_the_block(tmp_path):
+    path = tmp_path / "cfg.pt"
+    ampcore.save({"cfg": _Config(0.1), "w": ampcore.ones(2)}, path)
+    with pytest.raises(ampcore.serialization.WeightsOnlyUnpicklingError, match="add_safe_globals"):
+        ampcore.load(path)
+    with ampcore.serialization.safe_globals([_Config]):
+        assert ampcore.load(path)["cfg"] == _Config(0.1)
+    assert ampcore.serialization.get_safe_globals() == []
+    with pytest.raises(ampcore.serialization.WeightsOnlyUnpicklingError):
+        ampcore.load(path)

@@ -5,7 +5,10 @@ this package applies it per thread while a region is open.  ``GradScaler``
 (loss scaling for float16) is here too, as ``torch.amp.GradScaler`` is.
 """
 
+from typing import TYPE_CHECKING
+
 from .. import dispatch as _dispatch
+from ..names import missing_names_getattr as _missing_names_getattr
 from ..policy.dtype_policy import set_autocast as _set_policy_autocast
 from .autocast_mode import (
     UnknownDeviceTypeError,
@@ -51,3 +54,7 @@ __all__ = [
     "OverflowRecord",
     "UnknownDeviceTypeError",
 ]
+
+
+if not TYPE_CHECKING:  # a torch name this module lacks says so and points to the porting guide; mypy still checks
+    __getattr__ = _missing_names_getattr(__name__, __all__)

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..autograd import Function, is_grad_enabled, no_grad, queue_callback
 from ..creation import zeros
+from ..device import parse_device
 from ..nn.module import Module
 from ..ops import cat
 from ..tensor import Tensor
@@ -71,13 +72,41 @@ class DistributedDataParallel(Module):
     def __init__(
         self,
         module: Module,
-        *,
-        process_group: Communicator | None = None,
-        bucket_cap_mb: float = 25.0,
+        device_ids: Sequence[Any] | None = None,
+        output_device: Any = None,
+        dim: int = 0,
         broadcast_buffers: bool = True,
+        init_sync: bool = True,
+        process_group: Communicator | None = None,
+        bucket_cap_mb: float | None = None,
+        find_unused_parameters: bool = False,
+        check_reduction: bool = False,
+        gradient_as_bucket_view: bool = False,
+        static_graph: bool = False,
+        delay_all_reduce_named_params: Any = None,
+        param_to_hook_all_reduce: Any = None,
+        mixed_precision: Any = None,
+        device_mesh: Any = None,
+        skip_all_reduce_unused_params: bool = False,
     ) -> None:
+        """torch's signature.  ``init_sync=False`` skips taking rank 0's parameters at wrap time.
+
+        ``device_ids`` (one device, as torch wants for a single-device module) must be where the module's
+        parameters are; ``output_device``, ``dim``, ``find_unused_parameters`` (unused parameters are always
+        handled), ``check_reduction``, ``gradient_as_bucket_view``, ``static_graph`` and the other torch-only
+        options are accepted and change nothing.  ``mixed_precision`` and ``device_mesh`` are not supported:
+        use ``autocast``, and one process per device.
+        """
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel wraps an ampcore.nn.Module, got {type(module).__name__}")
+        if mixed_precision is not None or device_mesh is not None:
+            raise NotImplementedError(
+                "DistributedDataParallel(mixed_precision=..., device_mesh=...) is not supported; use "
+                "ampcore.autocast for mixed precision and one process per device"
+            )
+        _check_device_ids(module, device_ids)
+        if bucket_cap_mb is None:
+            bucket_cap_mb = 25.0  # torch's default
         if (
             isinstance(bucket_cap_mb, bool)
             or not isinstance(bucket_cap_mb, (int, float))
@@ -89,8 +118,10 @@ class DistributedDataParallel(Module):
         self.process_group = get_communicator(process_group)
         self.bucket_cap_mb = float(bucket_cap_mb)
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        self.device_ids = None if device_ids is None else list(device_ids)
         self._check_same_everywhere(named, broadcast_buffers)
-        self._sync_from_rank0(broadcast_buffers)
+        if init_sync:
+            self._sync_from_rank0(broadcast_buffers)
         self.buckets = _plan_buckets(named, int(self.bucket_cap_mb * 2**20))
         self._require_sync = True
         self._reduce_queued = False
@@ -162,6 +193,24 @@ class DistributedDataParallel(Module):
     def extra_repr(self) -> str:
         return (
             f"world_size={self.process_group.size}, bucket_cap_mb={self.bucket_cap_mb:g}, buckets={len(self.buckets)}"
+        )
+
+
+def _check_device_ids(module: Module, device_ids: Sequence[Any] | None) -> None:
+    """torch's rule for a single-device module: ``device_ids`` is None or names the one device it is on."""
+    if device_ids is None:
+        return
+    if len(device_ids) != 1:
+        raise ValueError(
+            f"device_ids must name the one device the module is on (one process per device), got {list(device_ids)!r}"
+        )
+    wanted = device_ids[0]
+    index = wanted if isinstance(wanted, int) else parse_device(wanted).index
+    where = {str(p.device) for p in module.parameters() if p.device.index != index}
+    if where:
+        raise ValueError(
+            f"device_ids={list(device_ids)!r}, but the module's parameters are on {', '.join(sorted(where))}; "
+            "move the module there first (module.to(device)) or pass device_ids=None"
         )
 
 

@@ -104,8 +104,16 @@ class ZeroRedundancyOptimizer:
         optimizer_class: Callable[..., Optimizer],
         *,
         process_group: Communicator | None = None,
+        parameters_as_bucket_view: bool = False,
+        overlap_with_ddp: bool = False,
         **defaults: Any,
     ) -> None:
+        # torch's parameters_as_bucket_view is accepted (the shards are flat buffers already); overlap_with_ddp
+        # needs DDP communication hooks, which ampcore's DDP does not have.
+        if overlap_with_ddp:
+            raise NotImplementedError(
+                "ZeroRedundancyOptimizer(overlap_with_ddp=True) is not supported: DDP reduces after backward"
+            )
         if not (isinstance(optimizer_class, type) and issubclass(optimizer_class, Optimizer)):
             raise TypeError(
                 f"optimizer_class must be an ampcore.optim.Optimizer subclass such as optim.AdamW, "

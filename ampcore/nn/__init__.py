@@ -1,17 +1,25 @@
 """Layers, losses and parameter utilities with torch.nn's names and semantics."""
 
+from typing import TYPE_CHECKING
+
+from ..names import missing_names_getattr as _missing_names_getattr
 from . import functional, init, utils
 from .module import IncompatibleKeys, Module, StateDictError
 from .modules import (
     GELU,
+    AvgPool2d,
+    BatchNorm1d,
     BatchNorm2d,
+    BatchNorm3d,
     BCELoss,
     BCEWithLogitsLoss,
     Bilinear,
+    Conv1d,
     Conv2d,
     CosineEmbeddingLoss,
     CosineSimilarity,
     CrossEntropyLoss,
+    DataParallel,
     Dropout,
     Embedding,
     Flatten,
@@ -25,6 +33,7 @@ from .modules import (
     Linear,
     LogSoftmax,
     MarginRankingLoss,
+    MaxPool2d,
     ModuleDict,
     ModuleList,
     MSELoss,
@@ -42,6 +51,11 @@ from .modules import (
     Softmin,
     Softplus,
     Tanh,
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
     TripletMarginLoss,
 )
 from .parameter import Parameter
@@ -60,10 +74,15 @@ __all__ = [
     "Linear",
     "Identity",
     "Flatten",
+    "Conv1d",
     "Conv2d",
+    "MaxPool2d",
+    "AvgPool2d",
     "LayerNorm",
     "GroupNorm",
+    "BatchNorm1d",
     "BatchNorm2d",
+    "BatchNorm3d",
     "Embedding",
     "Dropout",
     "Sequential",
@@ -72,6 +91,12 @@ __all__ = [
     "MultiheadAttention",
     "Bilinear",
     "CosineSimilarity",
+    "DataParallel",
+    "Transformer",
+    "TransformerEncoder",
+    "TransformerDecoder",
+    "TransformerEncoderLayer",
+    "TransformerDecoderLayer",
     # activations
     "ReLU",
     "GELU",
@@ -100,3 +125,7 @@ __all__ = [
     "CosineEmbeddingLoss",
     "TripletMarginLoss",
 ]
+
+
+if not TYPE_CHECKING:  # a torch name this module lacks says so and points to the porting guide; mypy still checks
+    __getattr__ = _missing_names_getattr(__name__, __all__)

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes as dt
-from ..dispatch import call, primitive, register_op
-from ..tensor_base import TensorBase
+from ..dispatch import call, guarded_kernels, primitive, register_op
+from ..tensor_base import TensorBase, wrap
 from .base import Op, unbroadcast
 from .elementwise import Scalar, cast, where
 from .reduction import normalize_axes
@@ -113,9 +113,13 @@ def setitem(x: Any, index: Any, value: Any) -> Any:
         if value.device != x.device:
             raise ValueError(f"the value is on {str(value.device)!r} but the tensor is on {str(x.device)!r}; move one")
         value = cast(value, x.dtype)
+    elif isinstance(value, (int, float, np.number, np.bool_)):  # bool is an int: one fill, no tensor to expand
+        k = guarded_kernels(x._backend, "__setitem__")
+        value = wrap(k.full(selected, value, x.dtype, x.device.index), x.device, x._backend)
     else:
         value = x._new_tensor(value, x.dtype)
-    value = value.expand(selected)
+    if value.shape != selected:
+        value = value.expand(selected)
     if not kernel_index:  # x[...] = value: every element overwritten
         return value
     return call(SLICE_ASSIGN, x, value, index=kernel_index)

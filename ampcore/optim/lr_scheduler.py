@@ -11,6 +11,12 @@ schedule in ``last_epoch`` and the groups' ``initial_lr`` (``base_lrs``)::
     OneCycleLR          torch's phases (warm-up to max_lr, anneal to max_lr / div_factor / final_div_factor),
                         cycling momentum (SGD's ``momentum``, Adam's ``betas[0]``) the other way
     SequentialLR        the scheduler whose milestone range holds the epoch, restarted at its milestone
+    ExponentialLR       base * gamma ** epoch
+    MultiStepLR         base * gamma ** (number of milestones <= epoch)
+
+and ``ReduceLROnPlateau``, which follows a metric instead of the epoch
+(``step(metric)``: the lr times ``factor`` after ``patience`` epochs without
+improvement, then ``cooldown`` epochs of rest, never below ``min_lr``).
 
 torch computes most of these recursively from the previous lr (the "chainable"
 form), which agrees with the closed form up to rounding as long as nothing else
@@ -24,8 +30,12 @@ import math
 import types
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import (
+    TYPE_CHECKING,
+    Any,
+)
 
+from ..names import missing_names_getattr as _missing_names_getattr
 from .optimizer import Optimizer
 
 __all__ = [
@@ -36,6 +46,9 @@ __all__ = [
     "CosineAnnealingLR",
     "OneCycleLR",
     "SequentialLR",
+    "ExponentialLR",
+    "MultiStepLR",
+    "ReduceLROnPlateau",
 ]
 
 
@@ -380,3 +393,105 @@ class SequentialLR(LRScheduler):
         self.__dict__.update(state)
         for s, sd in zip(self._schedulers, saved):
             s.load_state_dict(sd)
+
+
+class ExponentialLR(LRScheduler):
+    """Decay each group's lr by ``gamma`` every epoch: ``base * gamma ** epoch``."""
+
+    def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1) -> None:
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        return [base * self.gamma**self.last_epoch for base in self.base_lrs]
+
+
+class MultiStepLR(LRScheduler):
+    """Decay each group's lr by ``gamma`` at each of ``milestones``: ``base * gamma ** (milestones passed)``."""
+
+    def __init__(
+        self, optimizer: Optimizer, milestones: Sequence[int], gamma: float = 0.1, last_epoch: int = -1
+    ) -> None:
+        self.milestones = sorted(int(m) for m in milestones)
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        return [base * self.gamma ** bisect_right(self.milestones, self.last_epoch) for base in self.base_lrs]
+
+
+class ReduceLROnPlateau(LRScheduler):
+    """Lower the lr when a metric stops improving: ``scheduler.step(val_loss)`` once per epoch.
+
+    ``mode`` "min" (a lower metric is better) or "max"; an epoch improves on
+    the best so far by more than ``threshold`` (relative, or absolute with
+    ``threshold_mode="abs"``).  After ``patience`` epochs without improvement
+    every group's lr becomes ``max(lr * factor, min_lr)`` (unless that changes
+    it by less than ``eps``), then ``cooldown`` epochs pass before counting
+    again.  torch's rules and state dict.
+    """
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        mode: str = "min",
+        factor: float = 0.1,
+        patience: int = 10,
+        threshold: float = 1e-4,
+        threshold_mode: str = "rel",
+        cooldown: int = 0,
+        min_lr: float | Sequence[float] = 0.0,
+        eps: float = 1e-8,
+    ) -> None:
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an ampcore Optimizer")
+        if not 0 <= factor < 1.0:
+            raise ValueError(f"Factor should be < 1.0, got factor={factor!r}")
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode {mode!r} is unknown; use 'min' or 'max'")
+        if threshold_mode not in ("rel", "abs"):
+            raise ValueError(f"threshold mode {threshold_mode!r} is unknown; use 'rel' or 'abs'")
+        self.optimizer = optimizer
+        self.min_lrs = [float(v) for v in _per_group(optimizer, "min_lr", min_lr)]
+        self.factor, self.patience, self.cooldown, self.eps = factor, patience, cooldown, eps
+        self.mode, self.threshold, self.threshold_mode = mode, threshold, threshold_mode
+        self.best = math.inf if mode == "min" else -math.inf
+        self.num_bad_epochs = 0
+        self.cooldown_counter = 0
+        self.last_epoch = 0
+        self._last_lr = [group["lr"] for group in optimizer.param_groups]
+
+    def is_better(self, a: float, best: float) -> bool:
+        """Whether metric ``a`` improves on ``best`` by more than the threshold."""
+        if self.mode == "min":
+            return a < (best * (1.0 - self.threshold) if self.threshold_mode == "rel" else best - self.threshold)
+        return a > (best * (1.0 + self.threshold) if self.threshold_mode == "rel" else best + self.threshold)
+
+    def step(self, metrics: Any = None) -> None:  # torch's signature: the metric
+        """Record this epoch's ``metrics`` (a number or a one-element tensor) and lower the lr if it stalled."""
+        if metrics is None:
+            raise TypeError("ReduceLROnPlateau.step() needs the metric: scheduler.step(val_loss)")
+        current = float(metrics.item() if hasattr(metrics, "item") else metrics)
+        self.last_epoch += 1
+        if self.is_better(current, self.best):
+            self.best, self.num_bad_epochs = current, 0
+        else:
+            self.num_bad_epochs += 1
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            for group, floor in zip(self.optimizer.param_groups, self.min_lrs):
+                new_lr = max(group["lr"] * self.factor, floor)
+                if group["lr"] - new_lr > self.eps:
+                    group["lr"] = new_lr
+            self.cooldown_counter = self.cooldown
+            self.num_bad_epochs = 0
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+    def get_lr(self) -> list[float]:
+        return list(self._last_lr)
+
+
+if not TYPE_CHECKING:  # a torch name this module lacks says so and points to the porting guide; mypy still checks
+    __getattr__ = _missing_names_getattr(__name__, __all__)

@@ -1,5 +1,8 @@
 """torch.nn.functional for ampcore: every op a composition of primitives (or a fused kernel) with autograd."""
 
+from typing import TYPE_CHECKING
+
+from ...names import missing_names_getattr as _missing_names_getattr
 from .activation import gelu, log_softmax, relu, silu, softmax
 from .attention import scaled_dot_product_attention
 from .conv import conv1d, conv2d
@@ -99,3 +102,7 @@ __all__ = [
     "cosine_embedding_loss",
     "triplet_margin_loss",
 ]
+
+
+if not TYPE_CHECKING:  # a torch name this module lacks says so and points to the porting guide; mypy still checks
+    __getattr__ = _missing_names_getattr(__name__, __all__)

@@ -10,8 +10,21 @@ from .. import functional as F
 from .. import init as nn_init
 from ..module import Module
 from ..parameter import Parameter
+from .attention import MultiheadAttention  # torch keeps it in nn.modules.activation; its code is in .attention
 
-__all__ = ["ReLU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "PReLU", "Softplus", "Softmin"]
+__all__ = [
+    "ReLU",
+    "GELU",
+    "SiLU",
+    "Sigmoid",
+    "Tanh",
+    "Softmax",
+    "LogSoftmax",
+    "PReLU",
+    "Softplus",
+    "Softmin",
+    "MultiheadAttention",
+]
 
 
 class ReLU(Module):

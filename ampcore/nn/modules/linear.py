@@ -13,7 +13,15 @@ from .. import init
 from ..module import Module
 from ..parameter import Parameter
 
-__all__ = ["Linear", "Bilinear", "Identity", "Flatten", "check_sizes", "add_weight_and_bias"]
+__all__ = [
+    "Linear",
+    "NonDynamicallyQuantizableLinear",
+    "Bilinear",
+    "Identity",
+    "Flatten",
+    "check_sizes",
+    "add_weight_and_bias",
+]
 
 
 def check_sizes(layer: str, **sizes: Any) -> None:
@@ -59,6 +67,11 @@ class Linear(Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """torch's name for the output projection of MultiheadAttention (a Linear; torch's quantization tooling
+    treats it differently, ampcore has none)."""
 
 
 class Bilinear(Module):

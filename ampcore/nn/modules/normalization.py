@@ -13,7 +13,7 @@ from .. import functional as F
 from ..module import Module
 from ..parameter import Parameter
 
-__all__ = ["LayerNorm", "GroupNorm", "BatchNorm2d"]
+__all__ = ["LayerNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
 
 
 class LayerNorm(Module):
@@ -78,8 +78,8 @@ class GroupNorm(Module):
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
 
 
-class BatchNorm2d(Module):
-    """Batch normalisation of (N, C, H, W) input over N, H and W.
+class _BatchNorm(Module):
+    """Batch normalisation over every axis but the channels (axis 1); subclasses say which ranks they take.
 
     ``running_mean`` / ``running_var`` are float32 buffers (zeros / ones) and
     ``num_batches_tracked`` an int64 buffer.  In training the batch statistics
@@ -121,9 +121,12 @@ class BatchNorm2d(Module):
             self.running_var.fill_(1.0)
             self.num_batches_tracked.zero_()
 
+    _RANKS: tuple[int, ...] = ()
+    _LAYOUT = ""
+
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002
-        if input.ndim != 4:
-            raise ValueError(f"BatchNorm2d expects 4-D input (N, C, H, W), got shape {input.shape}")
+        if input.ndim not in self._RANKS:
+            raise ValueError(f"{type(self).__name__} expects {self._LAYOUT} input, got shape {input.shape}")
         counting = self.training and self.track_running_stats
         factor = 0.0 if self.momentum is None else self.momentum
         if counting and self.momentum is None:
@@ -151,3 +154,30 @@ class BatchNorm2d(Module):
             f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
             f"track_running_stats={self.track_running_stats}"
         )
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalisation of (N, C) or (N, C, L) input over N (and L); as BatchNorm2d otherwise."""
+
+    _RANKS = (2, 3)
+    _LAYOUT = "2-D or 3-D (N, C) or (N, C, L)"
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalisation of (N, C, H, W) input over N, H and W.
+
+    ``running_mean`` / ``running_var`` are float32 buffers (zeros / ones) and
+    ``num_batches_tracked`` an int64 buffer.  In training the batch statistics
+    are used and the running ones updated with ``momentum`` (a cumulative
+    average when ``momentum`` is None); in eval the running statistics are used.
+    """
+
+    _RANKS = (4,)
+    _LAYOUT = "4-D (N, C, H, W)"
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch normalisation of (N, C, D, H, W) input over N, D, H and W; as BatchNorm2d otherwise."""
+
+    _RANKS = (5,)
+    _LAYOUT = "5-D (N, C, D, H, W)"

@@ -79,6 +79,12 @@ class CUDABackend(ampcore.Backend):
     def synchronize(self, device_index: int = 0) -> None:
         runtime.import_cupy().cuda.Device(device_index).synchronize()
 
+    def empty_cache(self, device_index: int = 0) -> None:
+        """Free CuPy's pooled blocks that no array holds (torch.cuda.empty_cache)."""
+        cupy = runtime.import_cupy()
+        with cupy.cuda.Device(device_index):
+            cupy.get_default_memory_pool().free_all_blocks()
+
     # --- measurement ---------------------------------------------------
     def peak_memory(self, fn: Callable[[], Any], device_index: int = 0) -> int:
         """The growth of CuPy's default memory pool while ``fn`` ran: its high-water mark, since the pool keeps

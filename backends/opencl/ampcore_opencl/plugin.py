@@ -169,6 +169,10 @@ class OpenCLBackend(ampcore.Backend):
     def synchronize(self, device_index: int = 0) -> None:
         self._state(device_index).synchronize()
 
+    def empty_cache(self, device_index: int = 0) -> None:
+        """Free the memory pool's blocks that no array holds (torch.cuda.empty_cache)."""
+        self._state(device_index).pool.free_held()
+
     def peak_memory(self, fn: Callable[[], Any], device_index: int = 0) -> int:
         """The memory pool's growth while ``fn`` ran: its high-water mark, since it keeps freed blocks.
 
