@@ -157,7 +157,9 @@ class TorchRun:
         self.steps += 1
         self._losses.append(loss.detach().float().reshape(1))
         if self.config.loss_scaling:
-            self._scales.append(self.scaler._get_scale_async().detach().clone().reshape(1))
+            scale = self.scaler._get_scale_async()
+            assert scale is not None, "an enabled GradScaler holds its scale after step()"  # for mypy, with torch
+            self._scales.append(scale.detach().clone().reshape(1))
 
     def zero_grad(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
