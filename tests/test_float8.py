@@ -303,7 +303,10 @@ def _torch_float8(torch, array):
     return torch.from_numpy(np.ascontiguousarray(array).view(np.uint8)).view(torch.float8_e4m3fn)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed (not a CI dependency)")
+@pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None,
+    reason="torch is not installed (the test command installs its CPU wheel: torch==2.13.0)",
+)
 @pytest.mark.parametrize(
     ("m", "k", "n", "rowwise", "bias"),
     [(32, 64, 48, False, False), (110, 83, 66, False, True), (64, 128, 64, False, False), (61, 67, 98, True, True)],
