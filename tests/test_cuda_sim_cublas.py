@@ -268,14 +268,12 @@ def test_float8_widens_to_float16_exactly_for_every_bit_pattern(simulated, fmt):
 
 
 def _assert_scaled_product(got: np.ndarray, a64: np.ndarray, b64: np.ndarray, out: str, bias: Any = 0.0) -> None:
-    """``got`` is the float64 ``a64 @ b64 + bias`` (the scaled operands) within one rounding to ``out`` plus
-    float32 accumulation over K (the kernel contract's tolerance)."""
+    """``got`` is the float64 ``a64 @ b64 + bias`` (the scaled operands) within the accumulation rule: float32
+    accumulation over K and the two scalings (K + 2 roundings), one rounding to ``out``."""
     k = a64.shape[-1]
     want = a64 @ b64 + bias
-    tol = dt.finfo(dt.as_dtype(out)).eps / 2 * np.abs(want) + (k + 2) * 2.0**-24 * (
-        np.abs(a64) @ np.abs(b64) + np.abs(bias)
-    )
-    assert np.all(np.abs(got.astype(np.float64) - want) <= tol)
+    size = np.abs(a64) @ np.abs(b64) + np.abs(bias)
+    assert_accumulated(np.asarray(got, np.float64), want, size, out, k + 2, what=f"scaled_mm to {out}")
 
 
 @pytest.mark.parametrize("out", ["float32", "bfloat16"])

@@ -118,7 +118,7 @@ def _float16_accumulated(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
 @pytest.mark.parametrize("low", [-1.0, 0.5])
 def test_long_k_stays_within_the_float32_accumulation_bound(path, dtype, low):
-    """k = 20000 of random signs, and of one sign, where sum |a_i b_i| = |a b|: there the rule allows n eps32 of
+    """k = 20000 of random signs, and of one sign, where sum |a_i b_i| = |a b|: there the rule allows n 2**-24 of
     the result, and a float16 accumulator (which stalls once the partial sum outgrows the products) fails it,
     as the negative control shows.  With random signs the worst case sum |a_i b_i| = 5000 x sqrt(k)-sized results
     is wide enough to let a float16 accumulator through (error 2.9 on results up to 94, sum |a_i b_i| up to 5060)."""

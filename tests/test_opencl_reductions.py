@@ -3,8 +3,8 @@
 NaN across work-group chunks, long cumsums, and the softmax family's work-group path.
 
 Sums are judged by the accumulation rule (:func:`~ampcore.conformance.tolerance.assert_accumulated`).  Its
-worst case ``gamma_n eps32 sum|x|`` holds for any order; for the longest sums here (millions of terms, where
-``n eps32`` nears 1) the kernels' own blocking is the claim under test, so ``n`` is then the depth of their
+worst case ``gamma_n(2**-24) sum|x|`` holds for any order; for the longest sums here (millions of terms, where
+``n 2**-24`` nears 1) the kernels' own blocking is the claim under test, so ``n`` is then the depth of their
 summation tree (terms a value passes through), as the module docstring of ``ampcore_opencl.reductions``
 describes it."""
 

@@ -21,10 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
-from ampcore.conformance.tolerance import assert_accumulated
 from ampcore.testing.planted import PLANTED
 
 pytest_plugins = ["pytester"]
@@ -165,32 +163,3 @@ def test_a_planted_defect_fails_the_suite_on_a_real_backend(defect, target, tmp_
     assert proc.returncode == 1, f"the suite passed {target} with {defect} planted (exit {proc.returncode})\n{log}"
     (report,) = json.loads(path.read_text())["backends"]
     _judge(defect, report, log)
-
-
-# --------------------------------------------------------------------------- the rule itself, at K = 1500
-def test_a_bfloat16_matmul_at_k_1500_off_by_one_percent_fails_and_float32_accumulation_passes():
-    """The accumulation rule at the issue's case: (3, 1500) @ (1500, 4) in bfloat16.  The product accumulated
-    in float32 and rounded once passes; the same product 1% off fails (the old rule allowed 121%); so does a
-    result that only carries a bfloat16 accumulator's rounding."""
-    import ml_dtypes
-
-    rng = np.random.default_rng(1500)
-    a = rng.uniform(-1, 1, (3, 1500)).astype(ml_dtypes.bfloat16)
-    b = rng.uniform(-1, 1, (1500, 4)).astype(ml_dtypes.bfloat16)
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    exact, magnitudes = a64 @ b64, np.abs(a64) @ np.abs(b64)
-    float32_accumulated = (a.astype(np.float32) @ b.astype(np.float32)).astype(ml_dtypes.bfloat16)
-    assert_accumulated(float32_accumulated, exact, magnitudes, "bfloat16", 1500)
-    sequential = np.zeros((3, 4), np.float32)
-    for k in range(1500):  # float32, one product at a time: the worst order a correct kernel may take
-        sequential = (sequential + a[:, k : k + 1].astype(np.float32) * b[k].astype(np.float32)).astype(np.float32)
-    assert_accumulated(sequential.astype(ml_dtypes.bfloat16), exact, magnitudes, "bfloat16", 1500)
-    off = (float32_accumulated.astype(np.float64) * 1.01).astype(ml_dtypes.bfloat16)
-    with pytest.raises(AssertionError, match="outside the accumulation rule for bfloat16"):
-        assert_accumulated(off, exact, magnitudes, "bfloat16", 1500)
-    accumulator = np.zeros((3, 4), ml_dtypes.bfloat16)
-    for k in range(1500):
-        accumulator = accumulator.astype(np.float32) + a[:, k : k + 1].astype(np.float32) * b[k].astype(np.float32)
-        accumulator = accumulator.astype(ml_dtypes.bfloat16)
-    with pytest.raises(AssertionError, match="outside the accumulation rule"):
-        assert_accumulated(accumulator, exact, magnitudes, "bfloat16", 1500)

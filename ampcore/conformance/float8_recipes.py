@@ -49,7 +49,7 @@ def cast(x: np.ndarray, recipe: Recipe, name: str) -> np.ndarray:
 
 def gemm_tolerance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """float32 accumulation of exact float8 products (operands scaled in float32 first), the accumulation rule
-    of :mod:`.tolerance`: per element, ``gamma_{k+2}(eps32) (|a| @ |b|.T)`` (plus float64's own, 1e-30 for an
+    of :mod:`.tolerance`: per element, ``gamma_{k+2}(2**-24) (|a| @ |b|.T)`` (plus float64's own, 1e-30 for an
     all-zero row)."""
     k = a.shape[1]
     return accumulation_bound(np.abs(a) @ np.abs(b).T, k + 2, dt.float32) + 1e-30

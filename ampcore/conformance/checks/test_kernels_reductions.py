@@ -1,7 +1,7 @@
 """Reductions (sum, max, argmax, cumsum) and matmul, in the report's "kernels" section.
 
 Sums are judged by the accumulation rule (:func:`~ampcore.conformance.tolerance.assert_accumulated`): float32
-(float64 for float64) accumulation over n terms, ``gamma_n(eps32) * sum|terms|``, plus half an ulp of the
+(float64 for float64) accumulation over n terms, ``gamma_n(2**-24) * sum|terms|``, plus half an ulp of the
 result's dtype for the one final rounding; the float64 reference computes ``sum|terms|`` alongside the value.
 Long sums of random signs and of one sign are included: there a 16-bit accumulator, or a kernel that gives
 up on long reductions, is far outside the rule."""
@@ -158,7 +158,7 @@ def test_argmax(backend, dtype):
 
 
 # Long sums in every float dtype, (label, values): random signs, and one sign (sum|terms| = |sum|, so the rule
-# allows n * eps32 of the result and a 16-bit accumulator, which stalls once the partial sum outgrows the
+# allows n * 2**-24 of the result and a 16-bit accumulator, which stalls once the partial sum outgrows the
 # terms, is off by orders of magnitude more).
 def _long_sums(rng: np.random.Generator) -> list[tuple[str, np.ndarray]]:
     return [
