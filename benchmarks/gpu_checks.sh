@@ -31,6 +31,9 @@ step cuda-tests       "$python" -m pytest -q -p no:cacheprovider tests/test_cuda
                                 tests/test_cuda_launch.py tests/test_cuda_codegen.py tests/test_cuda_kernels_compile.py \
                                 tests/test_cuda_compiler.py tests/test_cuda_sim_elementwise.py
 step conformance      "$python" -m ampcore conformance --backend cuda --json "$out/conformance.json"
+# issue 38: each planted wrong kernel (16-bit accumulator GEMM, flushed small results, exp 2 ulps off, ...) must fail
+# the tolerance rules on the GPU too (AMPCORE_CUDA_SIMULATOR, which these tests set, is ignored beside a GPU)
+step planted-cuda     "$python" -m pytest -q -p no:cacheprovider tests/test_planted_kernels.py -k "real and cuda"
 step bench-float8     "$python" benchmarks/bench_float8.py --device cuda:0 --size 8192 --steps 10
 if [ "${GPU_CHECKS_QUICK:-0}" = 1 ]; then  # a short device lease: correctness and the float8 row, no model benches
     exit $status

@@ -1,6 +1,6 @@
 """Planted wrong kernels (:mod:`ampcore.testing.planted`) fail the conformance suite's tolerance-based checks, on
 every backend: the FakeBackend, cpu (compiled and NumPy paths), opencl (its first usable device) and cuda on the
-CUDA simulator (h100).
+CUDA simulator (h100), or on the GPU where there is one (benchmarks/gpu_checks.sh runs them there).
 
 Each defect runs only against the checks that judge its kernel by a tolerance rule (the exact checks that
 would also catch it, such as ``test_low_precision_accumulates_in_float32``, are left out), and the run must
@@ -133,16 +133,25 @@ TARGETS = {
     "cpu": ("cpu", {}),
     "cpu-numpy": ("cpu", {"AMPCORE_CPU_NO_NUMBA": "1"}),
     "opencl": (_OPENCL, {}),
-    "cuda-h100": ("cuda", {"AMPCORE_CUDA_SIMULATOR": "h100"}),
+    # the simulator's h100 profile; where CuPy sees a GPU the variable is ignored and the defect is planted there
+    "cuda": ("cuda", {"AMPCORE_CUDA_SIMULATOR": "h100"}),
 }
 
 
 def _skip_reason(target: str) -> str | None:
     if target == "opencl" and _OPENCL is None:
         return "no usable OpenCL device here (tests/test_opencl_backend.py fails the run if none is)"
-    if target == "cuda-h100" and shutil.which("g++") is None:
+    if target == "cuda" and shutil.which("g++") is None and not _real_cuda_device():
         return "the CUDA simulator needs g++ (tests/test_cuda_simulator.py fails the run where CI installed it)"
     return None
+
+
+def _real_cuda_device() -> bool:
+    try:
+        from ampcore_cuda.plugin import CUDABackend
+    except ImportError:
+        return False
+    return bool(CUDABackend().availability().ok)
 
 
 @pytest.mark.slow

@@ -25,9 +25,10 @@ error, so each result is judged at its own value, however small:
   7.4, e.g. exp and log <= 3 ulp in float32) is looser, and ampcore asks its OpenCL kernels for CUDA's.
   Composed functions (sigmoid, gelu) state the bound of their composition; a function whose definition
   rounds an intermediate argument (gelu's x / sqrt 2) may add its condition in that argument
-  (:data:`ELEMENTWISE_CONDITION`), in working-precision ulps.  In float64 the reference is a
-  libm result itself, so its documented error (glibc's manual, "Known Maximum Errors in Math Functions",
-  x86_64) is added: ``k64 + ref``.
+  (:data:`ELEMENTWISE_CONDITION`), in working-precision ulps.  In float64 a float64 reference is a libm
+  result itself, so its documented error (glibc's manual, "Known Maximum Errors in Math Functions", x86_64)
+  is added, ``k64 + ref``, unless the check evaluates the reference in longdouble (64 significand bits on
+  x86-64, where NumPy has the function): then ``k64`` alone.
 - *16-bit results* are computed in float32 and rounded once (the backend contract), so
   ``|computed - exact| <= ulp_D(exact) / 2 + (k32 + 1/2) ulp_32(exact)``: the final rounding, plus the float32
   function's error, which is tiny against a 16-bit ulp (2**-13 of it for float16, 2**-16 for bfloat16).
