@@ -110,6 +110,36 @@ def test_unary_small_results(backend, op, dtype):
     assert_elementwise(out, _exact(op, UNARY_REFERENCE[op], dtype, values), dtype, op, what=what, inputs=(values,))
 
 
+# Kernels that must return their input's bits transformed exactly (no flush of subnormals to zero).
+EXACT_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {"neg": np.negative, "abs": np.abs}
+# sign(NaN) is left open by the contract: NumPy gives NaN, torch gives 0 (pytorch/pytorch#41245).
+NAN_UNSPECIFIED = frozenset({"sign"})
+
+
+@pytest.mark.parametrize("dtype", FLOAT_NAMES)
+@pytest.mark.parametrize("op", UNARY)
+def test_unary_edge_values(backend, op, dtype):
+    """Signed zeros, subnormals, +-max, +-inf and NaN give the IEEE results (log(0) = -inf, log(-1) = NaN,
+    sqrt(-1) = NaN, rsqrt(0) = inf, exp(max) = inf ...); neg/abs keep every subnormal bit-exactly."""
+    backend.require_compute(dtype)
+    kernel = getattr(backend.kernels, op)
+    edges = edge_values(dtype)
+    x = put_rounded(backend, edges[~np.isnan(edges)] if op in NAN_UNSPECIFIED else edges, dtype)
+    values = stored_values(backend, x)
+    what = f"{op} on edge values in {dtype}"
+    out = result_on_host(backend, quietly(what, kernel, x), dtype, what)
+    assert_elementwise(out, _exact(op, UNARY_REFERENCE[op], dtype, values), dtype, op, what=what, inputs=(values,))
+    if op in EXACT_UNARY:
+        s = subnormals(dtype)
+        x = put_rounded(backend, np.concatenate([s, -s, [0.0, -0.0]]), dtype)
+        out = result_on_host(backend, kernel(x), dtype, what)
+        assert_bits(
+            out,
+            round_to(EXACT_UNARY[op](stored_values(backend, x)), dtype),
+            f"{op} of {dtype} subnormals and signed zeros (a flush to zero fails here)",
+        )
+
+
 # --------------------------------------------------------------------------- elementwise binary
 BROADCASTS: list[tuple[tuple[int, ...], tuple[int, ...]]] = [
     ((7, 13), (7, 13)),
