@@ -1,10 +1,11 @@
 """Shared fixtures: fake backends registered for one test, a fresh Python to run code in, and the OpenCL device
-a test module runs on (each in turn)."""
+a test module runs on (each in turn).  Also which modules this run leaves to another: see ``collect_ignore``."""
 
 from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -23,6 +24,20 @@ from ampcore.testing import FakeBackend
 set_debug_kernels(True)
 
 _ids = itertools.count()
+
+
+def _cuda_device_tests_run_on_the_simulator() -> bool:
+    """Without a usable CUDA device, tests/test_cuda_device.py runs on the CUDA simulator instead, in a fresh
+    interpreter, from tests/test_cuda_simulator.py (where g++ is there to build the kernels), so this run does not
+    collect it only to skip it.  With a GPU, or with AMPCORE_CUDA_SIMULATOR set, it is collected as usual."""
+    try:
+        from ampcore_cuda.plugin import CUDABackend
+    except ImportError:
+        return False
+    return shutil.which("g++") is not None and not CUDABackend().availability().ok
+
+
+collect_ignore = ["test_cuda_device.py"] if _cuda_device_tests_run_on_the_simulator() else []
 
 
 @pytest.fixture

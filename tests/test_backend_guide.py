@@ -26,6 +26,7 @@ ADAMW_FORMULA = (
 MUSTS = {
     "what must hold": "the heading of the table of checks",
     "inf and NaN must match": "ampcore/conformance/tolerance.py::assert_same_nonfinite",
+    "must be correctly rounded": "ampcore/conformance/tolerance.py::assert_elementwise",
     "your `cast` must then convert": (
         "ampcore/conformance/checks/test_float8.py::test_casts_to_and_from_float8_are_ml_dtypes"
     ),

@@ -177,33 +177,39 @@ def write_gaps(path: Path, *entries: dict[str, str]) -> Path:
     return path
 
 
-def test_known_gaps_turn_failures_into_xfail_and_flag_stale_and_unused_ones(suite, register_fake, tmp_path):
+# low_precision_accumulation's cells: a gap names each dtype it covers (one without would cover the float32 and
+# integer cells too, which pass, and a gap that passes fails the run)
+_GAPS_OF_THE_DEFECT = tuple(
+    {"check": "kernels", "op": op, "dtype": dtype, "reason": "accumulates in the input dtype, fix in #99"}
+    for op in ("sum", "cumsum", "matmul")
+    for dtype in ("float16", "bfloat16")
+)
+
+
+def test_known_gaps_turn_failures_into_xfail_and_a_stale_one_fails_the_run(suite, register_fake, tmp_path):
     backend = register_fake(defects=("low_precision_accumulation",))
     gaps = write_gaps(
         tmp_path / "gaps.toml",
-        {"check": "kernels", "op": "sum", "reason": "accumulates in the input dtype, fix in #99"},
-        {"check": "kernels", "op": "cumsum", "reason": "same"},
-        {"check": "kernels", "op": "matmul", "reason": "same"},
+        *_GAPS_OF_THE_DEFECT,
         {"check": "kernels", "op": "neg", "dtype": "float32", "reason": "once broken, now fixed"},
         {"check": "kernels", "op": "no-such-op", "reason": "a typo"},
     )
     result = suite(backend.name, "kernels", "kernels_reductions", args=("--ampcore-known-gaps", str(gaps)))
-    assert result.ret == 0, result.run.stdout.str()[-3000:]
+    assert result.ret == 1, "a known gap that passes must fail the run: " + result.run.stdout.str()[-3000:]
     assert ("kernels", "sum", "float16") in result.cells("xfail")
     assert ("kernels", "neg", "float32") in result.cells("stale")
-    assert not result.cells("fail")
+    assert not result.cells("fail") and not result.report["passed"]
     assert any("no-such-op" in g for g in result.report["unused_known_gaps"])
     out = result.run.stdout.str()
-    assert "known gap matches no check" in out and "stale" in out
+    assert "known gap matches no check" in out and "stale" in out and "listed as a known gap but passes" in out
+    assert "FAILS" in out
+    fixed = write_gaps(tmp_path / "fixed.toml", *_GAPS_OF_THE_DEFECT)
+    result = suite(backend.name, "kernels", "kernels_reductions", args=("--ampcore-known-gaps", str(fixed)))
+    assert result.ret == 0, "without the stale entry the run passes: " + result.run.stdout.str()[-3000:]
 
 
 def test_a_backend_ships_its_known_gaps_file(suite, register_fake, tmp_path):
-    gaps = write_gaps(
-        tmp_path / "gaps.toml",
-        {"check": "kernels", "op": "sum", "reason": "accumulates in fp16"},
-        {"check": "kernels", "op": "cumsum", "reason": "x"},
-        {"check": "kernels", "op": "matmul", "reason": "x"},
-    )
+    gaps = write_gaps(tmp_path / "gaps.toml", *_GAPS_OF_THE_DEFECT)
 
     class Shipped(FakeBackend):
         def conformance_known_gaps(self) -> str:

@@ -1,10 +1,12 @@
 """The cuda backend on a real GPU: fused kernels against float64 references, the AMP kernels' exact
 contracts, tensor cores really used by 16-bit GEMMs, and one host sync per training step.
 
-Everything here needs CuPy and a CUDA device and skips, with the reason, without them (CI has no GPU).
-The primitives are also checked by the conformance suite, which runs on every available backend.
-With ``AMPCORE_CUDA_SIMULATOR=h100`` the file runs on the CUDA simulator (the speed check skips there); that
-is how its gelu references were found wrong (a cancelling tanh form, float16 underflow, float64 erfc).
+Everything here needs CuPy and a CUDA device, or the CUDA simulator: with ``AMPCORE_CUDA_SIMULATOR=h100`` the
+file runs on it (the speed checks skip there); that is how its gelu references were found wrong (a cancelling
+tanh form, float16 underflow, float64 erfc).  Without a GPU the test command runs it that way, in a fresh
+interpreter, from tests/test_cuda_simulator.py (CI has no GPU), and does not collect it itself (conftest.py);
+run alone without either, it skips with the reason.  The primitives are also checked by the conformance
+suite, which runs on every available backend.
 """
 
 from __future__ import annotations

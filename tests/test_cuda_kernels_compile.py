@@ -1,13 +1,16 @@
 """Every CUDA C source of the cuda backend compiles to PTX for sm_80 (Ampere) and sm_90 (Hopper).
 
-CI has no GPU, so this is all that checks the kernels there.  They are
+CI has no GPU: this, and the CUDA simulator running every kernel
+(tests/test_cuda_simulator.py), is what checks the kernels there.  They are
 standalone ``extern "C"`` sources (what ``cupy.RawKernel`` compiles: CuPy
 prepends nothing to a RawKernel), given to ``nvcc --ptx`` with the backend's
 own options.  nvcc spends ~0.5 s per file parsing its implicit headers, so all
 sources go into one file per architecture, each in its own namespace (extern
 "C" names are unchanged) behind a ``#line`` directive, so an error still names
 the source and its line; one source per family is also compiled on its own,
-exactly as CuPy would.  Skips, with the reason, where nvcc is not on PATH.
+exactly as CuPy would.  nvcc is the one on PATH, else the one NVIDIA ships on
+PyPI (``pip install nvidia-cuda-nvcc``, which .ci/run installs); without
+either these tests skip with the reason.
 Where CuPy and its NVRTC are installed (no GPU needed), every source is also
 compiled by NVRTC itself, the compiler ``cupy.RawKernel`` really uses, which
 has no implicit headers.
@@ -15,17 +18,36 @@ has no implicit headers.
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from ampcore_cuda.launch import OPTIONS
 from ampcore_cuda.sources import SOURCE_FAMILIES, all_sources
 
-NVCC = shutil.which("nvcc")
-needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH (install the CUDA toolkit to compile-check)")
+
+def _find_nvcc() -> str | None:
+    """nvcc on PATH, else the nvidia-cuda-nvcc wheel's (nvidia/cu13/bin/nvcc; cu12's wheels: cuda_nvcc/bin)."""
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    spec = importlib.util.find_spec("nvidia")
+    for root in spec.submodule_search_locations if spec and spec.submodule_search_locations else ():
+        for candidate in sorted(Path(root).glob("*/bin/nvcc")):
+            if os.access(candidate, os.X_OK):
+                return str(candidate)
+    return None
+
+
+NVCC = _find_nvcc()
+needs_nvcc = pytest.mark.skipif(
+    NVCC is None, reason="no nvcc: not on PATH, and no nvidia-cuda-nvcc wheel (pip install nvidia-cuda-nvcc)"
+)
 SOURCES = all_sources()
 ARCHS = ("sm_80", "sm_90")
 

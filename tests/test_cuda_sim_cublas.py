@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from ampcore import dtypes as dt
+from ampcore.conformance.tolerance import assert_accumulated
 from ampcore_cuda.sim import PROFILES, cublas, cupy_module
 
 cp = cupy_module(PROFILES["h100"])
 KINDS = {"float16": cublas.CUDA_R_16F, "bfloat16": cublas.CUDA_R_16BF}
-EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7}
 
 
 def _store(values: np.ndarray, dtype: str) -> np.ndarray:
@@ -25,9 +25,9 @@ def _store(values: np.ndarray, dtype: str) -> np.ndarray:
     return rounded, rounded.view(np.uint16) if dtype == "bfloat16" else rounded
 
 
-def _tolerance(ref: np.ndarray, abs_products: np.ndarray, k: int, dtype: str) -> np.ndarray:
-    """One rounding to the dtype plus float32 accumulation of k products."""
-    return EPS[dtype] * np.abs(ref) + k * 2.0**-24 * abs_products + 1e-30
+def _within(got: np.ndarray, ref: np.ndarray, abs_products: np.ndarray, k: int, dtype: str) -> None:
+    """The accumulation rule (ampcore.conformance.tolerance): float32 accumulation of k products, one rounding."""
+    assert_accumulated(np.asarray(got, np.float64), ref, abs_products, dtype, k, what=f"gemmEx in {dtype}")
 
 
 def _column_major(mats: np.ndarray, op: int, ld: int, stride: int) -> np.ndarray:
@@ -88,7 +88,7 @@ def test_every_transpose_ld_and_stride_matches_a_float64_reference(dtype, transa
     got = (raw.astype(np.uint32) << 16).view(np.float32) if dtype == "bfloat16" else raw.astype(np.float32)
     a64, b64 = a_vals.astype(np.float64), np.broadcast_to(b_vals.astype(np.float64), (batch, k, n))
     ref = a64 @ b64
-    assert np.all(np.abs(got - ref) <= _tolerance(ref, np.abs(a64) @ np.abs(b64), k, dtype))
+    _within(got, ref, np.abs(a64) @ np.abs(b64), k, dtype)
 
 
 @pytest.mark.parametrize(
@@ -235,7 +235,7 @@ def test_matmul_passes_transposed_views_as_op_t_without_copying(simulated, case,
     a64 = make_a(backend.to_numpy(a_arr).astype(np.float64))
     b64 = make_b(backend.to_numpy(b_arr).astype(np.float64))
     ref = a64 @ b64
-    assert np.all(np.abs(got - ref) <= _tolerance(ref, np.abs(a64) @ np.abs(b64), 40, dtype))
+    _within(got, ref, np.abs(a64) @ np.abs(b64), 40, dtype)
     (call,) = calls
     assert (call["transb"], call["transa"]) == (
         int("a transposed" in case or "both" in case),
@@ -255,7 +255,7 @@ def test_a_broadcast_batch_goes_as_stride_zero(simulated):
     got = backend.to_numpy(matmul(a, w)).astype(np.float64)
     a64, w64 = backend.to_numpy(a).astype(np.float64), backend.to_numpy(w).astype(np.float64)
     ref = a64 @ w64
-    assert np.all(np.abs(got - ref) <= _tolerance(ref, np.abs(a64) @ np.abs(w64), 8, "float16"))
+    _within(got, ref, np.abs(a64) @ np.abs(w64), 8, "float16")
     assert calls[-1]["stride_a"] == 0  # cuBLAS's A is w, shared by the batch
 
 
@@ -275,14 +275,12 @@ def test_float8_widens_to_float16_exactly_for_every_bit_pattern(simulated, fmt):
 
 
 def _assert_scaled_product(got: np.ndarray, a64: np.ndarray, b64: np.ndarray, out: str, bias: Any = 0.0) -> None:
-    """``got`` is the float64 ``a64 @ b64 + bias`` (the scaled operands) within one rounding to ``out`` plus
-    float32 accumulation over K (the kernel contract's tolerance)."""
+    """``got`` is the float64 ``a64 @ b64 + bias`` (the scaled operands) within the accumulation rule: float32
+    accumulation over K and the two scalings (K + 2 roundings), one rounding to ``out``."""
     k = a64.shape[-1]
     want = a64 @ b64 + bias
-    tol = dt.finfo(dt.as_dtype(out)).eps / 2 * np.abs(want) + (k + 2) * 2.0**-24 * (
-        np.abs(a64) @ np.abs(b64) + np.abs(bias)
-    )
-    assert np.all(np.abs(got.astype(np.float64) - want) <= tol)
+    size = np.abs(a64) @ np.abs(b64) + np.abs(bias)
+    assert_accumulated(np.asarray(got, np.float64), want, size, out, k + 2, what=f"scaled_mm to {out}")
 
 
 @pytest.mark.parametrize("out", ["float32", "bfloat16"])

@@ -1,6 +1,7 @@
 """The cuda backend on the CUDA simulator (``AMPCORE_CUDA_SIMULATOR``): opt-in and loud, never the default,
-never over a real GPU; the whole conformance suite passes on both profiles; AMP training (autocast, GradScaler
-skip and resume, ``ampcore train``) runs end to end; benchmarks refuse it.
+never over a real GPU; the whole conformance suite passes on both profiles; the GPU tests of
+tests/test_cuda_device.py pass on it (h100, as that file says: without a GPU it runs only here); AMP training
+(autocast, GradScaler skip and resume, ``ampcore train``) runs end to end; benchmarks refuse it.
 
 Each check runs in a fresh interpreter: the variable is read per process, as a user sets it.
 """
@@ -13,14 +14,23 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from ci_requirements import fail_if_required_and_missing
 
 from ampcore_cuda import runtime
 
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the CUDA simulator needs g++ on PATH")
 PROFILES = ("h100", "t4")
+DEVICE_TESTS = Path(__file__).with_name("test_cuda_device.py")
+
+
+def test_the_simulator_runs_where_ci_installed_gxx():
+    """Fail-if-skipped: where .ci/run tried to install g++ (AMPCORE_REQUIRED_TOOLS), the simulator's tests (the
+    whole conformance suite on both profiles, the kernels and AMP training) must run, not skip."""
+    fail_if_required_and_missing("g++", "the CUDA simulator's tests")
 
 
 def _env(profile: str | None) -> dict[str, str]:
@@ -153,6 +163,30 @@ def test_the_float8_conformance_checks_pass_on_each_float8_gemm_path(profile, cu
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["exit"] == 0 and "ampcore conformance: cuda passes (" in proc.stdout, proc.stdout[-3000:]
     assert {tuple(m) for m in result["modes"]} == lt_modes
+
+
+def test_the_gpu_device_tests_pass_on_the_h100_simulator(tmp_path):
+    """tests/test_cuda_device.py under AMPCORE_CUDA_SIMULATOR=h100, in a fresh interpreter (the variable is read
+    per process): every test but the speed checks runs and passes."""
+    report = tmp_path / "device.xml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(DEVICE_TESTS), f"--junitxml={report}"],
+        capture_output=True,
+        text=True,
+        env=_env("h100"),
+        timeout=900,
+        cwd=DEVICE_TESTS.parent,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    import xml.etree.ElementTree as ET
+
+    suite = ET.parse(report).getroot().find("testsuite")
+    assert suite is not None
+    tests, skipped = int(suite.get("tests", 0)), int(suite.get("skipped", 0))
+    assert tests >= 25 and int(suite.get("failures", 0)) == int(suite.get("errors", 0)) == 0, suite.attrib
+    skips = [c for c in suite.iter("testcase") if c.find("skipped") is not None]
+    assert all("speed" in (c.find("skipped").get("message") or "") for c in skips), [c.get("name") for c in skips]
+    print(f"tests/test_cuda_device.py on the h100 simulator: {tests - skipped} passed, {skipped} skipped (speed)")
 
 
 @needs_gxx

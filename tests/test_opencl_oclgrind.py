@@ -4,7 +4,8 @@
 with Oclgrind's simulator, which checks every memory access of every work-item.
 The workload runs each kernel family on small odd shapes.  Oclgrind is a
 Debian package (``apt-get install oclgrind``, which .ci/run does); without it
-this test skips with that reason.
+these tests skip with that reason, and where CI tried to install it that
+fails the run (:mod:`ci_requirements`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ci_requirements import fail_if_required_and_missing
 
 pytest.importorskip("pyopencl", reason="pyopencl is not installed (pip install 'ampcore-opencl[pocl]')")
 
@@ -55,6 +57,12 @@ def oclgrind(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, l
 needs_oclgrind = pytest.mark.skipif(
     shutil.which("oclgrind") is None, reason="oclgrind is not installed: apt-get install oclgrind"
 )
+
+
+def test_oclgrind_is_here_where_ci_installed_it():
+    """Fail-if-skipped: where .ci/run tried to install oclgrind (AMPCORE_REQUIRED_TOOLS), the tests below must
+    run, not skip."""
+    fail_if_required_and_missing("oclgrind", "the oclgrind checks of every kernel family")
 
 
 @pytest.mark.slow

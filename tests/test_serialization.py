@@ -304,7 +304,9 @@ def test_load_safetensors_rejects_what_is_not_safetensors(tmp_path):
 
 
 def test_real_torch_reads_and_writes_the_same_files(tmp_path):
-    torch = pytest.importorskip("torch", reason="torch is not installed (not a CI dependency)")
+    torch = pytest.importorskip(
+        "torch", reason="torch is not installed (the test command installs its CPU wheel: torch==2.13.0)"
+    )
     st_torch = pytest.importorskip("safetensors.torch")
     model = _mlp(ampcore.bfloat16)
     ampcore.save(model.state_dict(), tmp_path / "a.safetensors")

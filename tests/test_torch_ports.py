@@ -1,9 +1,9 @@
 """The torch ports in examples/torch_ports run on ampcore with only ``torch`` renamed (issue 27).
 
 Each port is one file written against PyTorch; ``harness.py`` renames ``torch`` to ``ampcore`` in its
-text and runs it. A port whose renamed source names a feature ampcore does not have yet skips, and the
-reason names the missing attributes (found with hasattr / inspect.signature), so the tests run as soon
-as the features land.
+text and runs it. Every feature a renamed port names must exist in ampcore (found with hasattr /
+inspect.signature, and a boolean-mask assignment that must give the right values): one that goes missing,
+or gives a wrong value, fails here and names the attributes, rather than skipping the port.
 """
 
 from __future__ import annotations
@@ -39,10 +39,9 @@ FEW_STEPS = ["--epochs", "2", "--batches-per-epoch", "4"]
 EXTRA = {"gpt": ["--sample", "4"], "cnn": [], "vae": []}
 
 
-def _skip_if_missing(port: str) -> None:
+def _require_features(port: str) -> None:
     missing = harness.missing_features(port)
-    if missing:
-        pytest.skip(f"ampcore lacks {', '.join(missing)}")
+    assert not missing, f"the {port} port needs what ampcore lacks (or gets wrong): {', '.join(missing)}"
 
 
 def _device_or_skip(device: str) -> str:
@@ -86,6 +85,24 @@ def test_named_features_follow_imports_aliases_and_decorators() -> None:
     assert "torch.optim" not in named  # only the whole chain, not its prefixes
 
 
+@pytest.mark.parametrize("port", harness.PORTS)
+def test_ampcore_has_every_feature_the_port_uses(port: str) -> None:
+    assert harness.missing_features(port) == []
+
+
+def test_boolean_mask_assignment_gives_the_values_the_gpt_port_relies_on() -> None:
+    x = ampcore.tensor([1.0, 2.0, 3.0])
+    x[x < 2.5] = 0.0
+    assert x.tolist() == [0.0, 0.0, 3.0]
+
+
+def test_a_wrong_boolean_mask_assignment_counts_as_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A regression that assigns the wrong values (not only one that raises) is reported by missing_features."""
+    original = ampcore.Tensor.__setitem__
+    monkeypatch.setattr(ampcore.Tensor, "__setitem__", lambda self, key, value: original(self, key, value + 1.0))
+    assert "ampcore.Tensor.__setitem__ with a boolean mask" in harness.missing_features("gpt")
+
+
 def test_missing_features_names_what_ampcore_lacks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(harness, "source", lambda port, framework="ampcore": "import ampcore\nampcore.no_such_op(1)\n")
     monkeypatch.setitem(harness.TENSOR_METHODS, "cnn", ("no_such_method", "view"))
@@ -99,7 +116,7 @@ def test_missing_features_names_what_ampcore_lacks(monkeypatch: pytest.MonkeyPat
 @pytest.mark.parametrize("device", ["cpu", pytest.param("opencl", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("port", harness.PORTS)
 def test_port_trains_a_few_steps_with_float16_autocast_and_scaler(port: str, device: str, tmp_path: Path) -> None:
-    _skip_if_missing(port)
+    _require_features(port)
     device = _device_or_skip(device)
     argv = [*FEW_STEPS, *EXTRA[port], "--device", device, "--checkpoint", str(tmp_path / "ckpt.pt")]
     losses, _ = harness.run(port, "ampcore", argv)
@@ -109,7 +126,7 @@ def test_port_trains_a_few_steps_with_float16_autocast_and_scaler(port: str, dev
 
 @pytest.mark.parametrize("port", harness.PORTS)
 def test_checkpoint_written_mid_run_resumes_with_bit_identical_losses(port: str, tmp_path: Path) -> None:
-    _skip_if_missing(port)
+    _require_features(port)
     ckpt = str(tmp_path / "mid.pt")
     common = ["--epochs", "3", "--batches-per-epoch", "2", *EXTRA[port], "--device", "cpu", "--checkpoint", ckpt]
     uninterrupted, _ = harness.run(port, "ampcore", [*common, "--save-at-epoch", "0"])
@@ -120,7 +137,7 @@ def test_checkpoint_written_mid_run_resumes_with_bit_identical_losses(port: str,
 
 @pytest.mark.parametrize("port", harness.PORTS)
 def test_port_resumes_bit_identically_on_torch_itself(port: str, tmp_path: Path) -> None:
-    """The port's own resume logic, checked on real torch where it is installed (torch is not a CI dependency)."""
+    """The port's own resume logic, checked on real torch (the test command installs torch's CPU wheel)."""
     pytest.importorskip("torch")
     ckpt = str(tmp_path / "mid.pt")
     common = ["--epochs", "3", "--batches-per-epoch", "2", *EXTRA[port], "--device", "cpu", "--checkpoint", ckpt]

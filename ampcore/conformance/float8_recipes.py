@@ -16,8 +16,10 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from .. import dtypes as dt
 from ..float8.recipes import Recipe
 from ..float8.scaling import FP8_MAX, current_scale, mx_scale
+from .tolerance import accumulation_bound
 
 __all__ = ["FORMATS", "quantize", "cast", "gemm_tolerance", "expected_linear"]
 
@@ -46,10 +48,11 @@ def cast(x: np.ndarray, recipe: Recipe, name: str) -> np.ndarray:
 
 
 def gemm_tolerance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """float32 accumulation of exact float8 products (operands scaled in float32 first): per element,
-    ``(k + 2) * 2**-24 * (|a| @ |b|.T)``."""
+    """float32 accumulation of exact float8 products (operands scaled in float32 first), the accumulation rule
+    of :mod:`.tolerance`: per element, ``gamma_{k+2}(2**-24) (|a| @ |b|.T)`` (plus float64's own, 1e-30 for an
+    all-zero row)."""
     k = a.shape[1]
-    return (k + 2) * 2.0**-24 * (np.abs(a) @ np.abs(b).T) + 1e-30
+    return accumulation_bound(np.abs(a) @ np.abs(b).T, k + 2, dt.float32) + 1e-30
 
 
 def expected_linear(

@@ -13,7 +13,7 @@ a ``reason``; ``backend`` optionally restricts it to one backend::
     reason = "erf uses a 5-term polynomial: 3 ulp in bfloat16; tracked in #12"
 
 Matching checks are expected to fail (reported "xfail"); one that passes is
-reported "stale", so the file cannot quietly outlive the bug.
+reported "stale" and fails the run, so the file cannot quietly outlive the bug.
 """
 
 from __future__ import annotations

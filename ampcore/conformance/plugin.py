@@ -239,7 +239,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         run.report(target)
         for gap in run.gaps_for(target):
             if gap.matches(_backend_name(target), case.check, case.op, case.dtype):
-                item.add_marker(pytest.mark.xfail(reason=f"known gap {gap.describe()}: {gap.reason}", strict=False))
+                # strict: a known gap that starts passing fails the run (reported "stale": remove the entry)
+                item.add_marker(pytest.mark.xfail(reason=f"known gap {gap.describe()}: {gap.reason}", strict=True))
                 run.used_gaps.add(gap)
                 break
     for target, report in run.reports.items():
@@ -276,10 +277,13 @@ def pytest_runtest_makereport(
         item.config.stash[_RUN].report(target).add(case, TestResult(item.nodeid, result, message))
 
 
+_STRICT_XPASS = "[XPASS(strict)] "
+
+
 def _classify(rep: pytest.TestReport) -> tuple[str, str]:
+    if rep.failed and isinstance(rep.longrepr, str) and rep.longrepr.startswith(_STRICT_XPASS):
+        return "stale", f"listed as a known gap but passes, remove it: {rep.longrepr.removeprefix(_STRICT_XPASS)}"
     if hasattr(rep, "wasxfail"):
-        if rep.passed:
-            return "stale", f"listed as a known gap but passes, remove it: {rep.wasxfail}"
         return "xfail", rep.wasxfail
     if rep.failed:
         crash = getattr(getattr(rep.longrepr, "reprcrash", None), "message", None)

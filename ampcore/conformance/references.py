@@ -31,6 +31,7 @@ __all__ = [
     "UNARY_REFERENCE",
     "BINARY_REFERENCE",
     "COMPARE_REFERENCE",
+    "gelu_exact",
     "UNARY_DOMAIN",
     "BINARY_DOMAIN",
     "round_bits",
@@ -215,6 +216,34 @@ COMPARE_REFERENCE: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "gt": np.greater,
     "ge": np.greater_equal,
 }
+
+_LONG_PI = np.longdouble("3.14159265358979323846264338327950288")
+_ERFC = np.vectorize(math.erfc, otypes=[np.float64])
+
+
+def gelu_exact(x: np.ndarray, approximate: str = "none") -> np.ndarray:
+    """gelu of float64 ``x`` to within a few float64 ulps of the true value: x Phi(x) = x erfc(-x / sqrt 2) / 2,
+    or torch's tanh form x sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)).
+
+    Both are ill-conditioned in their intermediate argument for x << 0 (a relative error d in x / sqrt 2
+    moves gelu(-10) by 100 d), so the argument is carried in extended precision (NumPy's longdouble: 64
+    significand bits on x86-64): x / sqrt 2 as a float64 pair ``hi + lo`` with ``erfc(hi + lo) = erfc(hi) -
+    2 / sqrt(pi) exp(-hi^2) lo``; the tanh form entirely in longdouble.  (Where longdouble is float64, as on
+    Windows, it is no better than the plain formulas.)"""
+    x = np.asarray(x, np.float64)
+    with np.errstate(all="ignore"):
+        xl = x.astype(np.longdouble)
+        if approximate == "tanh":
+            y = 2 * np.sqrt(2 / _LONG_PI) * (xl + np.longdouble("0.044715") * xl * xl * xl)
+            negative = y < 0
+            e = np.exp(np.where(negative, y, -y))
+            return np.asarray(xl * np.where(negative, e / (1 + e), 1 / (1 + e)), np.float64)
+        z = -xl * np.sqrt(np.longdouble(0.5))
+        hi = z.astype(np.float64)
+        lo = (z - hi).astype(np.float64)
+        tail = _ERFC(hi) - 2.0 / math.sqrt(math.pi) * np.exp(-hi * hi) * lo if x.size else np.zeros(x.shape)
+        return np.asarray(xl * tail.astype(np.longdouble) / 2, np.float64)
+
 
 # --------------------------------------------------------------------------- input makers
 # Ranges for the accuracy checks: inside each op's domain, results well inside float16's range.

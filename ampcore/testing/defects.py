@@ -3,6 +3,9 @@
 ``FakeBackend(defects=("truncating_casts",))`` is a backend that registers and
 trains but is wrong in one specific way; the conformance suite's own tests run
 the suite on each and require it to FAIL, in the check that names the defect.
+The wrong kernels of :mod:`ampcore.testing.planted` (a 16-bit accumulator, a
+flush of small results, ...) are here too, under their names; that module
+plants them on real backends as well.
 """
 
 from __future__ import annotations
@@ -209,6 +212,16 @@ def float8_truncating_quantize(table: Kernels) -> None:
     table["quantize_float8"] = quantize_float8
 
 
+def _planted(name: str) -> Callable[[Kernels], None]:
+    """A defect of :mod:`.planted` (planted on any backend) as a FakeBackend defect: its arrays are NumPy's."""
+    from .planted import plant
+
+    def apply(table: Kernels) -> None:
+        table.update(plant(name, table.__getitem__, np.asarray, lambda host: host, lambda v: isinstance(v, np.ndarray)))
+
+    return apply
+
+
 DEFECTS: dict[str, Callable[[Kernels], None]] = {
     "truncating_casts": truncating_casts,
     "low_precision_accumulation": low_precision_accumulation,
@@ -219,6 +232,17 @@ DEFECTS: dict[str, Callable[[Kernels], None]] = {
     "unchecked_adamw_step": unchecked_adamw_step,
     "floating_point_warnings": floating_point_warnings,
     "float8_truncating_quantize": float8_truncating_quantize,
+    **{
+        name: _planted(name)
+        for name in (
+            "gemm_16bit_accumulator",
+            "gemm_zeros_for_long_k",
+            "flushes_small_results",
+            "flushes_subnormal_results",
+            "exp_2ulps_off",
+            "sum_16bit_naive",
+        )
+    },
 }
 
 

@@ -32,7 +32,10 @@ def _rsqrt(x: np.ndarray) -> np.ndarray:
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * x))  # tanh form: no overflow for large |x|
+    """1 / (1 + exp(-x)), as exp(x) / (1 + exp(x)) for x < 0: no overflow, and small results keep their
+    relative accuracy (the tanh form 0.5 (1 + tanh(x / 2)) cancels there, and gives 0 below x = -17)."""
+    e = np.exp(-np.abs(x))
+    return np.where(x < 0, e / (1 + e), 1 / (1 + e))
 
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])

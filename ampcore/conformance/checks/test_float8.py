@@ -24,6 +24,7 @@ from ampcore import dtypes as dt
 from ampcore.conformance import NOT_SUPPORTED
 from ampcore.conformance.float8_data import FLOAT8_TARGETS, SOURCES, expected_quantize, same_bits
 from ampcore.conformance.kernel_harness import seeded_rng
+from ampcore.conformance.tolerance import assert_accumulated
 from ampcore.ops.float8 import quantize_float8, scaled_mm, scaled_mm_mx
 
 F8 = [d.name for d in FLOAT8_TARGETS]
@@ -142,14 +143,9 @@ def _float8_operand(rng: np.random.Generator, shape: tuple[int, int], d: dt.DTyp
 
 
 def _within(got: np.ndarray, want: np.ndarray, magnitude: np.ndarray, k: int, out: dt.DType, what: str) -> None:
-    """One rounding of ``out`` plus float32 accumulation over ``k`` terms (and float32 scaling)."""
-    tol = dt.finfo(out).eps / 2 * np.abs(want) + (k + 2) * 2.0**-24 * magnitude
-    err = np.abs(got.astype(np.float64) - want)
-    bad = np.flatnonzero(~(err <= tol))
-    assert bad.size == 0, (
-        f"{what}: {bad.size} of {err.size} elements off; first: got {got.reshape(-1)[bad[0]]!r}, "
-        f"expected {want.reshape(-1)[bad[0]]!r} within {tol.reshape(-1)[bad[0]]:.3g}"
-    )
+    """The accumulation rule: float32 accumulation of ``k`` exact float8 products, the two float32 scalings
+    (``k + 2`` roundings in all), and one rounding to ``out``."""
+    assert_accumulated(got, want, magnitude, out, k + 2, what=what)
 
 
 @pytest.mark.conformance(op="scaled_mm")

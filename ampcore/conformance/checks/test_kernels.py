@@ -3,11 +3,14 @@ against a float64 NumPy reference.
 
 Inputs go to the device already in the dtype (so the placement cannot round),
 are read back with ``backend.get``, and the reference is evaluated in float64
-on what was read back, then rounded once to the dtype (so overflow to inf and
-underflow match IEEE).  Elementwise results are judged each against its own
-magnitude (at least 1) with :func:`assert_close`; reductions and matmul against
-the result's magnitude with ``n`` = the reduction length.  Data movement,
-selection, casts and integer results must match bit for bit.
+on what was read back.  Each elementwise result is judged at its own value, down
+to the subnormals, by :func:`~ampcore.conformance.tolerance.assert_elementwise`:
+correctly rounded ops (add, sub, mul, div, sqrt; neg, abs, sign, maximum,
+minimum are exact) must give the reference rounded once to the dtype, library
+functions (exp, log, ...) must stay within their documented ulps.  Inputs whose
+results are small or subnormal are checked too, so a kernel that flushes them
+to zero fails.  Data movement, selection, casts and integer results must match
+bit for bit.
 
 (The AMP kernels ``unscale_and_check`` / ``update_scale`` have their own module.)
 """
@@ -23,12 +26,11 @@ import pytest
 from ampcore import dtypes as dt
 from ampcore.conformance.kernel_harness import (
     assert_bits,
-    assert_close_each,
+    exact_reference,
     layouts,
     put_rounded,
     quietly,
     result_on_host,
-    rounded_reference,
     seeded_rng,
     stored_values,
 )
@@ -48,7 +50,18 @@ from ampcore.conformance.references import (
     to_f64,
     unary_input,
 )
+from ampcore.conformance.tolerance import CORRECTLY_ROUNDED, assert_elementwise
 from ampcore.kernels import BINARY, COMPARISON, UNARY
+
+# References NumPy evaluates in longdouble too (erf is math.erf's, float64 only): float64 results of these are
+# held to their own ulps, not to those plus the float64 reference's.  Correctly rounded ops need no such help.
+_EXTENDED_REFERENCE = frozenset({"exp", "log", "rsqrt", "tanh", "sigmoid", "sin", "cos", "pow"})
+
+
+def _exact(op: str, reference: Callable[..., np.ndarray], dtype: str, *values: np.ndarray) -> np.ndarray:
+    """The op's reference on the stored values: in longdouble for float64 results where it can be."""
+    extended = dtype == "float64" and op in _EXTENDED_REFERENCE and op not in CORRECTLY_ROUNDED
+    return exact_reference(reference, *values, extended=extended)
 
 
 # --------------------------------------------------------------------------- elementwise unary
@@ -61,7 +74,40 @@ def test_unary(backend, op, dtype):
     for label, x, values in layouts(backend, unary_input(op, (13, 14), seeded_rng(op, dtype)), dtype):
         what = f"{op} on {label} in {dtype}"
         out = result_on_host(backend, kernel(x), dtype, what)
-        assert_close_each(out, rounded_reference(UNARY_REFERENCE[op], values, dtype=dtype), dtype, what, (values,))
+        assert_elementwise(out, _exact(op, UNARY_REFERENCE[op], dtype, values), dtype, op, what=what, inputs=(values,))
+
+
+# Inputs whose results are small, down to the subnormals (and the smallest normal), where a kernel that flushes
+# small results to zero, or computes them with absolute rather than relative accuracy, is caught: exp and
+# sigmoid of large negative x, the odd functions near 0 (f(x) ~ x), log near 1 and cos near pi/2.  (sqrt and
+# rsqrt have no small results near representable inputs: their subnormal inputs are among the edge values.)
+def _small_result_inputs(op: str, dtype: str) -> np.ndarray:
+    f = dt.finfo(dtype)
+    if op in ("exp", "sigmoid"):
+        low, tiny = np.log(f.smallest_subnormal), np.log(f.tiny)
+        return np.concatenate([np.linspace(low, tiny + 2.0, 61), np.linspace(-8.0, -1.0, 29)])
+    if op == "log":
+        return 1.0 + np.geomspace(f.eps, 2.0**-3, 40) * np.repeat([1.0, -0.5], 20)
+    if op == "cos":
+        return np.pi / 2 + np.geomspace(f.eps, 2.0**-3, 40) * np.repeat([1.0, -1.0], 20)
+    s = subnormals(dtype, 64, seed=7)  # tanh, sin, erf, neg, abs, sign: f(x) ~ x (or its sign) near 0
+    return np.concatenate([s, -s, np.geomspace(f.tiny, 2.0**-4, 40), -np.geomspace(f.tiny, 2.0**-4, 40)])
+
+
+SMALL_RESULT_OPS = tuple(op for op in UNARY if op not in ("sqrt", "rsqrt"))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_NAMES)
+@pytest.mark.parametrize("op", SMALL_RESULT_OPS)
+def test_unary_small_results(backend, op, dtype):
+    """Results near zero and subnormal are within the same ulps at their own value (an elementwise result has
+    no reduction to excuse an absolute error): a flush to zero, or exp(x) = 0 for x = -9, fails."""
+    backend.require_compute(dtype)
+    x = put_rounded(backend, _small_result_inputs(op, dtype), dtype)
+    values = stored_values(backend, x)
+    what = f"{op} with small results in {dtype}"
+    out = result_on_host(backend, quietly(what, getattr(backend.kernels, op), x), dtype, what)
+    assert_elementwise(out, _exact(op, UNARY_REFERENCE[op], dtype, values), dtype, op, what=what, inputs=(values,))
 
 
 # Kernels that must return their input's bits transformed exactly (no flush of subnormals to zero).
@@ -82,7 +128,7 @@ def test_unary_edge_values(backend, op, dtype):
     values = stored_values(backend, x)
     what = f"{op} on edge values in {dtype}"
     out = result_on_host(backend, quietly(what, kernel, x), dtype, what)
-    assert_close_each(out, rounded_reference(UNARY_REFERENCE[op], values, dtype=dtype), dtype, what, (values,))
+    assert_elementwise(out, _exact(op, UNARY_REFERENCE[op], dtype, values), dtype, op, what=what, inputs=(values,))
     if op in EXACT_UNARY:
         s = subnormals(dtype)
         x = put_rounded(backend, np.concatenate([s, -s, [0.0, -0.0]]), dtype)
@@ -122,8 +168,8 @@ def _check_binary(backend: Any, op: str, dtype: str, a: Any, b: Any, label: str)
     ]
     what = f"{op} on {label} in {dtype}"
     out = result_on_host(backend, quietly(what, getattr(backend.kernels, op), a, b), dtype, what)
-    expected = rounded_reference(BINARY_REFERENCE[op], *stored, dtype=dtype)
-    assert_close_each(out, expected, dtype, what, tuple(stored))
+    exact = _exact(op, BINARY_REFERENCE[op], dtype, *stored)
+    assert_elementwise(out, exact, dtype, op, what=what, inputs=tuple(stored))
 
 
 @pytest.mark.parametrize("dtype", FLOAT_NAMES)
@@ -283,7 +329,7 @@ def test_integer_input_promotes_to_float32(backend, op, dtype):
         out, ref = unary(op, x), UNARY_REFERENCE[op](values.astype(np.float64))
     what = f"{op} of {dtype} tensors"
     assert out.dtype == dt.float32, f"{what}: result is {out.dtype.name}, expected float32 (true division/math)"
-    assert_close_each(out.numpy(), rounded_reference(lambda v: v, ref, dtype="float32"), "float32", what)
+    assert_elementwise(out.numpy(), ref, "float32", op, what=what)
 
 
 # --------------------------------------------------------------------------- comparisons and where

@@ -11,9 +11,9 @@ to the libm value ``R``, the float32 result is ``float32(r)`` only where
 ``float32(r - eps) == float32(r + eps)`` and ``|r| > eps``: rounding is
 monotone, so ``float32(R)`` (what :mod:`._gelu_numba` plus the cast gives)
 is that same float32, sign of zero included.  Every other element (0.1-0.5%
-of N(0, 4) values, most of them the forward's x < -4.4, where libm's 1 + erf
-cancels; every |x| > 12, inf, NaN, 0 and non-finite ``gy``) is computed
-by :mod:`._gelu_numba`'s libm expression.  So the results are the same bits,
+of N(0, 4) values, most of them the forward's x < -4.4, where ``_K_ABS``
+widens the test; every |x| > 12, inf, NaN, 0 and non-finite ``gy``) is
+computed by :mod:`._gelu_numba`'s libm expression.  So the results are the same bits,
 by construction; ``tests/test_cpu_gelu32.py`` checks it on millions of values.
 
 The bounds hold with a margin, measured against this host's glibc over every
@@ -21,9 +21,11 @@ float32 ``x`` with |x| <= 12 (2.2e9 values; the forward against libm's value,
 the backward's x-part at gy = 1): the largest error was 2^-11 of the bound
 (``_K_FORWARD``, ``_K_BACKWARD``: relative to the value, and for the backward to
 |Phi(x)| + |x phi(x)|, since the sum cancels near x = -0.75), and 2^-5 of it in
-the forward's far left tail, where libm's 1 + erf(z) carries the rounding of
-erf(z) near -1 (half an ulp of 1 measured; ``_K_ABS`` allows 16 ulps).  A libm
-within an ulp or two of the true functions stays inside them.
+the forward's far left tail, where the libm expression was then 1 + erf(z),
+which carries the rounding of erf(z) near -1 (half an ulp of 1 measured;
+``_K_ABS`` allows 16 ulps).  The forward's libm expression is now
+erfc(-z), relatively accurate there, so ``_K_ABS`` is a margin it no longer
+needs.  A libm within an ulp or two of the true functions stays inside them.
 """
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ def _erfc_pos(a: Any) -> Any:  # pragma: no cover - compiled
 @numba.njit(nogil=True, cache=True, error_model="numpy", inline="always")
 def _gelu_libm(v: Any) -> Any:  # pragma: no cover - compiled
     """_gelu_numba.gelu's expression for one element, rounded to float32."""
-    return _F32(np.float64(_F32(0.5) * v) * (1.0 + math.erf(np.float64(v * _INV_SQRT2))))
+    return _F32(np.float64(_F32(0.5) * v) * math.erfc(-np.float64(v * _INV_SQRT2)))
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy", inline="always")
@@ -130,14 +132,15 @@ def _gelu_backward_libm(v: Any, g: Any) -> Any:  # pragma: no cover - compiled
 
 @numba.njit(nogil=True, cache=True, error_model="numpy", inline="always")
 def _gelu_fast(v: Any) -> Any:  # pragma: no cover - compiled
-    """(r, eps, in range): the fast value of 0.5 v (1 + erf(v / sqrt 2)) and its error bound."""
+    """(r, eps, in range): the fast value of 0.5 v erfc(-v / sqrt 2) and its error bound."""
     z = np.float64(v * _INV_SQRT2)
     a = abs(z)
     fits = a <= _Z_MAX  # False for NaN
     e = _erfc_pos(a if fits else 0.0)
     h = np.float64(_F32(0.5) * v)
     s = (2.0 - e) if z >= 0.0 else e  # 1 + erf(z) = 2 - erfc(z) = erfc(-z)
-    # libm's 1 + erf(z) cancels for z << 0: it is only absolutely accurate there (hence _K_ABS)
+    # _K_ABS: the absolute margin 1 + erf(z) needed when it was the libm expression (kept: it only sends more
+    # elements of the far left tail to the libm path)
     return h * s, abs(h) * (_K_FORWARD * s + _K_ABS), fits
 
 
