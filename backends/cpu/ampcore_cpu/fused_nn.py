@@ -18,8 +18,14 @@ from typing import Any
 
 import numpy as np
 
+from ampcore import expr as E
+
 from . import compiled, gelu32, special
-from .kernels import CHUNK, _erf, _lowp, _quiet, _sigmoid
+from .elementwise import FUNCTIONS
+from .kernels import CHUNK, _erf, _lowp, _quiet
+
+# The sigmoid op's own program (ampcore.ops.decls.math): exp(-|x|) over 1 + exp(-|x|) for x < 0, no cancellation.
+_SIGMOID = E.evaluator(E.get("sigmoid"), FUNCTIONS)
 
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -69,7 +75,7 @@ def _erfc(x: np.ndarray) -> np.ndarray:
 
 def gelu(x: np.ndarray, approximate: str) -> np.ndarray:
     if approximate == "tanh":
-        return x * _sigmoid(2.0 * _tanh_inner(x))
+        return x * _SIGMOID(2.0 * _tanh_inner(x))
     return 0.5 * x * _erfc(-(x * _INV_SQRT2))
 
 
