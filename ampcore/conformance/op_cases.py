@@ -23,6 +23,7 @@ import numpy as np
 import ampcore
 from ampcore import dtypes as dt
 from ampcore.nn import functional as F
+from ampcore.ops import declare
 
 __all__ = ["Inputs", "CASES", "BANNED_CASES"]
 
@@ -117,6 +118,26 @@ CASES: dict[str, Case] = {
     "tensordot": lambda t: F.tensordot(t(2, 3, 4), t(3, 4, 5), dims=2),
     "bilinear": lambda t: F.bilinear(t(3, 4), t(3, 5), t(2, 4, 5), t(2)),
 }
+
+
+def _declared_call(name: str) -> Case:
+    """A declared elementwise op's call: its function form on (3, 4) tensors (a bool operand: a fixed mask)."""
+    decl = declare.get(name)
+    assert decl is not None and decl.program is not None
+    kinds = decl.program.inputs
+
+    def call(t: Inputs) -> ampcore.Tensor:
+        mask = ampcore.tensor(np.eye(3, 4, dtype=np.bool_), device=t.device)
+        return decl.function(*(mask if kind == "b" else t(3, 4) for kind in kinds))
+
+    return call
+
+
+# Every declared elementwise op (ampcore/ops/decls) of a float result not written out above: a new op's routing is
+# checked as declared (comparisons give bool whatever autocast does: nothing to check).
+for _name, _decl in declare.declarations().items():
+    if _decl.program is not None and _decl.program.result == "T" and _name not in CASES:
+        CASES[_name] = _declared_call(_name)
 
 # op -> a call that autocast must refuse (probabilities in (0, 1), so only the ban can make it fail).
 BANNED_CASES: dict[str, Case] = {

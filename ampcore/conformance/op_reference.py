@@ -48,8 +48,6 @@ __all__ = [
     "erfc",
     "sigmoid",
     "rsqrt",
-    "UNARY",
-    "BINARY",
     "softmax",
     "log_softmax",
     "logsumexp",
@@ -183,32 +181,6 @@ def sigmoid(z: Array) -> Array:
 
 def rsqrt(z: Array) -> Array:
     return 1.0 / np.sqrt(z)
-
-
-# The unary and binary ops, by ampcore's op name.
-UNARY: dict[str, Callable[[Array], Array]] = {
-    "neg": np.negative,
-    "abs": abs_,
-    "exp": np.exp,
-    "log": np.log,
-    "sqrt": np.sqrt,
-    "rsqrt": rsqrt,
-    "tanh": np.tanh,
-    "sigmoid": sigmoid,
-    "erf": erf,
-    "sign": sign,
-    "sin": np.sin,
-    "cos": np.cos,
-}
-BINARY: dict[str, Callable[[Array, Array], Array]] = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "div": np.divide,
-    "pow": np.power,
-    "maximum": maximum,
-    "minimum": minimum,
-}
 
 
 # --------------------------------------------------------------------------- nn references

@@ -21,6 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import dtypes as dt
+from . import declared
 
 __all__ = [
     "FLOAT_NAMES",
@@ -32,8 +33,6 @@ __all__ = [
     "BINARY_REFERENCE",
     "COMPARE_REFERENCE",
     "gelu_exact",
-    "UNARY_DOMAIN",
-    "BINARY_DOMAIN",
     "round_bits",
     "round_to",
     "exactly",
@@ -177,44 +176,16 @@ def same_bits(actual: np.ndarray, expected: np.ndarray, nan_payload: bool = Fals
 
 
 # --------------------------------------------------------------------------- float64 references
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    """1 / (1 + exp(-x)) in the form that never overflows."""
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
-
-
-_erf = np.vectorize(math.erf, otypes=[np.float64])
-
+# The declared elementwise ops' float64 references, by name (ampcore.ops.decls; see .declared): every one the
+# registry holds when the suite is imported.
 UNARY_REFERENCE: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "neg": np.negative,
-    "abs": np.abs,
-    "exp": np.exp,
-    "log": np.log,
-    "sqrt": np.sqrt,
-    "rsqrt": lambda x: 1.0 / np.sqrt(x),  # IEEE rSqrt: rsqrt(+-0) = +-inf
-    "tanh": np.tanh,
-    "sigmoid": _sigmoid,
-    "erf": lambda x: _erf(np.asarray(x, np.float64)),
-    "sign": np.sign,
-    "sin": np.sin,
-    "cos": np.cos,
+    name: declared.value_reference(name) for name in declared.unary_ops()
 }
 BINARY_REFERENCE: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "div": np.divide,
-    "pow": np.power,
-    "maximum": np.maximum,
-    "minimum": np.minimum,  # both propagate NaN
+    name: declared.value_reference(name) for name in declared.binary_ops()
 }
 COMPARE_REFERENCE: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "eq": np.equal,
-    "ne": np.not_equal,
-    "lt": np.less,
-    "le": np.less_equal,
-    "gt": np.greater,
-    "ge": np.greater_equal,
+    name: declared.value_reference(name) for name in declared.comparison_ops()
 }
 
 _LONG_PI = np.longdouble("3.14159265358979323846264338327950288")
@@ -246,24 +217,6 @@ def gelu_exact(x: np.ndarray, approximate: str = "none") -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- input makers
-# Ranges for the accuracy checks: inside each op's domain, results well inside float16's range.
-UNARY_DOMAIN: dict[str, tuple[float, float]] = {
-    "exp": (-8.0, 8.0),
-    "log": (2.0**-6, 64.0),
-    "sqrt": (0.0, 64.0),
-    "rsqrt": (2.0**-6, 64.0),
-    "sin": (-8.0, 8.0),
-    "cos": (-8.0, 8.0),
-}
-_DEFAULT_DOMAIN = (-4.0, 4.0)
-# op -> ((low, high) of a, (low, high) of b, b kept away from zero with a random sign)
-BINARY_DOMAIN: dict[str, tuple[tuple[float, float], tuple[float, float], bool]] = {
-    "div": ((-4.0, 4.0), (0.25, 4.0), True),
-    "pow": ((0.25, 4.0), (-3.0, 3.0), False),
-}
-_DEFAULT_BINARY = ((-4.0, 4.0), (-4.0, 4.0), False)
-
-
 def uniform_in(
     rng: np.random.Generator, shape: tuple[int, ...], low: float, high: float, random_sign: bool = False
 ) -> np.ndarray:
@@ -273,16 +226,16 @@ def uniform_in(
 
 
 def unary_input(op: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    """Random float64 inputs inside ``op``'s domain."""
-    return uniform_in(rng, shape, *UNARY_DOMAIN.get(op, _DEFAULT_DOMAIN))
+    """Random float64 inputs inside ``op``'s declared domain (results well inside float16's range)."""
+    return declared.domain(op, 0).sample(rng, shape)
 
 
 def binary_inputs(
     op: str, shape_a: tuple[int, ...], shape_b: tuple[int, ...], rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Random float64 operands inside ``op``'s domain (divisors away from zero, positive bases for pow)."""
-    a_range, b_range, b_signed = BINARY_DOMAIN.get(op, _DEFAULT_BINARY)
-    return uniform_in(rng, shape_a, *a_range), uniform_in(rng, shape_b, *b_range, random_sign=b_signed)
+    """Random float64 operands inside ``op``'s declared domains (divisors away from zero, positive bases for
+    pow)."""
+    return declared.domain(op, 0).sample(rng, shape_a), declared.domain(op, 1).sample(rng, shape_b)
 
 
 def edge_values(dtype: dt.DType | str) -> np.ndarray:

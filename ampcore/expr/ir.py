@@ -40,6 +40,8 @@ __all__ = [
     "erf",
     "sin",
     "cos",
+    "log1p",
+    "expm1",
     "eq",
     "ne",
     "lt",
@@ -96,7 +98,7 @@ def _table() -> dict[str, Function]:
     for name in ("maximum", "minimum"):  # NaN from either side; a tie gives the second operand (NumPy's rule)
         f.append(Function(name, "TT", "T", ints=True, exact=True, arithmetic=False))
     f.append(Function("sqrt", "T", "T", ints=False, exact=True))
-    for name in ("exp", "log", "tanh", "erf", "sin", "cos"):
+    for name in ("exp", "log", "tanh", "erf", "sin", "cos", "log1p", "expm1"):
         f.append(Function(name, "T", "T", ints=False, exact=False))
     for name in ("eq", "ne", "lt", "le", "gt", "ge"):
         f.append(Function(name, "TT", "b", ints=True, exact=True, arithmetic=False))
@@ -256,6 +258,7 @@ def _binary(name: str) -> Callable[[Any, Any], Expr]:
 
 neg, abs_, sign = _unary("neg"), _unary("abs"), _unary("sign")
 exp, log, sqrt, tanh, erf, sin, cos = (_unary(n) for n in ("exp", "log", "sqrt", "tanh", "erf", "sin", "cos"))
+log1p, expm1 = _unary("log1p"), _unary("expm1")
 add, sub, mul, div, pow_ = (_binary(n) for n in ("add", "sub", "mul", "div", "pow"))
 maximum, minimum = _binary("maximum"), _binary("minimum")
 eq, ne, lt, le, gt, ge = (_binary(n) for n in ("eq", "ne", "lt", "le", "gt", "ge"))

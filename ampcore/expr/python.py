@@ -56,6 +56,8 @@ NUMPY: dict[str, Callable[..., Any]] = {
     "erf": _erf,
     "sin": np.sin,
     "cos": np.cos,
+    "log1p": np.log1p,
+    "expm1": np.expm1,
     "eq": np.equal,
     "ne": np.not_equal,
     "lt": np.less,

@@ -84,11 +84,30 @@ class DeclarationError(ValueError):
 @dataclass(frozen=True)
 class Domain:
     """Where the conformance suite draws an operand: uniform in ``[lo, hi)``, the sign random when ``signed``
-    (so ``Domain(0.5, 2, signed=True)`` keeps divisors away from zero)."""
+    (so ``Domain(0.5, 2, signed=True)`` keeps divisors away from zero); with ``grid``, only multiples of it
+    plus ``offset`` (exact in every dtype: ``Domain(-2, 2, grid=0.25, offset=0.125)`` against ``offset=0``
+    never ties, as maximum's gradient check needs)."""
 
-    lo: float = -3.0
-    hi: float = 3.0
+    lo: float = -4.0
+    hi: float = 4.0
     signed: bool = False
+    grid: float = 0.0
+    offset: float = 0.0
+
+    def sample(self, rng: Any, shape: tuple[int, ...]) -> Any:
+        """float64 values of ``shape`` from this domain (``rng`` a NumPy Generator)."""
+        if self.grid:
+            steps = rng.integers(round(self.lo / self.grid), round(self.hi / self.grid), size=shape)
+            x = steps * self.grid + self.offset
+        else:
+            x = rng.uniform(self.lo, self.hi, size=shape)
+        return x * rng.choice([-1.0, 1.0], size=shape) if self.signed else x
+
+
+SMALL_RESULTS = ("negative tail", "near one", "near pi/2", "near zero")
+"""Where an op's results are small, for the conformance check that small results keep their accuracy (a kernel
+that flushes them to zero fails): far out on the negative side (exp, sigmoid), just around 1 (log), around
+pi/2 (cos), around 0 (f(x) ~ x: tanh, sin, erf, neg, abs, sign)."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +127,9 @@ class Declaration:
     category: str | None = None
     reference: Callable[..., Any] | None = None
     domains: tuple[Domain, ...] = ()
+    ulps: tuple[float, float, float] | None = None  # (float32, float64, the float64 reference's) error bounds
+    small_results: str | None = None  # one of SMALL_RESULTS: where the op's results are small
+    nan_unspecified: bool = False  # the result of a NaN input is left open (sign: NaN in NumPy, 0 in torch)
     aten: str | None = None  # torch's aten op (None: torch has no such op)
     reflected: str | None = None  # the policy name of ``other <op> tensor`` where torch lists it apart
     module: str = ""  # the declaring module
@@ -194,6 +216,9 @@ def elementwise(
     category: str | None = None,
     reference: Callable[..., Any] | None = None,
     domains: tuple[Domain, ...] | None = None,
+    ulps: tuple[float, float, float] | None = None,
+    small_results: str | None = None,
+    nan_unspecified: bool = False,
     aten: str | None = "",
     reflected: str | None = None,
     signature: str | None = None,
@@ -217,6 +242,13 @@ def elementwise(
     reads = tuple(reads) if reads is not None else ("",) * arity
     if len(grads) != arity or len(reads) != arity:
         raise DeclarationError(f"op {name!r} has {arity} operands: give one gradient rule and one reads string each")
+    if small_results is not None and small_results not in SMALL_RESULTS:
+        raise DeclarationError(f"op {name!r}: small_results must be one of {SMALL_RESULTS}, got {small_results!r}")
+    if ulps is None and not (_is_correctly_rounded(prog) or _library_function(prog)):
+        raise DeclarationError(
+            f"op {name!r} composes rounding functions: state its error bound, ulps=(float32, float64, the float64 "
+            "reference's own), as ampcore.conformance.tolerance's docstring derives them"
+        )
     letters = set(_letters(arity)) | {"y"}
     for r in reads:
         if set(r) - letters:
@@ -241,6 +273,9 @@ def elementwise(
         category=category,
         reference=reference,
         domains=tuple(domains) if domains is not None else (Domain(),) * arity,
+        ulps=ulps,
+        small_results=small_results,
+        nan_unspecified=nan_unspecified,
         aten=name if aten == "" else aten,
         reflected=reflected,
         module=module or _caller_module(),
@@ -256,6 +291,16 @@ def _caller_module() -> str:
     while frame is not None and frame.f_globals.get("__name__") == __name__:
         frame = frame.f_back  # type: ignore[assignment]
     return frame.f_globals.get("__name__", "") if frame is not None else ""
+
+
+def _is_correctly_rounded(prog: E.Program) -> bool:
+    """Every call an IEEE basic operation, at most one of them rounding: the result is correctly rounded."""
+    return prog.exact
+
+
+def _library_function(prog: E.Program) -> bool:
+    """One library function (exp, log, ...) of the operands: its bound is the function's own."""
+    return E.direct_call(prog) is not None
 
 
 def unary(name: str, fn: Callable[[Any], Any], *, grad: Grad | None = None, reads: str = "", **kw: Any) -> Declaration:

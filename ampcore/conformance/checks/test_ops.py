@@ -41,9 +41,10 @@ import pytest
 import ampcore
 import ampcore.nn.functional as F
 from ampcore import dtypes as dt
-from ampcore.conformance import assert_close
+from ampcore.conformance import assert_close, declared
 from ampcore.conformance import op_reference as R
 from ampcore.conformance.tolerance import DEFAULT_ROUNDINGS, assert_accumulated, assert_elementwise
+from ampcore.ops import declare
 
 FLOATS = [d.name for d in dt.FLOAT_DTYPES]
 Sampler = Callable[[np.random.Generator, tuple[int, ...], dt.DType], np.ndarray]
@@ -56,16 +57,6 @@ def normal(scale: float = 1.0) -> Sampler:
 
 def uniform(lo: float, hi: float) -> Sampler:
     return lambda rng, shape, d: rng.uniform(lo, hi, shape)
-
-
-def away_from_zero(lo: float, hi: float) -> Sampler:
-    """|x| in [lo, hi) with a random sign: divisors."""
-    return lambda rng, shape, d: rng.uniform(lo, hi, shape) * rng.choice([-1.0, 1.0], shape)
-
-
-def grid(offset: float) -> Sampler:
-    """Multiples of 1/4 plus ``offset``, exact in every dtype: grid(0) and grid(0.125) never tie (maximum)."""
-    return lambda rng, shape, d: rng.integers(-8, 8, shape) * 0.25 + offset
 
 
 def distinct() -> Sampler:
@@ -120,59 +111,40 @@ def _f(*shape: int, sample: Sampler | None = None) -> Arg:
 
 
 # --------------------------------------------------------------------------- the cases
-# Unary ops on an odd shape, each on a domain where it is smooth and finite in every dtype.
-_UNARY_DOMAINS: dict[str, Sampler] = {
-    "neg": normal(),
-    "abs": normal(),
-    "exp": uniform(-6, 3),  # results down to 0.0025: an exp that loses small results fails here too
-    "log": uniform(0.1, 5),
-    "sqrt": uniform(0.1, 5),
-    "rsqrt": uniform(0.2, 5),
-    "tanh": normal(1.5),
-    "sigmoid": normal(2),
-    "erf": normal(1.2),
-    "sign": normal(),
-    "sin": uniform(-4, 4),
-    "cos": uniform(-4, 4),
-}
+# Every declared elementwise op (ampcore/ops/decls), through its function form, on its declared domains: one
+# operand on an odd shape; two broadcast (3, 1, 5) with (4, 5) (a's gradient sums 4 copies, b's 3); three
+# (where) with the last broadcast over 4 rows.  A bool operand is a random mask.
+_SHAPES = {1: ((7, 13),), 2: ((3, 1, 5), (4, 5)), 3: ((4, 5), (4, 5), (1, 5))}
+_FAN_IN = {1: (1,), 2: (4, 3), 3: (1, 1, 4)}
 
 
-def _unary(name: str) -> Callable[[Any], Any]:
-    return (lambda x: -x) if name == "neg" else (lambda x: getattr(x, name)())
+def _from(domain: declare.Domain) -> Sampler:
+    return lambda rng, shape, d: domain.sample(rng, shape)
 
 
-# Binary ops broadcast (3, 1, 5) with (4, 5): a's gradient sums 4 copies, b's 3.
-_BINARY: dict[str, tuple[Callable[[Any, Any], Any], Sampler, Sampler]] = {
-    "add": (lambda a, b: a + b, normal(), normal()),
-    "sub": (lambda a, b: a - b, normal(), normal()),
-    "mul": (lambda a, b: a * b, normal(), normal()),
-    "div": (lambda a, b: a / b, normal(), away_from_zero(0.5, 2)),
-    "pow": (lambda a, b: a**b, uniform(0.5, 2), uniform(-2, 2)),
-    "maximum": (lambda a, b: a.maximum(b), grid(0.125), grid(0.0)),
-    "minimum": (lambda a, b: a.minimum(b), grid(0.125), grid(0.0)),
-}
+def _declared_case(name: str) -> OpCase:
+    decl = declare.get(name)
+    assert decl is not None and decl.program is not None
+    prog = decl.program
+    args = tuple(
+        Arg(shape, mask(), "bool") if kind == "b" else Arg(shape, _from(declared.domain(name, i)))
+        for i, (kind, shape) in enumerate(zip(prog.inputs, _SHAPES[prog.arity]))
+    )
+    n_grad = tuple(n for n, kind in zip(_FAN_IN[prog.arity], prog.inputs) if kind == "T")
+    differentiable = decl.differentiable and prog.result == "T"
+    return OpCase(
+        decl.function,
+        declared.complex_reference(name),
+        args,
+        n_grad=n_grad,
+        rule="elementwise",
+        differentiable=differentiable,
+    )
 
-CASES: dict[str, OpCase] = {}
+
+CASES: dict[str, OpCase] = {name: _declared_case(name) for name in declared.elementwise_ops()}
 CASES.update(
     {
-        name: OpCase(
-            _unary(name), R.UNARY[name], (_f(7, 13, sample=sample),), differentiable=name != "sign", rule="elementwise"
-        )
-        for name, sample in _UNARY_DOMAINS.items()
-    }
-)
-CASES.update(
-    {
-        name: OpCase(
-            call, R.BINARY[name], (_f(3, 1, 5, sample=sa), _f(4, 5, sample=sb)), n_grad=(4, 3), rule="elementwise"
-        )
-        for name, (call, sa, sb) in _BINARY.items()
-    }
-)
-CASES.update(
-    {
-        # where: b broadcasts over a's 4 rows.
-        "where": OpCase(ampcore.where, np.where, (Arg((4, 5), mask(), "bool"), _f(4, 5), _f(1, 5)), n_grad=(1, 4)),
         "sum": OpCase(lambda x: x.sum(dim=(0, 2)), lambda x: np.sum(x, axis=(0, 2)), (_f(3, 4, 5),), n=15, rule="sum"),
         "max": OpCase(lambda x: x.amax(dim=1), lambda x: R.amax(x, 1), (_f(4, 7, sample=distinct()),), exact=True),
         "max.dim": OpCase(
@@ -388,6 +360,10 @@ def _check_output(
     got: Any, expected: np.ndarray, dtype: dt.DType, op: str, case: OpCase, magnitudes: Any, what: str
 ) -> None:
     """Indices exactly; float outputs in the input dtype, bit-exact for data movement, else by the case's rule."""
+    if np.asarray(expected).dtype == np.bool_:
+        assert got.dtype is dt.bool_, f"{what}: output dtype {got.dtype.name}, expected bool (a comparison)"
+        assert np.array_equal(got.numpy(), expected), f"{what}: {got.numpy()}, expected {expected}"
+        return
     if not np.issubdtype(np.asarray(expected).dtype, np.floating):
         assert got.dtype is dt.int64, f"{what}: index output has dtype {got.dtype.name}, not int64"
         assert np.array_equal(got.numpy(), expected), f"{what}: indices {got.numpy()}, expected {expected}"

@@ -59,7 +59,7 @@ binary(
     operators=("__truediv__",),
     roperators=("__rtruediv__",),
     reflected="__rtruediv__",
-    domains=(Domain(), Domain(0.5, 2, signed=True)),
+    domains=(Domain(), Domain(0.25, 4, signed=True)),
 )
 binary(
     "pow",
@@ -69,17 +69,22 @@ binary(
     operators=("__pow__",),
     roperators=("__rpow__",),
     reflected="__rpow__",
-    domains=(Domain(0.5, 2), Domain(-2, 2)),
+    domains=(Domain(0.25, 4), Domain(-3, 3)),
 )
+# Multiples of 1/4 offset by 1/8 against plain ones: exact in every dtype and never tied, so the gradient
+# (split in half on a tie) is checked where it is defined.
+_NO_TIES = (Domain(-4, 4, grid=0.25, offset=0.125), Domain(-4, 4, grid=0.25))
 binary(
     "maximum",
     E.maximum,
     grads=(lambda k, a, b, y, g: _tie_split(k, a, b, g, k.gt), lambda k, a, b, y, g: _tie_split(k, b, a, g, k.gt)),
     reads=("ab", "ab"),
+    domains=_NO_TIES,
 )
 binary(
     "minimum",
     E.minimum,
     grads=(lambda k, a, b, y, g: _tie_split(k, a, b, g, k.lt), lambda k, a, b, y, g: _tie_split(k, b, a, g, k.lt)),
     reads=("ab", "ab"),
+    domains=_NO_TIES,
 )

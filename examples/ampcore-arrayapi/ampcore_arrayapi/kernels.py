@@ -137,7 +137,7 @@ class _Kernels:
         """Each function of ampcore's expression language in this namespace."""
         xp = self.xp
         table: dict[str, Kernel] = {"neg": xp.negative, "abs": xp.abs, "sign": self.sign, "erf": self.erf}
-        table.update({n: getattr(xp, n) for n in ("exp", "log", "sqrt", "tanh", "sin", "cos")})
+        table.update({n: getattr(xp, n) for n in ("exp", "log", "sqrt", "tanh", "sin", "cos", "log1p", "expm1")})
         table.update({n: self.lifted(getattr(xp, f)) for n, f in _FUNCTIONS.items()})
         table.update({"select": self.where, "and": xp.logical_and, "or": xp.logical_or, "not": xp.logical_not})
         return table
