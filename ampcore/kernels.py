@@ -598,7 +598,7 @@ class KernelTable:
             if entry is not None:
                 fns[fn] = entry.fn
             elif fn not in ("and", "or", "not") or "where" not in self._entries or "eq" not in self._entries:
-                raise MissingKernelsError(self._backend_name, ["elementwise", kernel])
+                raise MissingKernelsError(self._backend_name, [kernel, f"elementwise (which renders {prog.name!r})"])
         where, eq = self._entries.get("where"), self._entries.get("eq")
         if where is not None and eq is not None:
             fns.setdefault("and", lambda a, b: where.fn(a, b, False))

@@ -248,8 +248,31 @@ def _declared_aten(op: str) -> str | None:
         return None
     aten = decl.aten if base == op else f"{decl.aten}_"
     if op not in CALLS and base == op:
-        CALLS[op] = lambda t: getattr(torch, decl.aten)(*(t(3, 4) for _ in range(decl.arity)))
+        CALLS[op] = _torch_call(decl)
     return aten
+
+
+def _torch_call(decl: Any) -> Callable[[Callable[..., torch.Tensor]], torch.Tensor]:
+    """torch's own function of a declared op, called as the op's example calls it (an elementwise op: on (3, 4)
+    tensors)."""
+    fn: Any = torch
+    for part in (decl.torch_function or decl.name).split("."):
+        fn = getattr(fn, part)
+    if decl.example is None:
+        return lambda t: fn(*(t(3, 4) for _ in range(decl.arity)))
+
+    def call(t: Callable[..., torch.Tensor]) -> torch.Tensor:
+        args = []
+        for i in decl.example.inputs:
+            if i.kind == "float":
+                args.append(t(*i.shape))
+            elif i.kind == "int64":
+                args.append(torch.arange(int(torch.tensor(i.shape).prod())).reshape(i.shape) % i.high)
+            else:
+                args.append(torch.arange(int(torch.tensor(i.shape).prod())).reshape(i.shape) % 2 == 0)
+        return fn(*args, **decl.example.params)
+
+    return call
 
 
 def audit(ops: Any) -> dict[str, tuple[str, str | None, str | None]]:

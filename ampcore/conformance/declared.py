@@ -28,6 +28,7 @@ __all__ = [
     "binary_ops",
     "comparison_ops",
     "integer_ops",
+    "composite_ops",
     "exact_ops",
     "value_reference",
     "complex_reference",
@@ -78,6 +79,11 @@ def binary_ops() -> list[str]:
 def comparison_ops() -> list[str]:
     """Two values in, a bool out."""
     return elementwise_ops("TT", "b")
+
+
+def composite_ops() -> list[str]:
+    """The declared composite ops with an example and a reference: the suite checks each."""
+    return sorted(name for name, d in declare.declarations().items() if d.kind == "composite" and d.example is not None)
 
 
 def integer_ops(names: list[str]) -> list[str]:

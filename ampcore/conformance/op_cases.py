@@ -133,11 +133,37 @@ def _declared_call(name: str) -> Case:
     return call
 
 
-# Every declared elementwise op (ampcore/ops/decls) of a float result not written out above: a new op's routing is
-# checked as declared (comparisons give bool whatever autocast does: nothing to check).
+def _example_call(name: str) -> Case:
+    """A declared composite op's call: its example's inputs (floats from ``t``) and params."""
+    decl = declare.get(name)
+    assert decl is not None and decl.example is not None
+    ex = decl.example
+
+    def call(t: Inputs) -> ampcore.Tensor:
+        args = []
+        for i in ex.inputs:
+            if i.kind == "float":
+                args.append(t(*i.shape))
+            elif i.kind == "int64":
+                count = int(np.prod(i.shape))
+                args.append(t.classes(*(k % i.high for k in range(count))).reshape(i.shape))
+            else:
+                args.append(ampcore.tensor(np.arange(int(np.prod(i.shape))).reshape(i.shape) % 2 == 0, device=t.device))
+        return decl.function(*args, **ex.params)
+
+    return call
+
+
+# Every declared op (ampcore/ops/decls) not written out above: elementwise ops of a float result (comparisons give
+# bool whatever autocast does: nothing to check), and composites with an example; a new op's routing is checked
+# as declared.
 for _name, _decl in declare.declarations().items():
-    if _decl.program is not None and _decl.program.result == "T" and _name not in CASES:
+    if _name in CASES:
+        continue
+    if _decl.program is not None and _decl.program.result == "T":
         CASES[_name] = _declared_call(_name)
+    elif _decl.kind == "composite" and _decl.example is not None:
+        CASES[_name] = _example_call(_name)
 
 # op -> a call that autocast must refuse (probabilities in (0, 1), so only the ban can make it fail).
 BANNED_CASES: dict[str, Case] = {

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import expr as E
+from ..dispatch import composite as composite_boundary
 from ..dispatch import register_op
 from . import elementwise as ew
 
@@ -58,6 +59,9 @@ __all__ = [
     "unary",
     "binary",
     "comparison",
+    "composite",
+    "Input",
+    "Example",
     "declarations",
     "get",
     "functions",
@@ -104,6 +108,42 @@ class Domain:
         return x * rng.choice([-1.0, 1.0], size=shape) if self.signed else x
 
 
+@dataclass(frozen=True)
+class Input:
+    """One argument of a composite op's :class:`Example`: a tensor of ``shape`` drawn from ``domain`` (``kind``
+    ``"float"``: the dtype under test, differentiable; ``"int64"``: indices below ``high``; ``"bool"``: a
+    random mask)."""
+
+    shape: tuple[int, ...]
+    domain: Domain = Domain()
+    kind: str = "float"
+    high: int = 2
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("float", "int64", "bool"):
+            raise DeclarationError(f"an Input's kind is 'float', 'int64' or 'bool', got {self.kind!r}")
+
+
+@dataclass(frozen=True)
+class Example:
+    """How the conformance suite calls a composite op and judges it: its tensor ``inputs`` (positional, in
+    order) and keyword ``params``; ``rule`` the tolerance rule of its result (``"composite"``: a few roundings
+    and a float32 accumulation over ``n`` terms; ``"sum"``: an accumulation over ``n`` terms, judged from the
+    absolute sum; ``"exact"``: it moves values, bit for bit); ``n_grad`` each float input's fan-in for its
+    gradient (default 1); ``roundings`` where the composite rule's default of 8 is not its count."""
+
+    inputs: tuple[Input, ...]
+    params: Mapping[str, Any] = field(default_factory=dict)
+    rule: str = "composite"
+    n: int = 1
+    n_grad: tuple[int, ...] = ()
+    roundings: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.rule not in ("composite", "sum", "exact", "elementwise"):
+            raise DeclarationError(f"an Example's rule is composite, sum, exact or elementwise, got {self.rule!r}")
+
+
 SMALL_RESULTS = ("negative tail", "near one", "near pi/2", "near zero")
 """Where an op's results are small, for the conformance check that small results keep their accuracy (a kernel
 that flushes them to zero fails): far out on the negative side (exp, sigmoid), just around 1 (log), around
@@ -131,6 +171,9 @@ class Declaration:
     small_results: str | None = None  # one of SMALL_RESULTS: where the op's results are small
     nan_unspecified: bool = False  # the result of a NaN input is left open (sign: NaN in NumPy, 0 in torch)
     aten: str | None = None  # torch's aten op (None: torch has no such op)
+    torch_function: str = ""  # where torch has it, from ``torch.`` ("nn.functional.pad"; default: the name)
+    example: Example | None = None  # a composite op's conformance call
+    differentiable_: bool | None = None  # a composite's: whether the suite checks its gradients
     reflected: str | None = None  # the policy name of ``other <op> tensor`` where torch lists it apart
     module: str = ""  # the declaring module
     doc: str = ""
@@ -138,6 +181,8 @@ class Declaration:
 
     @property
     def differentiable(self) -> bool:
+        if self.differentiable_ is not None:
+            return self.differentiable_
         return any(g is not None for g in self.grads)
 
     @property
@@ -320,6 +365,54 @@ def binary(name: str, fn: Callable[[Any, Any], Any], **kw: Any) -> Declaration:
 def comparison(name: str, fn: Callable[[Any, Any], Any], **kw: Any) -> Declaration:
     """Declare a comparison: two values to a bool tensor, not differentiable."""
     return elementwise(name, fn, inputs="TT", **kw)
+
+
+def composite(
+    name: str,
+    *,
+    example: Example | None = None,
+    reference: Callable[..., Any] | None = None,
+    variants: tuple[str, ...] = ("function", "method"),
+    category: str | None = None,
+    aten: str | None = "",
+    torch_function: str = "",
+    signature: str | None = None,
+    differentiable: bool = True,
+    doc: str = "",
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Declare the op ``name`` whose forward is the decorated Tensor-level function, built of other ops (their
+    backward rules are its backward): the op boundary autocast decides it at (:func:`ampcore.dispatch.composite`),
+    and ``ampcore.<name>`` / ``Tensor.<name>`` per ``variants``.  ``reference`` is its float64 NumPy reference,
+    called as the op is on the ``example``'s inputs (as float64 arrays) and params: with both, the conformance
+    suite checks it forward (and, ``differentiable``, backward) on every backend.  The decorated function is
+    returned as the op."""
+
+    def declare_it(fn: Callable[..., Any]) -> Callable[..., Any]:
+        variant_set = frozenset(variants)
+        _check(name, variant_set, category)
+        if (example is None) != (reference is None):
+            raise DeclarationError(f"op {name!r}: give both example= and reference= (the suite needs both) or neither")
+        op = composite_boundary(name)(fn)
+        text = doc or (fn.__doc__ or "").strip().split("\n\n")[0]
+        decl = Declaration(
+            name=name,
+            signature=signature or f"{name}(...) -> Tensor",
+            kind="composite",
+            function=op,
+            variants=variant_set,
+            category=category,
+            reference=reference,
+            aten=name if aten == "" else aten,
+            torch_function=torch_function or name,
+            example=example,
+            differentiable_=differentiable,
+            module=_caller_module(),
+            doc=text,
+        )
+        _add(decl)
+        return op
+
+    return declare_it
 
 
 def _add(decl: Declaration) -> None:

@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..backend import Availability, Backend, Capabilities
-from ..kernels import BINARY, COMPARISON, UNARY
+from ..kernels import BINARY, COMPARISON
 from . import numpy_kernels
 from .defects import Disguised, apply_defects, check_defects, disguise
 
@@ -131,7 +131,7 @@ def _update_scale(
 
 def _primitives() -> dict[str, Callable[..., Any]]:
     table: dict[str, Callable[..., Any]] = {}
-    table.update({n: _elementwise(_UNARY_FNS[n]) for n in UNARY})
+    table.update({n: _elementwise(fn) for n, fn in _UNARY_FNS.items()})
     table.update({n: _elementwise(_BINARY_FNS[n]) for n in BINARY})
     table.update({n: _compare(_COMPARE_FNS[n]) for n in COMPARISON})
     table.update(
@@ -162,7 +162,7 @@ def _primitives() -> dict[str, Callable[..., Any]]:
 
 
 # Kernels that compute on their inputs' dtype (capability-checked); the rest only move or convert data.
-_COMPUTE = frozenset(UNARY + BINARY + COMPARISON + ("where", "sum", "max", "argmax", "cumsum", "matmul"))
+_COMPUTE = frozenset((*_UNARY_FNS, *BINARY, *COMPARISON, "where", "sum", "max", "argmax", "cumsum", "matmul"))
 
 
 class FakeBackend(Backend):

@@ -52,6 +52,8 @@ UNARY: dict[str, Callable[..., Any]] = {
     "sign": np.sign,
     "sin": np.sin,
     "cos": np.cos,
+    "log1p": np.log1p,  # programs' functions the legacy kernels do not cover, so a program using them composes
+    "expm1": np.expm1,
 }
 BINARY: dict[str, Callable[..., Any]] = {
     "add": np.add,

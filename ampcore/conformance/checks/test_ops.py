@@ -142,7 +142,33 @@ def _declared_case(name: str) -> OpCase:
     )
 
 
+def _example_case(name: str) -> OpCase:
+    """A declared composite op's row, from its declaration's example and reference."""
+    decl = declare.get(name)
+    assert decl is not None and decl.example is not None and decl.reference is not None
+    ex, fn, ref = decl.example, decl.function, decl.reference
+    args = tuple(
+        Arg(i.shape, _from(i.domain))
+        if i.kind == "float"
+        else Arg(i.shape, indices(i.high) if i.kind == "int64" else mask(), i.kind)
+        for i in ex.inputs
+    )
+    rule = "composite" if ex.rule == "exact" else ex.rule
+    return OpCase(
+        lambda *tensors: fn(*tensors, **ex.params),
+        lambda *arrays: ref(*arrays, **ex.params),
+        args,
+        n=ex.n,
+        n_grad=ex.n_grad,
+        exact=ex.rule == "exact",
+        differentiable=decl.differentiable,
+        rule=rule,
+        roundings=ex.roundings,
+    )
+
+
 CASES: dict[str, OpCase] = {name: _declared_case(name) for name in declared.elementwise_ops()}
+CASES.update({name: _example_case(name) for name in declared.composite_ops()})
 CASES.update(
     {
         "sum": OpCase(lambda x: x.sum(dim=(0, 2)), lambda x: np.sum(x, axis=(0, 2)), (_f(3, 4, 5),), n=15, rule="sum"),
