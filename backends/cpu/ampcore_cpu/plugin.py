@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import platform
 import tracemalloc
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -18,8 +18,8 @@ import ampcore
 from ampcore import dtypes as dt
 from ampcore.plugins import hookimpl
 
-from . import compiled, threads
-from .kernels import primitive_table
+from . import compiled, float8, threads
+from .kernels import BF16, F16, gemm_choice, primitive_table
 from .malloc import tune_malloc
 
 
@@ -41,6 +41,33 @@ def _memory_bytes() -> int | None:
         return None
 
 
+class _Extra(Mapping[str, Any]):
+    """Capability entries, some computed on first read: which GEMM path runs each low-precision dtype is
+    chosen by timing both (:mod:`.lowp_gemm`), which only a process that reads it or multiplies pays for."""
+
+    def __init__(self, static: Mapping[str, Any], lazy: Mapping[str, Callable[[], Any]]) -> None:
+        self._static, self._lazy = dict(static), dict(lazy)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._static:
+            return self._static[key]
+        return self._lazy[key]()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([*self._static, *self._lazy])
+
+    def __len__(self) -> int:
+        return len(self._static) + len(self._lazy)
+
+
+# ``ampcore info``'s lines for the GEMM paths (:mod:`.lowp_gemm`).
+GEMM_PATHS: dict[str, Callable[[], str]] = {
+    "bf16_gemm": lambda: gemm_choice(BF16).describe(),
+    "f16_gemm": lambda: gemm_choice(F16).describe(),
+    "float8_gemm": lambda: float8.gemm_choice().describe(),
+}
+
+
 class CPUBackend(ampcore.Backend):
     """NumPy arrays in host memory; BLAS for matmul."""
 
@@ -59,13 +86,16 @@ class CPUBackend(ampcore.Backend):
             autocast_dtype=dt.bfloat16,
             policy="cpu",
             memory_bytes=_memory_bytes(),
-            extra={
-                "numpy": np.__version__,
-                "cores": os.cpu_count(),
-                "malloc_tuned": self.malloc_tuned,
-                "compiled": compiled.status().enabled,  # ampcore bench's "compiled" column
-                "kernel_path": compiled.status().describe(),
-            },
+            extra=_Extra(
+                {
+                    "numpy": np.__version__,
+                    "cores": os.cpu_count(),
+                    "malloc_tuned": self.malloc_tuned,
+                    "compiled": compiled.status().enabled,  # ampcore bench's "compiled" column
+                    "kernel_path": compiled.status().describe(),
+                },
+                GEMM_PATHS,
+            ),
             float8="emulated",
         )
 

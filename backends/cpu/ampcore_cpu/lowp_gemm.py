@@ -1,0 +1,245 @@
+"""The cpu backend's 16-bit and float8 GEMMs: oneMKL's low-precision routines, or float32 sgemm on widened copies.
+
+Two paths compute every bfloat16/float16 ``matmul`` (linear layers and the convolutions' im2col products,
+forward and backward, go through it) and every float8 ``scaled_mm``:
+
+- **widened**: each operand widened to float32, NumPy's sgemm (OpenBLAS), the result rounded once;
+- **mkl**: oneMKL's ``cblas_gemm_bf16bf16f32`` / ``f16f16f32`` / ``e4m3e4m3f32`` / ``e5m2e5m2f32``
+  (:mod:`.mkl`) on the operands as they are, a transposed view passed as ``CblasTrans``, a batch as one call
+  per matrix (with no copies), into a float32 result rounded once.
+
+Both take float32 products, which are exact (a product of two bfloat16, float16 or float8 values fits
+float32's 24 bits; float8 operands of different formats are widened exactly to bfloat16 first), accumulate in
+float32 and round once: they differ in summation order only.  On CPUs with AMX or AVX512-BF16 units MKL's
+kernels treat denormal bfloat16 inputs and float32 products below 2**-126 as zero (those instructions do);
+that is an absolute error below 2**-126 per term.
+
+The choice is made per dtype (``bfloat16``, ``float16``, ``float8``), once per process, by :func:`choose`:
+``AMPCORE_CPU_GEMM=mkl`` or ``=widened`` forces it; otherwise (``auto``) one product of each path is timed
+on this host, MKL's with its rounding and the widened one with its widening, and the faster is kept.
+``ampcore info`` shows each choice and the ratio measured (:func:`GemmChoice.describe`).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+from . import mkl
+
+__all__ = ["GemmChoice", "choose", "chosen", "forget", "product", "float8_sums", "KINDS", "PROBE_SHAPE"]
+
+F32 = np.dtype(np.float32)
+BF16 = np.dtype(ml_dtypes.bfloat16)
+F16 = np.dtype(np.float16)
+KINDS = ("bfloat16", "float16", "float8")
+# The timed product: big enough that a GEMM's rate shows (0.27 GFLOP), small enough that probing costs a few
+# ms per dtype.  Its shapes sit among the benchmark models' linear layers (784x1024 and 256x768, batch 256).
+PROBE_SHAPE = (256, 512, 512)
+PROBE_REPEATS = 4  # timed products per path, interleaved, after one untimed each; the fastest counts
+# The CPU feature each kind's MKL kernels can use, best first (shown in ``ampcore info``, with the ratio).
+_FEATURES = {
+    "bfloat16": ("amx_bf16", "avx512_bf16", "avx512f", "avx2"),
+    "float16": ("amx_fp16", "avx512_fp16", "avx512f", "avx2"),
+    "float8": ("avx512f", "avx2"),
+}
+# What MKL would use on this CPU, for the message when it is absent: the 16-bit dot-product units.
+_UNITS = {"bfloat16": ("amx_bf16", "avx512_bf16"), "float16": ("amx_fp16",), "float8": ("amx_bf16", "avx512_bf16")}
+
+
+@dataclass(frozen=True)
+class GemmChoice:
+    """Which path runs ``kind``'s GEMMs here: ``mkl`` or not (widened), and why.
+
+    ``speedup`` is the widened product's time over MKL's at :data:`PROBE_SHAPE` (None where not measured).
+    """
+
+    kind: str
+    mkl: bool
+    reason: str
+    speedup: float | None = None
+
+    def describe(self) -> str:
+        """``oneMKL (avx512_bf16), 1.9x widened sgemm`` or ``widened sgemm (faster here: oneMKL 0.8x)``."""
+        if not self.mkl:
+            return f"widened sgemm ({self.reason})"
+        feature = next((f for f in _FEATURES[self.kind] if f in mkl.cpu_flags()), "x86-64")
+        if self.speedup is None:
+            return f"oneMKL ({feature}; {self.reason})"
+        return f"oneMKL ({feature}), {self.speedup:.2f}x widened sgemm at {'x'.join(map(str, PROBE_SHAPE))}"
+
+
+_chosen: dict[str, GemmChoice] = {}
+_lock = threading.Lock()
+
+
+def chosen(kind: str) -> GemmChoice | None:
+    """The choice already made for ``kind`` in this process, or None (never probes)."""
+    return _chosen.get(kind)
+
+
+def forget() -> None:
+    """Drop every choice (tests that change ``AMPCORE_CPU_GEMM``; the next product chooses again)."""
+    _chosen.clear()
+
+
+def _would_buy(kind: str) -> str:
+    units = [u for u in _UNITS[kind] if u in mkl.cpu_flags()]
+    if units:
+        return f"this CPU has {' and '.join(units)}, which oneMKL's {kind} GEMM would use"
+    return f"this CPU has no {kind} dot-product units: oneMKL would gain only where its kernels beat OpenBLAS's"
+
+
+def _time(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def _probe(kind: str, candidates: Callable[[], tuple[Callable[[], object], Callable[[], object]]]) -> GemmChoice:
+    mode = mkl.gemm_mode()
+    if mode == "widened":
+        return GemmChoice(kind, False, f"{mkl.ENV_GEMM}=widened is set")
+    found = mkl.status()
+    if not found.enabled:
+        return GemmChoice(kind, False, f"{found.reason}; {_would_buy(kind)}")
+    if mode == "mkl":
+        return GemmChoice(kind, True, f"{mkl.ENV_GEMM}=mkl is set")
+    with_mkl, widened = candidates()
+    with_mkl(), widened()  # each path's first call: MKL's dispatch, OpenBLAS's buffers
+    mkl_s, widened_s = math.inf, math.inf
+    for _ in range(PROBE_REPEATS):  # interleaved, fastest of each: a busy host slows both alike
+        mkl_s = min(mkl_s, _time(with_mkl))
+        widened_s = min(widened_s, _time(widened))
+    speedup = widened_s / mkl_s
+    if speedup > 1.0:
+        return GemmChoice(kind, True, "", speedup)
+    return GemmChoice(kind, False, f"faster here: oneMKL {speedup:.2f}x", speedup)
+
+
+def choose(kind: str, candidates: Callable[[], tuple[Callable[[], object], Callable[[], object]]]) -> GemmChoice:
+    """``kind``'s path in this process, chosen on first use: ``candidates()`` returns two callables, one
+    :data:`PROBE_SHAPE` product by MKL and one by the widened path, each with its conversions."""
+    found = _chosen.get(kind)
+    if found is None:
+        with _lock:  # one probe per kind, even when threads race to the first product
+            found = _chosen.get(kind)
+            if found is None:
+                found = _chosen[kind] = _probe(kind, candidates)
+    return found
+
+
+def probe_operands(dtype: np.dtype, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The probe's (m, k) and (k, n) operands in ``dtype``: standard normal values, rounded."""
+    m, k, n = PROBE_SHAPE
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((m, k), F32).astype(dtype), rng.standard_normal((k, n), F32).astype(dtype)
+
+
+# --------------------------------------------------------------------------- the MKL path
+def _zero_or_empty(out: np.ndarray, k: int) -> bool:
+    """Fill ``out`` for a product with no work (no rows, columns or K); True when there was none to do."""
+    if out.size == 0:
+        return True
+    if k == 0:
+        out.fill(0.0)
+        return True
+    return False
+
+
+def _fits_int32(*sizes: int) -> bool:
+    return max(sizes) <= mkl.INT_MAX
+
+
+def _gemm2d(fn: Callable[..., None], a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """``out[...] = a @ b`` for 2-D operands; float32 sgemm of exact float32 copies past MKL's 32-bit sizes."""
+    (m, k), n = a.shape, b.shape[1]
+    if _zero_or_empty(out, k):
+        return
+    if not _fits_int32(m, n, k, *(s // a.itemsize for s in a.strides + b.strides)):
+        np.matmul(a.astype(F32), b.astype(F32), out=out)
+        return
+    mkl.gemm(fn, a, b, out)
+
+
+def _offsets(strides: tuple[int, ...], shape: tuple[int, ...]) -> list[int]:
+    """The byte offset of each matrix of a batch with ``shape`` and ``strides`` (0 where broadcast), in C order."""
+    off = np.zeros(shape, np.int64)
+    for axis, (stride, size) in enumerate(zip(strides, shape)):
+        off += (np.arange(size, dtype=np.int64) * stride).reshape((size,) + (1,) * (len(shape) - axis - 1))
+    return off.reshape(-1).tolist()
+
+
+def _batched(fn: Callable[..., None], a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(..., m, k) @ (..., k, n), batch dimensions broadcast: one MKL call per matrix, with no copy unless a
+    matrix's own strides fit no BLAS layout."""
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    out = np.empty(batch + (m, n), F32)
+    if _zero_or_empty(out, k):
+        return out
+    if mkl.layout(a[(0,) * (a.ndim - 2)]) is None:
+        a = np.ascontiguousarray(a)
+    if mkl.layout(b[(0,) * (b.ndim - 2)]) is None:
+        b = np.ascontiguousarray(b)
+    ab = np.broadcast_to(a, batch + (m, k))
+    bb = np.broadcast_to(b, batch + (k, n))
+    (ta, lda), (tb, ldb) = mkl.layout(ab[(0,) * len(batch)]), mkl.layout(bb[(0,) * len(batch)])  # type: ignore[misc]
+    if not _fits_int32(m, n, k, lda, ldb):
+        np.matmul(a.astype(F32), b.astype(F32), out=out)
+        return out
+    ldc, base_a, base_b, base_c = n, ab.ctypes.data, bb.ctypes.data, out.ctypes.data
+    offsets = zip(_offsets(ab.strides[: len(batch)], batch), _offsets(bb.strides[: len(batch)], batch))
+    for i, (oa, ob) in enumerate(offsets):
+        fn(mkl.ROW_MAJOR, ta, tb, m, n, k, 1.0, base_a + oa, lda, base_b + ob, ldb, 0.0, base_c + i * m * n * 4, ldc)
+    return out
+
+
+def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` as a float32 array, by MKL's routine for their dtype (same for both, loaded: see :func:`choose`).
+
+    A batched ``a`` whose rows are one contiguous run times a 2-D ``b`` is one (batch * m, k) product.
+    """
+    fn = mkl.routine(a.dtype)
+    assert fn is not None, f"no oneMKL GEMM for {a.dtype}"  # callers asked choose() first
+    if a.ndim == 2 and b.ndim == 2:
+        out = np.empty((a.shape[0], b.shape[1]), F32)
+        _gemm2d(fn, a, b, out)
+        return out
+    if b.ndim == 2 and a.flags.c_contiguous and a.shape[-2] > 1:
+        k = a.shape[-1]
+        folded = np.empty((math.prod(a.shape[:-1]), b.shape[1]), F32)
+        _gemm2d(fn, a.reshape(folded.shape[0], k), b, folded)
+        return folded.reshape(a.shape[:-1] + (b.shape[1],))
+    return _batched(fn, a, b)
+
+
+# --------------------------------------------------------------------------- float8
+def _bf16_table(dtype: np.dtype) -> np.ndarray:
+    """Each of the 256 codes of a float8 ``dtype`` as bfloat16 bits: exact (3 or 2 mantissa bits, and
+    exponents within bfloat16's normal range), NaN and inf kept."""
+    codes = np.arange(256, dtype=np.uint8).view(dtype)
+    return codes.astype(F32).astype(BF16).view(np.uint16)
+
+
+_TABLES = {np.dtype(d): _bf16_table(np.dtype(d)) for d in (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2)}
+
+
+def _as_bf16(x: np.ndarray) -> np.ndarray:
+    """A float8 array as bfloat16, exactly, in its own layout (a transposed view stays one)."""
+    return _TABLES[x.dtype][x.view(np.uint8)].view(BF16)
+
+
+def float8_sums(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The float32 sums of a 2-D float8 ``a @ b``, unscaled: MKL's float8 routine where both operands share a
+    format it has one for, else MKL's bfloat16 routine on exact bfloat16 copies."""
+    if a.dtype != b.dtype or mkl.routine(a.dtype) is None:
+        a, b = _as_bf16(a), _as_bf16(b)
+    return product(a, b)
