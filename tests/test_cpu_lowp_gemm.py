@@ -179,7 +179,7 @@ def test_auto_times_both_paths_and_keeps_the_faster(monkeypatch, fresh_choices):
     choice = lowp_gemm.choose("bfloat16", lambda: (fast, _slow))
     assert choice.mkl and choice.speedup > 1 and "widened sgemm at 256x512x512" in choice.describe()
     choice = lowp_gemm.choose("float16", lambda: (_slow, fast))
-    assert not choice.mkl and choice.describe().startswith("widened sgemm (faster here: oneMKL 0.")
+    assert not choice.mkl and choice.describe().startswith("widened sgemm (faster here: oneMKL's generic kernels 0.")
     assert lowp_gemm.choose("float16", lambda: pytest.fail("probed twice")) is choice  # once per process
 
 
@@ -202,16 +202,24 @@ def test_a_bad_gemm_mode_names_the_value_and_the_choices():
 
 
 @pytest.mark.parametrize(
-    ("flags", "says"),
+    ("vendor", "flags", "says", "tip"),
     [
-        ({"avx512_bf16", "amx_bf16"}, "this CPU has amx_bf16 and avx512_bf16, which oneMKL's bfloat16 GEMM would use"),
-        ({"avx2"}, "this CPU has no bfloat16 dot-product units"),
+        (
+            "GenuineIntel",
+            {"avx512_bf16", "amx_bf16"},
+            "has amx_bf16 and avx512_bf16, which oneMKL's bfloat16 GEMM would use",
+            True,
+        ),
+        ("AuthenticAMD", {"avx512_bf16"}, "but oneMKL runs its generic kernels on non-Intel CPUs", False),
+        ("GenuineIntel", {"avx2"}, "this CPU has no bfloat16 dot-product units, so oneMKL would gain little", False),
     ],
 )
-def test_without_mkl_the_widened_path_runs_and_says_what_mkl_would_buy(monkeypatch, fresh_choices, flags, says):
+def test_without_mkl_the_widened_path_runs_and_says_what_mkl_would_buy(
+    monkeypatch, fresh_choices, vendor, flags, says, tip
+):
     monkeypatch.delenv(mkl.ENV_GEMM, raising=False)
     monkeypatch.setattr(mkl, "_library_path", lambda: None)
-    monkeypatch.setattr(mkl, "cpu_flags", lambda: frozenset(flags))
+    monkeypatch.setattr(mkl, "_cpuinfo", lambda: (vendor, frozenset(flags)))
     missing = mkl._load({})
     if not missing.enabled and "x86-64 Linux only" in missing.reason:
         pytest.skip(missing.reason)
@@ -219,6 +227,23 @@ def test_without_mkl_the_widened_path_runs_and_says_what_mkl_would_buy(monkeypat
     monkeypatch.setattr(mkl, "status", lambda: missing)
     choice = lowp_gemm.choose("bfloat16", lambda: pytest.fail("timed without oneMKL"))
     assert not choice.mkl and says in choice.describe() and "pip install 'ampcore-cpu[mkl]'" in choice.describe()
+    line = lowp_gemm.install_tip()
+    assert (line is not None) is tip
+    if tip:
+        assert line.startswith("pip install 'ampcore-cpu[mkl]': this CPU has amx_bf16 and avx512_bf16")
+
+
+def test_train_prints_the_backends_tip(monkeypatch, capsys):
+    """``ampcore train`` (the quick start) prints the cpu backend's line on what the mkl extra would buy."""
+    from ampcore.cli import main
+    from ampcore.plugins import capabilities
+
+    backend = ampcore.get_backend("cpu")
+    caps = backend.capabilities(0)
+    tipped = type(caps)(**{**caps.__dict__, "extra": {**caps.extra, "tip": "pip install 'ampcore-cpu[mkl]': test"}})
+    monkeypatch.setitem(capabilities._caps_cache, ("cpu", 0), tipped)
+    assert main(["train", "--device", "cpu", "--epochs", "1", "--no-amp"]) == 0
+    assert "tip: pip install 'ampcore-cpu[mkl]': test" in capsys.readouterr().out
 
 
 def test_mkl_is_loaded_on_x86_64_linux_only(monkeypatch):

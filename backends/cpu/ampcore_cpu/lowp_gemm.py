@@ -23,6 +23,7 @@ on this host, MKL's with its rounding and the widened one with its widening, and
 from __future__ import annotations
 
 import math
+import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -33,7 +34,19 @@ import numpy as np
 
 from . import mkl
 
-__all__ = ["GemmChoice", "choose", "chosen", "forget", "product", "float8_sums", "KINDS", "PROBE_SHAPE"]
+__all__ = [
+    "GemmChoice",
+    "choose",
+    "chosen",
+    "forget",
+    "product",
+    "float8_sums",
+    "install_tip",
+    "would_buy",
+    "would_help",
+    "KINDS",
+    "PROBE_SHAPE",
+]
 
 F32 = np.dtype(np.float32)
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -42,15 +55,14 @@ KINDS = ("bfloat16", "float16", "float8")
 # The timed product: big enough that a GEMM's rate shows (0.27 GFLOP), small enough that probing costs a few
 # ms per dtype.  Its shapes sit among the benchmark models' linear layers (784x1024 and 256x768, batch 256).
 PROBE_SHAPE = (256, 512, 512)
-PROBE_REPEATS = 4  # timed products per path, interleaved, after one untimed each; the fastest counts
-# The CPU feature each kind's MKL kernels can use, best first (shown in ``ampcore info``, with the ratio).
-_FEATURES = {
-    "bfloat16": ("amx_bf16", "avx512_bf16", "avx512f", "avx2"),
-    "float16": ("amx_fp16", "avx512_fp16", "avx512f", "avx2"),
-    "float8": ("avx512f", "avx2"),
-}
-# What MKL would use on this CPU, for the message when it is absent: the 16-bit dot-product units.
-_UNITS = {"bfloat16": ("amx_bf16", "avx512_bf16"), "float16": ("amx_fp16",), "float8": ("amx_bf16", "avx512_bf16")}
+# Timed pairs (one product by each path, back to back) after one untimed product each.  The speedup is the median
+# of the pairs' ratios: a pair runs under one load, so a busy host's slowdowns cancel in the ratio, and the median
+# drops the pairs a slowdown split.  On a loaded 2-core host (load average 5) the fastest of each path gave
+# speedups from 0.4x to 38x in five processes.
+PROBE_PAIRS = 7
+# The 16-bit dot-product units of the CPU that oneMKL's kernels for each kind can use (its float8 GEMM, and the
+# bfloat16 one that mixed float8 formats go to, run on the bfloat16 units).
+UNITS = {"bfloat16": ("amx_bf16", "avx512_bf16"), "float16": ("amx_fp16",), "float8": ("amx_bf16", "avx512_bf16")}
 
 
 @dataclass(frozen=True)
@@ -69,10 +81,10 @@ class GemmChoice:
         """``oneMKL (avx512_bf16), 1.9x widened sgemm`` or ``widened sgemm (faster here: oneMKL 0.8x)``."""
         if not self.mkl:
             return f"widened sgemm ({self.reason})"
-        feature = next((f for f in _FEATURES[self.kind] if f in mkl.cpu_flags()), "x86-64")
+        kernels = f"{mkl.short_code_path(mkl.status().code_path)} kernels"
         if self.speedup is None:
-            return f"oneMKL ({feature}; {self.reason})"
-        return f"oneMKL ({feature}), {self.speedup:.2f}x widened sgemm at {'x'.join(map(str, PROBE_SHAPE))}"
+            return f"oneMKL ({kernels}; {self.reason})"
+        return f"oneMKL ({kernels}), {self.speedup:.2f}x widened sgemm at {'x'.join(map(str, PROBE_SHAPE))}"
 
 
 _chosen: dict[str, GemmChoice] = {}
@@ -89,11 +101,41 @@ def forget() -> None:
     _chosen.clear()
 
 
-def _would_buy(kind: str) -> str:
-    units = [u for u in _UNITS[kind] if u in mkl.cpu_flags()]
-    if units:
-        return f"this CPU has {' and '.join(units)}, which oneMKL's {kind} GEMM would use"
-    return f"this CPU has no {kind} dot-product units: oneMKL would gain only where its kernels beat OpenBLAS's"
+def would_help(kind: str) -> bool:
+    """Whether oneMKL's ``kind`` GEMM has units to run on here: an Intel CPU with AMX or AVX512-BF16 (AMX-FP16 for
+    float16).  oneMKL took its generic kernels on an AMD EPYC with avx512_bf16 (benchmarks/README.md)."""
+    return mkl.cpu_vendor() == "GenuineIntel" and any(u in mkl.cpu_flags() for u in UNITS[kind])
+
+
+def would_buy(kind: str) -> str:
+    """What oneMKL would buy ``kind``'s GEMMs on this CPU, for the message where it is not loaded."""
+    units = [u for u in UNITS[kind] if u in mkl.cpu_flags()]
+    if not units:
+        return f"this CPU has no {kind} dot-product units, so oneMKL would gain little over sgemm"
+    if mkl.cpu_vendor() != "GenuineIntel":
+        return (
+            f"this CPU has {' and '.join(units)}, but oneMKL runs its generic kernels on non-Intel CPUs "
+            "(slower than widened sgemm on an AMD EPYC Zen 5: benchmarks/README.md)"
+        )
+    return f"this CPU has {' and '.join(units)}, which oneMKL's {kind} GEMM would use"
+
+
+def install_tip() -> str | None:
+    """The line ``ampcore train`` prints where the mkl extra is not installed and would help on this CPU, else None
+    (and None where ``AMPCORE_CPU_GEMM=widened`` asks for no oneMKL).  Reads no library: cheap."""
+    try:
+        if mkl.gemm_mode() == "widened" or mkl.installed():
+            return None
+    except ValueError:  # a bad AMPCORE_CPU_GEMM: the first product says so, with the fix
+        return None
+    kinds = [kind for kind in ("bfloat16", "float16") if would_help(kind)]
+    if not kinds:
+        return None
+    units = sorted({u for kind in kinds for u in UNITS[kind] if u in mkl.cpu_flags()})
+    return (
+        f"pip install 'ampcore-cpu[mkl]': this CPU has {' and '.join(units)}, which oneMKL's "
+        f"{' and '.join(kinds)} GEMMs would use for autocast's matmuls, linear and conv layers"
+    )
 
 
 def _time(fn: Callable[[], object]) -> float:
@@ -108,19 +150,23 @@ def _probe(kind: str, candidates: Callable[[], tuple[Callable[[], object], Calla
         return GemmChoice(kind, False, f"{mkl.ENV_GEMM}=widened is set")
     found = mkl.status()
     if not found.enabled:
-        return GemmChoice(kind, False, f"{found.reason}; {_would_buy(kind)}")
+        return GemmChoice(kind, False, f"{found.reason}; {would_buy(kind)}")
     if mode == "mkl":
         return GemmChoice(kind, True, f"{mkl.ENV_GEMM}=mkl is set")
     with_mkl, widened = candidates()
     with_mkl(), widened()  # each path's first call: MKL's dispatch, OpenBLAS's buffers
-    mkl_s, widened_s = math.inf, math.inf
-    for _ in range(PROBE_REPEATS):  # interleaved, fastest of each: a busy host slows both alike
-        mkl_s = min(mkl_s, _time(with_mkl))
-        widened_s = min(widened_s, _time(widened))
-    speedup = widened_s / mkl_s
+    ratios = []
+    for i in range(PROBE_PAIRS):
+        if i % 2:  # each path goes first in half the pairs
+            widened_s, mkl_s = _time(widened), _time(with_mkl)
+        else:
+            mkl_s, widened_s = _time(with_mkl), _time(widened)
+        ratios.append(widened_s / mkl_s)
+    speedup = statistics.median(ratios)
     if speedup > 1.0:
         return GemmChoice(kind, True, "", speedup)
-    return GemmChoice(kind, False, f"faster here: oneMKL {speedup:.2f}x", speedup)
+    kernels = mkl.short_code_path(found.code_path)
+    return GemmChoice(kind, False, f"faster here: oneMKL's {kernels} kernels {speedup:.2f}x", speedup)
 
 
 def choose(kind: str, candidates: Callable[[], tuple[Callable[[], object], Callable[[], object]]]) -> GemmChoice:

@@ -31,6 +31,11 @@ import numpy as np
 
 __all__ = [
     "ENV_GEMM",
+    "cpu_vendor",
+    "short_code_path",
+    "describe",
+    "loaded",
+    "installed",
     "GEMM_MODES",
     "MKLStatus",
     "gemm_mode",
@@ -69,6 +74,7 @@ class MKLStatus:
     reason: str = ""
     version: str = ""
     path: str = ""
+    code_path: str = ""
     routines: Mapping[np.dtype, Callable[..., None]] = field(default_factory=dict, repr=False)
 
 
@@ -84,16 +90,54 @@ def gemm_mode(environ: Mapping[str, str] | None = None) -> str:
     return value
 
 
-def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags from /proc/cpuinfo (empty where there is none)."""
+@functools.cache
+def _cpuinfo() -> tuple[str, frozenset[str]]:
+    """The first CPU's vendor and feature flags from /proc/cpuinfo (empty where there is none)."""
+    vendor, flags = "", frozenset[str]()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.split(":", 1)[1].split())
+                key, _, value = line.partition(":")
+                if key.strip() == "vendor_id" and not vendor:
+                    vendor = value.strip()
+                elif key.strip() == "flags":
+                    return vendor, frozenset(value.split())
     except OSError:
         pass
-    return frozenset()
+    return vendor, flags
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (``avx512_bf16``, ``amx_bf16``, ...), from /proc/cpuinfo."""
+    return _cpuinfo()[1]
+
+
+def cpu_vendor() -> str:
+    """``GenuineIntel``, ``AuthenticAMD``, ... ("" where /proc/cpuinfo does not say)."""
+    return _cpuinfo()[0]
+
+
+class _Version(ctypes.Structure):
+    """MKL's ``MKLVersion`` (mkl_get_version): ``Processor`` names the code path it dispatches to on this CPU."""
+
+    _fields_ = [("major", ctypes.c_int), ("minor", ctypes.c_int), ("update", ctypes.c_int), ("patch", ctypes.c_int)]
+    _fields_ += [(name, ctypes.c_char_p) for name in ("status", "build", "processor", "platform")]
+
+
+def _code_path(lib: ctypes.CDLL) -> str:
+    """MKL's words for the kernels it runs here: ``Intel(R) Architecture processors`` (its generic path, which
+    it took on an AMD EPYC), or an ISA such as ``Intel(R) Advanced Vector Extensions 512 ...``."""
+    version = _Version()
+    lib.mkl_get_version(ctypes.byref(version))
+    return (version.processor or b"").decode(errors="replace")
+
+
+def short_code_path(processor: str) -> str:
+    """``AMX``, ``AVX-512``, ``AVX2`` or ``generic`` for MKL's code path description."""
+    for needle, label in (("AMX", "AMX"), ("AVX-512", "AVX-512"), ("AVX512", "AVX-512"), ("AVX2", "AVX2")):
+        if needle in processor:
+            return label
+    return "generic"
 
 
 def _library_path() -> str | None:
@@ -106,6 +150,12 @@ def _library_path() -> str | None:
         if f.name == LIBRARY:
             return str(f.locate())
     return None
+
+
+def installed() -> bool:
+    """Whether the mkl wheel is installed for x86-64 Linux here (loads nothing)."""
+    on_x86_linux = sys.platform == "linux" and platform.machine() in ("x86_64", "AMD64")
+    return on_x86_linux and _library_path() is not None
 
 
 def _version(lib: ctypes.CDLL) -> str:
@@ -141,7 +191,7 @@ def _load(environ: Mapping[str, str]) -> MKLStatus:
         if fn is not None:
             fn.argtypes, fn.restype = _ARGTYPES, None
             routines[dtype] = fn
-    return MKLStatus(True, "", _version(lib), path, routines)
+    return MKLStatus(True, "", _version(lib), path, _code_path(lib), routines)
 
 
 @functools.cache
@@ -205,6 +255,6 @@ def gemm(fn: Callable[..., None], a: np.ndarray, b: np.ndarray, out: np.ndarray)
 
 
 def describe(found: MKLStatus | None = None) -> str:
-    """One line: ``oneMKL 2026.2 (libmkl_rt.so.3)`` or ``not loaded: why``."""
+    """One line: ``oneMKL 2026.2-Product, code path: <MKL's words>`` or ``not loaded: why``."""
     found = status() if found is None else found
-    return f"oneMKL {found.version}" if found.enabled else f"not loaded: {found.reason}"
+    return f"oneMKL {found.version}, code path: {found.code_path}" if found.enabled else f"not loaded: {found.reason}"

@@ -18,7 +18,7 @@ import ampcore
 from ampcore import dtypes as dt
 from ampcore.plugins import hookimpl
 
-from . import compiled, float8, threads
+from . import compiled, float8, lowp_gemm, mkl, threads
 from .kernels import BF16, F16, gemm_choice, primitive_table
 from .malloc import tune_malloc
 
@@ -60,8 +60,9 @@ class _Extra(Mapping[str, Any]):
         return len(self._static) + len(self._lazy)
 
 
-# ``ampcore info``'s lines for the GEMM paths (:mod:`.lowp_gemm`).
+# ``ampcore info``'s lines for oneMKL and the GEMM paths (:mod:`.lowp_gemm`).
 GEMM_PATHS: dict[str, Callable[[], str]] = {
+    "onemkl": mkl.describe,
     "bf16_gemm": lambda: gemm_choice(BF16).describe(),
     "f16_gemm": lambda: gemm_choice(F16).describe(),
     "float8_gemm": lambda: float8.gemm_choice().describe(),
@@ -78,6 +79,7 @@ class CPUBackend(ampcore.Backend):
         self.malloc_tuned = tune_malloc()
 
     def capabilities(self, index: int = 0) -> ampcore.Capabilities:
+        tip = lowp_gemm.install_tip()  # "tip": a line `ampcore train` prints (oneMKL not installed, would help)
         return ampcore.Capabilities(
             device_name=_cpu_name(),
             storable=frozenset(dt.ALL_DTYPES + dt.FLOAT8_DTYPES),
@@ -93,6 +95,7 @@ class CPUBackend(ampcore.Backend):
                     "malloc_tuned": self.malloc_tuned,
                     "compiled": compiled.status().enabled,  # ampcore bench's "compiled" column
                     "kernel_path": compiled.status().describe(),
+                    **({"tip": tip} if tip else {}),
                 },
                 GEMM_PATHS,
             ),
