@@ -106,6 +106,23 @@ def test_every_float8_code_widens_to_bfloat16_exactly():
         assert np.array_equal(wide, want, equal_nan=True), dtype
 
 
+@pytest.mark.parametrize("dtype", [E4M3, E5M2], ids=str)
+def test_scaled_float32_is_the_cast_times_the_scale_bit_for_bit(dtype):
+    """The widened path's table lookup: every code (NaN and inf too) times per-tensor scales (0, a subnormal,
+    inf, NaN among them) and per-row / per-column scales, in a transposed view too, as cast-then-multiply."""
+    codes = np.arange(256, dtype=np.uint8).view(dtype).reshape(16, 16)
+    rng = np.random.default_rng(0)
+    scales = [np.float32(v) for v in (1.0, 0.37, 3e4, 1e-41, 0.0, np.inf, np.nan)]
+    scales += [rng.uniform(0.01, 2, (16, 1)).astype(np.float32), rng.uniform(0.01, 2, (1, 16)).astype(np.float32)]
+    with np.errstate(all="ignore"):
+        for x in (codes, codes.T):
+            for scale in scales:
+                scale = np.asarray(scale)
+                want = np.multiply(x.astype(np.float32), scale, dtype=np.float32)
+                got = float8.scaled_float32(x, scale)
+                assert got.dtype == np.float32 and np.array_equal(got.view(np.uint32), want.view(np.uint32)), scale
+
+
 @pytest.fixture
 def float8_on_mkl(monkeypatch):
     monkeypatch.setitem(lowp_gemm._chosen, "float8", lowp_gemm.GemmChoice("float8", True, "this test"))

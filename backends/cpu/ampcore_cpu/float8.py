@@ -11,8 +11,8 @@ and a structured float32 sample).  The amax is NumPy's ``max`` of ``|x|``.
 - **mkl**: oneMKL's float8 GEMM (``cblas_gemm_e4m3e4m3f32`` / ``e5m2e5m2f32``; operands of two formats go
   as exact bfloat16 copies to ``cblas_gemm_bf16bf16f32``) gives the unscaled float32 sums, whose products
   are exact; the scales multiply the sums, per tensor or per row and column, as a GPU's float8 GEMM does.
-- **widened**: the operands scaled in float32 (a float8 value times a float32 scale, rounded once), then
-  sgemm (float32 accumulation, as torch's CPU ``_scaled_mm``).
+- **widened**: the operands scaled in float32 (a float8 value times a float32 scale, rounded once; by a
+  256-entry table, :func:`scaled_float32`), then sgemm (float32 accumulation, as torch's CPU ``_scaled_mm``).
 
 Both add the bias in float32 and round once to ``out_dtype``.  They differ by float32 rounding: the
 contract (``ampcore.kernels``) allows either.  Non-finite scales take the widened path, whose
@@ -102,9 +102,26 @@ def scaled_product(a: np.ndarray, b: np.ndarray, scale_a: np.ndarray, scale_b: n
         np.multiply(out, scale_a, out=out)
         np.multiply(out, scale_b, out=out)
         return out
-    a32 = np.multiply(a.astype(F32), scale_a, dtype=F32)
-    b32 = np.multiply(b.astype(F32), scale_b, dtype=F32)
-    return _gemm(a32, b32)
+    return _gemm(scaled_float32(a, scale_a), scaled_float32(b, scale_b))
+
+
+# Each float8 format's 256 codes as float32 values (exact; NaN codes NaN, e5m2's infinities inf).
+_CODES = {d.numpy: np.arange(256, dtype=np.uint8).view(d.numpy).astype(F32) for d in (dt.float8_e4m3fn, dt.float8_e5m2)}
+
+
+def scaled_float32(x: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """``np.multiply(x.astype(float32), scale, dtype=float32)`` for a float8 ``x``, with its bits, by a table lookup.
+
+    A per-tensor scale is folded into the 256-entry table (the same float32 product of each code and the scale,
+    rounded once), so one ``np.take`` pass gives the scaled operand; a per-row or per-column scale multiplies the
+    looked-up values.  ml_dtypes' cast and the multiply took 4.1 ms for a 1024x784 e4m3 operand, the lookup of
+    the scaled table 0.44 (2-core AMD EPYC Zen 5).
+    """
+    codes = x.view(np.uint8)  # the scale broadcasts onto x without changing its shape (the contract)
+    if scale.size == 1:
+        return np.take(np.multiply(_CODES[x.dtype], scale.reshape(()), dtype=F32), codes)
+    out = np.take(_CODES[x.dtype], codes)
+    return np.multiply(out, scale, out=out)
 
 
 def _probe_candidates() -> tuple[Callable[[], object], Callable[[], object]]:

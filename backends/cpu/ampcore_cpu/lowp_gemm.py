@@ -23,7 +23,6 @@ on this host, MKL's with its rounding and the widened one with its widening, and
 from __future__ import annotations
 
 import math
-import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from . import mkl
 
@@ -55,11 +55,12 @@ KINDS = ("bfloat16", "float16", "float8")
 # The timed product: big enough that a GEMM's rate shows (0.27 GFLOP), small enough that probing costs a few
 # ms per dtype.  Its shapes sit among the benchmark models' linear layers (784x1024 and 256x768, batch 256).
 PROBE_SHAPE = (256, 512, 512)
-# Timed pairs (one product by each path, back to back) after one untimed product each.  The speedup is the median
-# of the pairs' ratios: a pair runs under one load, so a busy host's slowdowns cancel in the ratio, and the median
-# drops the pairs a slowdown split.  On a loaded 2-core host (load average 5) the fastest of each path gave
-# speedups from 0.4x to 38x in five processes.
-PROBE_PAIRS = 7
+# Timed products per path, interleaved, after one untimed product each; the fastest of each counts, on one
+# thread.  A shared host slows a product by whole scheduler slices (4-5 ms added to a 1.2 ms product on a 2-core
+# host at load average 3), which the fastest of several leaves out; and on two threads a GEMM whose second thread
+# is descheduled waits for it: the fastest of each path on two threads gave speedups from 0.4x to 38x in five
+# processes on that host at load average 5.  One thread measures each kernel's rate, which is what differs.
+PROBE_REPEATS = 11
 # The 16-bit dot-product units of the CPU that oneMKL's kernels for each kind can use (its float8 GEMM, and the
 # bfloat16 one that mixed float8 formats go to, run on the bfloat16 units).
 UNITS = {"bfloat16": ("amx_bf16", "avx512_bf16"), "float16": ("amx_fp16",), "float8": ("amx_bf16", "avx512_bf16")}
@@ -84,7 +85,8 @@ class GemmChoice:
         kernels = f"{mkl.short_code_path(mkl.status().code_path)} kernels"
         if self.speedup is None:
             return f"oneMKL ({kernels}; {self.reason})"
-        return f"oneMKL ({kernels}), {self.speedup:.2f}x widened sgemm at {'x'.join(map(str, PROBE_SHAPE))}"
+        shape = "x".join(map(str, PROBE_SHAPE))
+        return f"oneMKL ({kernels}), {self.speedup:.2f}x widened sgemm (one thread, {shape})"
 
 
 _chosen: dict[str, GemmChoice] = {}
@@ -154,19 +156,17 @@ def _probe(kind: str, candidates: Callable[[], tuple[Callable[[], object], Calla
     if mode == "mkl":
         return GemmChoice(kind, True, f"{mkl.ENV_GEMM}=mkl is set")
     with_mkl, widened = candidates()
-    with_mkl(), widened()  # each path's first call: MKL's dispatch, OpenBLAS's buffers
-    ratios = []
-    for i in range(PROBE_PAIRS):
-        if i % 2:  # each path goes first in half the pairs
-            widened_s, mkl_s = _time(widened), _time(with_mkl)
-        else:
-            mkl_s, widened_s = _time(with_mkl), _time(widened)
-        ratios.append(widened_s / mkl_s)
-    speedup = statistics.median(ratios)
+    with threadpool_limits(limits=1, user_api="blas"):  # each kernel's own rate, not the host's load
+        with_mkl(), widened()  # each path's first call: MKL's dispatch, OpenBLAS's buffers
+        mkl_s = widened_s = math.inf
+        for _ in range(PROBE_REPEATS):
+            mkl_s = min(mkl_s, _time(with_mkl))
+            widened_s = min(widened_s, _time(widened))
+    speedup = widened_s / mkl_s
     if speedup > 1.0:
         return GemmChoice(kind, True, "", speedup)
     kernels = mkl.short_code_path(found.code_path)
-    return GemmChoice(kind, False, f"faster here: oneMKL's {kernels} kernels {speedup:.2f}x", speedup)
+    return GemmChoice(kind, False, f"faster here: oneMKL's {kernels} kernels {speedup:.2f}x on one thread", speedup)
 
 
 def choose(kind: str, candidates: Callable[[], tuple[Callable[[], object], Callable[[], object]]]) -> GemmChoice:
@@ -280,7 +280,7 @@ _TABLES = {np.dtype(d): _bf16_table(np.dtype(d)) for d in (ml_dtypes.float8_e4m3
 
 def _as_bf16(x: np.ndarray) -> np.ndarray:
     """A float8 array as bfloat16, exactly, in its own layout (a transposed view stays one)."""
-    return _TABLES[x.dtype][x.view(np.uint8)].view(BF16)
+    return np.take(_TABLES[x.dtype], x.view(np.uint8)).view(BF16)
 
 
 def float8_sums(a: np.ndarray, b: np.ndarray) -> np.ndarray:
