@@ -117,9 +117,14 @@ class CPUBackend(ampcore.Backend):
         are small beside the arrays.  Tracing slows Python while it is on, so
         it is on only for this call (unless the caller had started it).  The
         compiled loops are loaded first (:func:`.compiled.warm`): numba's one-time
-        compilation is the process's memory, not ``fn``'s.
+        compilation is the process's memory, not ``fn``'s.  So are the GEMM paths
+        chosen (:mod:`.lowp_gemm`): timed under tracemalloc, the widened path's
+        allocations made it look 1.2-1.5x slower than oneMKL's, the reverse of
+        the untraced ratio on an AMD EPYC Zen 5.
         """
         compiled.warm()
+        for describe in GEMM_PATHS.values():  # choose the GEMM paths untraced: tracing slows the widened one
+            describe()
         started = not tracemalloc.is_tracing()
         if started:
             tracemalloc.start()
