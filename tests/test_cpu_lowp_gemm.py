@@ -194,7 +194,7 @@ def test_auto_times_both_paths_and_keeps_the_faster(monkeypatch, fresh_choices):
     monkeypatch.setattr(mkl, "status", lambda: mkl.MKLStatus(True, version="test"))
     fast = lambda: None  # noqa: E731
     choice = lowp_gemm.choose("bfloat16", lambda: (fast, _slow))
-    assert choice.mkl and choice.speedup > 1 and "widened sgemm at 256x512x512" in choice.describe()
+    assert choice.mkl and choice.speedup > 1 and "widened sgemm (one thread, 256x512x512)" in choice.describe()
     choice = lowp_gemm.choose("float16", lambda: (_slow, fast))
     assert not choice.mkl and choice.describe().startswith("widened sgemm (faster here: oneMKL's generic kernels 0.")
     assert lowp_gemm.choose("float16", lambda: pytest.fail("probed twice")) is choice  # once per process

@@ -10,14 +10,15 @@ forward and backward, go through it) and every float8 ``scaled_mm``:
 
 Both take float32 products, which are exact (a product of two bfloat16, float16 or float8 values fits
 float32's 24 bits; float8 operands of different formats are widened exactly to bfloat16 first), accumulate in
-float32 and round once: they differ in summation order only.  On CPUs with AMX or AVX512-BF16 units MKL's
-kernels treat denormal bfloat16 inputs and float32 products below 2**-126 as zero (those instructions do);
-that is an absolute error below 2**-126 per term.
+float32 and round once: they differ in summation order only.  (The AMX and AVX512-BF16 dot-product
+instructions treat denormal inputs and results as zero, per Intel's manual: where oneMKL runs them, a term
+below 2**-126 may be lost.  On the AMD EPYC this was written on, oneMKL runs its generic kernels, and its
+bfloat16 and float16 GEMMs kept subnormal inputs and sums exact.)
 
 The choice is made per dtype (``bfloat16``, ``float16``, ``float8``), once per process, by :func:`choose`:
-``AMPCORE_CPU_GEMM=mkl`` or ``=widened`` forces it; otherwise (``auto``) one product of each path is timed
-on this host, MKL's with its rounding and the widened one with its widening, and the faster is kept.
-``ampcore info`` shows each choice and the ratio measured (:func:`GemmChoice.describe`).
+``AMPCORE_CPU_GEMM=mkl`` or ``=widened`` forces it; otherwise (``auto``) a :data:`PROBE_SHAPE` product is
+timed each way on one thread, MKL's with its rounding and the widened one with its widening, and the faster
+is kept.  ``ampcore info`` shows each choice and the ratio measured (:func:`GemmChoice.describe`).
 """
 
 from __future__ import annotations
@@ -38,20 +39,17 @@ __all__ = [
     "GemmChoice",
     "choose",
     "chosen",
-    "forget",
     "product",
     "float8_sums",
     "install_tip",
     "would_buy",
     "would_help",
-    "KINDS",
     "PROBE_SHAPE",
 ]
 
 F32 = np.dtype(np.float32)
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
-KINDS = ("bfloat16", "float16", "float8")
 # The timed product: big enough that a GEMM's rate shows (0.27 GFLOP), small enough that probing costs a few
 # ms per dtype.  Its shapes sit among the benchmark models' linear layers (784x1024 and 256x768, batch 256).
 PROBE_SHAPE = (256, 512, 512)
@@ -96,11 +94,6 @@ _lock = threading.Lock()
 def chosen(kind: str) -> GemmChoice | None:
     """The choice already made for ``kind`` in this process, or None (never probes)."""
     return _chosen.get(kind)
-
-
-def forget() -> None:
-    """Drop every choice (tests that change ``AMPCORE_CPU_GEMM``; the next product chooses again)."""
-    _chosen.clear()
 
 
 def would_help(kind: str) -> bool:
