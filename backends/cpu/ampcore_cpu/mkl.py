@@ -10,9 +10,10 @@ MKL is :mod:`.lowp_gemm`'s choice.
 ``mkl`` (oneMKL for every dtype it has a routine for) or ``widened`` (the float32 widen-and-sgemm path; MKL is
 never loaded).  CI runs the cpu tests with ``widened`` too, so both paths are tested in one install.
 
-Loading sets ``KMP_BLOCKTIME=0`` where the user has not set it.  Intel's OpenMP threads spin for 200 ms after
-each MKL call; on a 2-core host they took the cores from OpenBLAS and numba, which run next (NumPy's float32
-1024^3 GEMM right after an MKL call: 117 GFLOP/s, against 236 with ``KMP_BLOCKTIME=0``; AMD EPYC Zen 5).
+Intel's OpenMP runtime keeps its defaults.  ``KMP_BLOCKTIME=0`` (no spinning after each call) looked like it
+spared OpenBLAS the spinning threads in one run on a loaded 2-core host; repeated, neither it nor the default
+changed a 256x512x512 bfloat16 product (1.3-1.4 ms of wall time for 0.7 ms of the calling thread's CPU time, on
+one thread) or an OpenBLAS product after it beyond the host's noise.
 """
 
 from __future__ import annotations
@@ -176,8 +177,6 @@ def _load(environ: Mapping[str, str]) -> MKLStatus:
     path = _library_path()
     if path is None:
         return MKLStatus(False, "oneMKL is not installed: pip install 'ampcore-cpu[mkl]'")
-    if environ is os.environ:
-        os.environ.setdefault("KMP_BLOCKTIME", "0")  # see the module docstring: no spinning OpenMP threads
     try:
         lib = ctypes.CDLL(path)
     except OSError as exc:
