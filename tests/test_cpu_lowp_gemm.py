@@ -125,7 +125,7 @@ def test_scaled_float32_is_the_cast_times_the_scale_bit_for_bit(dtype):
 
 @pytest.fixture
 def float8_on_mkl(monkeypatch):
-    monkeypatch.setitem(lowp_gemm._chosen, "float8", lowp_gemm.GemmChoice("float8", True, "this test"))
+    monkeypatch.setitem(lowp_gemm._chosen, lowp_gemm.key("float8"), lowp_gemm.GemmChoice("float8", True, "this test"))
 
 
 def _f8(x):
@@ -194,10 +194,12 @@ def test_auto_times_both_paths_and_keeps_the_faster(monkeypatch, fresh_choices):
     monkeypatch.setattr(mkl, "status", lambda: mkl.MKLStatus(True, version="test"))
     fast = lambda: None  # noqa: E731
     choice = lowp_gemm.choose("bfloat16", lambda: (fast, _slow))
-    assert choice.mkl and choice.speedup > 1 and "widened sgemm (one thread, 256x512x512)" in choice.describe()
+    assert choice.mkl and choice.speedup > 1 and "widened sgemm (256x512x512" in choice.describe()
     choice = lowp_gemm.choose("float16", lambda: (_slow, fast))
     assert not choice.mkl and choice.describe().startswith("widened sgemm (faster here: oneMKL's generic kernels 0.")
-    assert lowp_gemm.choose("float16", lambda: pytest.fail("probed twice")) is choice  # once per process
+    assert lowp_gemm.choose("float16", lambda: pytest.fail("probed twice")) is choice  # once per thread count
+    monkeypatch.setattr(lowp_gemm.threads, "wanted", lambda: 7)
+    assert lowp_gemm.choose("float16", lambda: (fast, _slow)).mkl  # another thread count: probed again
 
 
 def test_forced_paths_skip_the_timing(monkeypatch, fresh_choices):

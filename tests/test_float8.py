@@ -240,7 +240,7 @@ def test_scaled_mm_kernel_equals_the_reference_composition_bit_for_bit(monkeypat
     float32 rounding of this (tests/test_cpu_lowp_gemm.py)."""
     from ampcore_cpu import lowp_gemm
 
-    monkeypatch.setitem(lowp_gemm._chosen, "float8", lowp_gemm.GemmChoice("float8", False, "this test"))
+    monkeypatch.setitem(lowp_gemm._chosen, lowp_gemm.key("float8"), lowp_gemm.GemmChoice("float8", False, "this test"))
     a, b = _operands(7, 33, 9, seed=3)
     k = ampcore.get_backend("cpu").kernels
     sa, sb = np.float32(0.37), np.float32(1.9)

@@ -6,7 +6,7 @@ saturation folded in: 47 ms per 16M values on a 2-core Xeon, against 500 ms
 for ml_dtypes' cast), else with ml_dtypes' cast after a clamp; the bits are
 ml_dtypes' either way (tests/test_float8.py: every float16 and bfloat16 value
 and a structured float32 sample).  The amax is NumPy's ``max`` of ``|x|``.
-``scaled_mm`` runs one of two paths, chosen once per process (:mod:`.lowp_gemm`):
+``scaled_mm`` runs one of two paths, chosen once per process and thread count (:mod:`.lowp_gemm`):
 
 - **mkl**: oneMKL's float8 GEMM (``cblas_gemm_e4m3e4m3f32`` / ``e5m2e5m2f32``; operands of two formats go
   as exact bfloat16 copies to ``cblas_gemm_bf16bf16f32``) gives the unscaled float32 sums, whose products
@@ -134,7 +134,7 @@ def _probe_candidates() -> tuple[Callable[[], object], Callable[[], object]]:
 
 
 def gemm_choice() -> lowp_gemm.GemmChoice:
-    """Which path runs float8 ``scaled_mm`` in this process (chosen on first use: :mod:`.lowp_gemm`)."""
+    """Which path runs float8 ``scaled_mm`` at this thread count (chosen on first use: :mod:`.lowp_gemm`)."""
     return lowp_gemm.choose("float8", _probe_candidates)
 
 

@@ -455,7 +455,7 @@ _PROBES = {dtype: _probe_candidates(dtype) for dtype in (F16, BF16)}
 
 
 def gemm_choice(dtype: np.dtype) -> lowp_gemm.GemmChoice:
-    """Which path runs float16 or bfloat16 GEMMs in this process (chosen on first use: :mod:`.lowp_gemm`)."""
+    """Which path runs float16 or bfloat16 GEMMs at this thread count (chosen on first use: :mod:`.lowp_gemm`)."""
     return lowp_gemm.choose(dtype.name, _PROBES[dtype])
 
 

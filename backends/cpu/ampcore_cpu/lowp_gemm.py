@@ -16,14 +16,16 @@ below 2**-126 may be lost.  On the AMD EPYC this was written on, oneMKL runs its
 bfloat16 and float16 GEMMs kept subnormal inputs and sums exact.)
 
 The choice is made per dtype (``bfloat16``, ``float16``, ``float8``), once per process, by :func:`choose`:
-``AMPCORE_CPU_GEMM=mkl`` or ``=widened`` forces it; otherwise (``auto``) a :data:`PROBE_SHAPE` product is
-timed each way on one thread, MKL's with its rounding and the widened one with its widening, and the faster
-is kept.  ``ampcore info`` shows each choice and the ratio measured (:func:`GemmChoice.describe`).
+``AMPCORE_CPU_GEMM=mkl`` or ``=widened`` forces it; otherwise (``auto``) :data:`PROBE_SHAPE` products are
+timed each way on the process's threads, MKL's with its rounding and the widened one with its widening, and
+the faster is kept, for that thread count (``ampcore.set_num_threads`` to another probes again).
+``ampcore info`` shows each choice and the ratio measured (:func:`GemmChoice.describe`).
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -31,14 +33,14 @@ from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
-from threadpoolctl import threadpool_limits
 
-from . import mkl
+from . import mkl, threads
 
 __all__ = [
     "GemmChoice",
     "choose",
     "chosen",
+    "key",
     "product",
     "float8_sums",
     "install_tip",
@@ -53,12 +55,17 @@ F16 = np.dtype(np.float16)
 # The timed product: big enough that a GEMM's rate shows (0.27 GFLOP), small enough that probing costs a few
 # ms per dtype.  Its shapes sit among the benchmark models' linear layers (784x1024 and 256x768, batch 256).
 PROBE_SHAPE = (256, 512, 512)
-# Timed products per path, interleaved, after one untimed product each; the fastest of each counts, on one
-# thread.  A shared host slows a product by whole scheduler slices (4-5 ms added to a 1.2 ms product on a 2-core
-# host at load average 3), which the fastest of several leaves out; and on two threads a GEMM whose second thread
-# is descheduled waits for it: the fastest of each path on two threads gave speedups from 0.4x to 38x in five
-# processes on that host at load average 5.  One thread measures each kernel's rate, which is what differs.
-PROBE_REPEATS = 11
+# The probe times pairs of products, one by each path back to back, each path first in half of them, on the
+# process's threads, after one untimed product each; the speedup is the median of the pairs' ratios, and oneMKL is
+# kept only when it is more than MARGIN times faster.  A choice holds for one thread count: on the 2-core AMD EPYC
+# (Zen 5) this was built on, oneMKL's bfloat16 GEMM was 1.5x the widened path on one thread (and the mlp's
+# bfloat16 AMP step 1.29x its float32 step, against 0.94x widened), but on two threads it was 0.35-0.94x (and the
+# step 0.59x, against 0.85x): the probe keeps each.  Timed on one thread while the process runs on two, it chose
+# oneMKL there too, and the step ran at half speed.  A pair runs under one load, the median drops the pairs a
+# slowdown split, and the margin keeps the path that needs no extra library where the two are close; on a busy
+# host the ratio on two threads still wanders, as the steps themselves do.
+PROBE_PAIRS = 15
+MARGIN = 1.1
 # The 16-bit dot-product units of the CPU that oneMKL's kernels for each kind can use (its float8 GEMM, and the
 # bfloat16 one that mixed float8 formats go to, run on the bfloat16 units).
 UNITS = {"bfloat16": ("amx_bf16", "avx512_bf16"), "float16": ("amx_fp16",), "float8": ("amx_bf16", "avx512_bf16")}
@@ -75,6 +82,7 @@ class GemmChoice:
     mkl: bool
     reason: str
     speedup: float | None = None
+    threads: int | None = None
 
     def describe(self) -> str:
         """``oneMKL (avx512_bf16), 1.9x widened sgemm`` or ``widened sgemm (faster here: oneMKL 0.8x)``."""
@@ -83,17 +91,26 @@ class GemmChoice:
         kernels = f"{mkl.short_code_path(mkl.status().code_path)} kernels"
         if self.speedup is None:
             return f"oneMKL ({kernels}; {self.reason})"
-        shape = "x".join(map(str, PROBE_SHAPE))
-        return f"oneMKL ({kernels}), {self.speedup:.2f}x widened sgemm (one thread, {shape})"
+        return f"oneMKL ({kernels}), {self.speedup:.2f}x widened sgemm ({_where(self.threads)})"
 
 
-_chosen: dict[str, GemmChoice] = {}
+_chosen: dict[tuple[str, int | None], GemmChoice] = {}
 _lock = threading.Lock()
 
 
+def _where(n: int | None) -> str:
+    shape = "x".join(map(str, PROBE_SHAPE))
+    return f"{shape}, {n} thread{'' if n == 1 else 's'}" if n is not None else shape
+
+
+def key(kind: str) -> tuple[str, int | None]:
+    """Where ``kind``'s choice is kept: it holds for the thread count ``ampcore.set_num_threads`` set."""
+    return kind, threads.wanted()
+
+
 def chosen(kind: str) -> GemmChoice | None:
-    """The choice already made for ``kind`` in this process, or None (never probes)."""
-    return _chosen.get(kind)
+    """The choice already made for ``kind`` at this thread count, or None (never probes)."""
+    return _chosen.get((kind, threads.wanted()))
 
 
 def would_help(kind: str) -> bool:
@@ -110,7 +127,7 @@ def would_buy(kind: str) -> str:
     if mkl.cpu_vendor() != "GenuineIntel":
         return (
             f"this CPU has {' and '.join(units)}, but oneMKL runs its generic kernels on non-Intel CPUs "
-            "(slower than widened sgemm on an AMD EPYC Zen 5: benchmarks/README.md)"
+            "(on an AMD EPYC Zen 5: 1.5x widened sgemm on one thread, 0.35-0.94x on two; benchmarks/README.md)"
         )
     return f"this CPU has {' and '.join(units)}, which oneMKL's {kind} GEMM would use"
 
@@ -151,28 +168,32 @@ def _probe(kind: str, candidates: Callable[[], tuple[Callable[[], object], Calla
     if mode == "mkl":
         return GemmChoice(kind, True, f"{mkl.ENV_GEMM}=mkl is set")
     with_mkl, widened = candidates()
-    with threadpool_limits(limits=1, user_api="blas"):  # each kernel's own rate, not the host's load
-        with_mkl(), widened()  # each path's first call: MKL's dispatch, OpenBLAS's buffers
-        mkl_s = widened_s = math.inf
-        for _ in range(PROBE_REPEATS):
-            mkl_s = min(mkl_s, _time(with_mkl))
-            widened_s = min(widened_s, _time(widened))
-    speedup = widened_s / mkl_s
-    if speedup > 1.0:
-        return GemmChoice(kind, True, "", speedup)
+    with_mkl(), widened()  # each path's first call: MKL's dispatch, OpenBLAS's buffers
+    ratios = []
+    for i in range(PROBE_PAIRS):
+        if i % 2:  # each path first in half the pairs
+            widened_s, mkl_s = _time(widened), _time(with_mkl)
+        else:
+            mkl_s, widened_s = _time(with_mkl), _time(widened)
+        ratios.append(widened_s / mkl_s)
+    speedup = statistics.median(ratios)
+    n = threads.wanted()
+    if speedup > MARGIN:
+        return GemmChoice(kind, True, "", speedup, n)
     kernels = mkl.short_code_path(found.code_path)
-    return GemmChoice(kind, False, f"faster here: oneMKL's {kernels} kernels {speedup:.2f}x on one thread", speedup)
+    return GemmChoice(kind, False, f"faster here: oneMKL's {kernels} kernels {speedup:.2f}x, {_where(n)}", speedup, n)
 
 
 def choose(kind: str, candidates: Callable[[], tuple[Callable[[], object], Callable[[], object]]]) -> GemmChoice:
     """``kind``'s path in this process, chosen on first use: ``candidates()`` returns two callables, one
     :data:`PROBE_SHAPE` product by MKL and one by the widened path, each with its conversions."""
-    found = _chosen.get(kind)
+    where = key(kind)
+    found = _chosen.get(where)
     if found is None:
-        with _lock:  # one probe per kind, even when threads race to the first product
-            found = _chosen.get(kind)
+        with _lock:  # one probe per kind and thread count, even when threads race to the first product
+            found = _chosen.get(where)
             if found is None:
-                found = _chosen[kind] = _probe(kind, candidates)
+                found = _chosen[where] = _probe(kind, candidates)
     return found
 
 

@@ -18,7 +18,7 @@ from threadpoolctl import ThreadpoolController
 
 from . import compiled, mkl
 
-__all__ = ["counts", "set_threads"]
+__all__ = ["counts", "set_threads", "wanted"]
 
 _wanted: int | None = None
 _controller: ThreadpoolController | None = None
@@ -43,6 +43,11 @@ def _set_mkl() -> None:
 
 compiled.on_load(_set_numba)
 mkl.on_load(_set_mkl)
+
+
+def wanted() -> int | None:
+    """The thread count ``ampcore.set_num_threads`` (or its default) gave the backend, None before it did."""
+    return _wanted
 
 
 def set_threads(n: int) -> None:
