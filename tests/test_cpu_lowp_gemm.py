@@ -189,17 +189,33 @@ def _slow():
     sum(range(20000))
 
 
+AVX512_PATH = "Intel(R) Advanced Vector Extensions 512 (Intel(R) AVX-512) with Intel(R) AMX"  # an Intel CPU's
+
+
 def test_auto_times_both_paths_and_keeps_the_faster(monkeypatch, fresh_choices):
     monkeypatch.delenv(mkl.ENV_GEMM, raising=False)
-    monkeypatch.setattr(mkl, "status", lambda: mkl.MKLStatus(True, version="test"))
+    monkeypatch.setattr(mkl, "status", lambda: mkl.MKLStatus(True, version="test", code_path=AVX512_PATH))
     fast = lambda: None  # noqa: E731
     choice = lowp_gemm.choose("bfloat16", lambda: (fast, _slow))
-    assert choice.mkl and choice.speedup > 1 and "widened sgemm (256x512x512" in choice.describe()
+    assert choice.mkl and choice.speedup > 1 and "oneMKL (AMX kernels), " in choice.describe()
+    assert "x widened sgemm (256x512x512" in choice.describe()
     choice = lowp_gemm.choose("float16", lambda: (_slow, fast))
-    assert not choice.mkl and choice.describe().startswith("widened sgemm (faster here: oneMKL's generic kernels 0.")
+    assert not choice.mkl and choice.describe().startswith("widened sgemm (faster here: oneMKL's AMX kernels 0.")
     assert lowp_gemm.choose("float16", lambda: pytest.fail("probed twice")) is choice  # once per thread count
     monkeypatch.setattr(lowp_gemm.threads, "wanted", lambda: 7)
     assert lowp_gemm.choose("float16", lambda: (fast, _slow)).mkl  # another thread count: probed again
+
+
+def test_auto_keeps_the_widened_path_where_mkl_runs_its_generic_kernels(monkeypatch, fresh_choices):
+    """oneMKL on a CPU it has no tuned kernels for (an AMD EPYC Zen 5): the probe did not predict a training step
+    there, so auto does not time it; AMPCORE_CPU_GEMM=mkl still runs it."""
+    monkeypatch.delenv(mkl.ENV_GEMM, raising=False)
+    generic = mkl.MKLStatus(True, version="test", code_path="Intel(R) Architecture processors")
+    monkeypatch.setattr(mkl, "status", lambda: generic)
+    choice = lowp_gemm.choose("bfloat16", lambda: pytest.fail("timed the generic kernels"))
+    assert not choice.mkl and choice.describe() == f"widened sgemm ({lowp_gemm.GENERIC})"
+    monkeypatch.setenv(mkl.ENV_GEMM, "mkl")
+    assert lowp_gemm.choose("float16", lambda: pytest.fail("timed a forced path")).mkl
 
 
 def test_forced_paths_skip_the_timing(monkeypatch, fresh_choices):

@@ -66,6 +66,12 @@ PROBE_SHAPE = (256, 512, 512)
 # host the ratio on two threads still wanders, as the steps themselves do.
 PROBE_PAIRS = 15
 MARGIN = 1.1
+# Where oneMKL says it runs its generic code path (``mkl_get_version``'s processor: it did on an AMD EPYC Zen 5,
+# which has avx512_bf16), auto keeps the widened path without timing: there the probe's 30 ms did not predict a
+# training step.  oneMKL's calls wait on its OpenMP threads, which a loaded host leaves unscheduled: at load 3-4
+# the mlp's bfloat16 AMP step took 65 ms on oneMKL against 27 widened (one thread; 19 against 26 when quiet),
+# the cnn's float16 step 101 ms against 29, and the probe had chosen oneMKL for them.
+GENERIC = "oneMKL runs its generic kernels on this CPU, slower in training steps here; AMPCORE_CPU_GEMM=mkl uses it"
 # The 16-bit dot-product units of the CPU that oneMKL's kernels for each kind can use (its float8 GEMM, and the
 # bfloat16 one that mixed float8 formats go to, run on the bfloat16 units).
 UNITS = {"bfloat16": ("amx_bf16", "avx512_bf16"), "float16": ("amx_fp16",), "float8": ("amx_bf16", "avx512_bf16")}
@@ -167,6 +173,8 @@ def _probe(kind: str, candidates: Callable[[], tuple[Callable[[], object], Calla
         return GemmChoice(kind, False, f"{found.reason}; {would_buy(kind)}")
     if mode == "mkl":
         return GemmChoice(kind, True, f"{mkl.ENV_GEMM}=mkl is set")
+    if mkl.short_code_path(found.code_path) == "generic":
+        return GemmChoice(kind, False, GENERIC)
     with_mkl, widened = candidates()
     with_mkl(), widened()  # each path's first call: MKL's dispatch, OpenBLAS's buffers
     ratios = []
