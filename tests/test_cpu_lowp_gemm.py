@@ -245,7 +245,7 @@ def test_a_bad_gemm_mode_names_the_value_and_the_choices():
             "has amx_bf16 and avx512_bf16, which oneMKL's bfloat16 GEMM would use",
             True,
         ),
-        ("AuthenticAMD", {"avx512_bf16"}, "but oneMKL runs its generic kernels on non-Intel CPUs", False),
+        ("AuthenticAMD", {"avx512_bf16"}, "but oneMKL ran its generic kernels on a non-Intel CPU", False),
         ("GenuineIntel", {"avx2"}, "this CPU has no bfloat16 dot-product units, so oneMKL would gain little", False),
     ],
 )

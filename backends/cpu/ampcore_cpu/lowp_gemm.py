@@ -60,10 +60,10 @@ PROBE_SHAPE = (256, 512, 512)
 # kept only when it is more than MARGIN times faster.  A choice holds for one thread count: on the 2-core AMD EPYC
 # (Zen 5) this was built on, oneMKL's bfloat16 GEMM was 1.5x the widened path on one thread (and the mlp's
 # bfloat16 AMP step 1.29x its float32 step, against 0.94x widened), but on two threads it was 0.35-0.94x (and the
-# step 0.59x, against 0.85x): the probe keeps each.  Timed on one thread while the process runs on two, it chose
-# oneMKL there too, and the step ran at half speed.  A pair runs under one load, the median drops the pairs a
-# slowdown split, and the margin keeps the path that needs no extra library where the two are close; on a busy
-# host the ratio on two threads still wanders, as the steps themselves do.
+# step 0.59x, against 0.85x), measured with oneMKL forced.  Timed on one thread while the process ran on two, the
+# probe chose oneMKL there too, and the step ran at half speed.  A pair runs under one load, the median drops the
+# pairs a slowdown split, and the margin keeps the path that needs no extra library where the two are close; on a
+# busy host the ratio on two threads still wanders, as the steps themselves do.
 PROBE_PAIRS = 15
 MARGIN = 1.1
 # Where oneMKL says it runs its generic code path (``mkl_get_version``'s processor: it did on an AMD EPYC Zen 5,
@@ -91,7 +91,7 @@ class GemmChoice:
     threads: int | None = None
 
     def describe(self) -> str:
-        """``oneMKL (avx512_bf16), 1.9x widened sgemm`` or ``widened sgemm (faster here: oneMKL 0.8x)``."""
+        """``oneMKL (AMX kernels), 1.90x widened sgemm (256x512x512, 2 threads)`` or ``widened sgemm (why)``."""
         if not self.mkl:
             return f"widened sgemm ({self.reason})"
         kernels = f"{mkl.short_code_path(mkl.status().code_path)} kernels"
@@ -132,8 +132,8 @@ def would_buy(kind: str) -> str:
         return f"this CPU has no {kind} dot-product units, so oneMKL would gain little over sgemm"
     if mkl.cpu_vendor() != "GenuineIntel":
         return (
-            f"this CPU has {' and '.join(units)}, but oneMKL runs its generic kernels on non-Intel CPUs "
-            "(on an AMD EPYC Zen 5: 1.5x widened sgemm on one thread, 0.35-0.94x on two; benchmarks/README.md)"
+            f"this CPU has {' and '.join(units)}, but oneMKL ran its generic kernels on a non-Intel CPU, an AMD EPYC "
+            "Zen 5 (1.5x widened sgemm on one thread, 0.35-0.94x on two; benchmarks/README.md)"
         )
     return f"this CPU has {' and '.join(units)}, which oneMKL's {kind} GEMM would use"
 

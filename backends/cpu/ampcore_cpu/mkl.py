@@ -6,9 +6,10 @@ float8 operands, float32 products and accumulation, a float32 result.  This modu
 once, says why when it cannot (:func:`status`), and runs one 2-D product (:func:`gemm`).  Which products go to
 MKL is :mod:`.lowp_gemm`'s choice.
 
-``AMPCORE_CPU_GEMM`` picks the path: ``auto`` (the default: measure once per process, :mod:`.lowp_gemm`),
-``mkl`` (oneMKL for every dtype it has a routine for) or ``widened`` (the float32 widen-and-sgemm path; MKL is
-never loaded).  CI runs the cpu tests with ``widened`` too, so both paths are tested in one install.
+``AMPCORE_CPU_GEMM`` picks the path: ``auto`` (the default: measured per dtype and thread count where oneMKL
+runs its tuned kernels, the widened path where it runs its generic ones; :mod:`.lowp_gemm`), ``mkl`` (oneMKL for
+every dtype it has a routine for) or ``widened`` (the float32 widen-and-sgemm path; MKL is never loaded).
+CI runs the cpu tests with ``widened`` too, so both paths are tested in one install.
 
 Intel's OpenMP runtime keeps its defaults.  ``KMP_BLOCKTIME=0`` (no spinning after each call) looked like it
 spared OpenBLAS the spinning threads in one run on a loaded 2-core host; repeated, neither it nor the default
