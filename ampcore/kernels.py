@@ -175,8 +175,9 @@ scaled_mm(a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum) -> out
                         (b * scale_b) + bias)`` with each scaled operand
                         rounded to float32, float32 accumulation, rounded once
                         to ``out_dtype`` (float32, bfloat16 or float16).  A
-                        GPU applies the scales to the accumulator instead
-                        (differences at float32 rounding); ``use_fast_accum``
+                        native float8 GEMM (a GPU's; oneMKL's on the cpu
+                        backend) applies the scales to the accumulator
+                        instead (differences at float32 rounding); ``use_fast_accum``
                         may trade accumulation precision for speed there
 scaled_mm_mx(a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum) -> out
                         scaled_mm with OCP MX block scales: K a multiple of

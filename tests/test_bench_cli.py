@@ -348,6 +348,8 @@ def test_the_table_says_what_it_compared_and_on_how_many_threads(cpu_run):
     enabled = compiled.status().enabled
     assert f"compiled kernels: cpu:0 {'yes' if enabled else 'no'}" in flat
     assert result["backends"][0]["compiled"] is enabled
+    gemms = result["backends"][0]["capabilities"]  # which GEMM ran bfloat16, float16 and float8 (ampcore_cpu.lowp_gemm)
+    assert f"cpu:0 GEMMs: bf16 {gemms['bf16_gemm']}; f16 {gemms['f16_gemm']}; float8 {gemms['float8_gemm']}" in flat
     threads = result["threads"]
     assert threads["torch"] is None and threads["ampcore"]["num_threads"] == ampcore.get_num_threads()
     assert threads["ampcore"]["backends"]["cpu"]["blas"] >= 1

@@ -112,6 +112,12 @@ def setup_lines(result: dict[str, Any]) -> list[str]:
             "compiled kernels: "
             + ", ".join(f"{device} {'yes' if flag else 'no'}" for device, flag in compiled if flag is not None)
         )
+    for b in result.get("backends", []):  # which GEMM ran each low-precision dtype, where a backend says (cpu)
+        gemms = {k: v for k, v in b.get("capabilities", {}).items() if k.endswith("_gemm")}
+        if gemms:
+            lines.append(
+                f"{b['device']} GEMMs: " + "; ".join(f"{k.removesuffix('_gemm')} {v}" for k, v in gemms.items())
+            )
     threads = result.get("threads")
     if threads:
         line = describe_threads(threads["ampcore"])

@@ -18,6 +18,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .. import training
+from ..plugins import get_backend
+from ..plugins.capabilities import capabilities_of
 from .common import CommandError, checked_device, console
 
 if TYPE_CHECKING:
@@ -102,6 +104,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     out = console()
     out.quiet = quiet
+    tip = capabilities_of(get_backend(device.type), device.index).extra.get("tip")
+    if tip:  # a backend's one line on what would make this device faster (cpu: the mkl extra)
+        out.print(f"tip: {tip}", markup=False)
     results = [_train_with_progress(out, c, group) for c in configs]
     if args.compare:
         out.print(COMPARE_TITLE)

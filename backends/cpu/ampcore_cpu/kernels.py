@@ -16,7 +16,7 @@ import numpy as np
 from ampcore import dtypes as dt
 from ampcore.kernels import exact_wrapper
 
-from . import bf16conv, halfconv, lowp_max, select, special
+from . import bf16conv, halfconv, lowp_gemm, lowp_max, select, special
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
@@ -314,8 +314,10 @@ def _folded_gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """A C-contiguous (..., M, K) ``a`` times a 2-D (K, N) ``b`` as one (... * M, K) @ (K, N) GEMM.
 
     np.matmul runs one BLAS call per batch item: a linear layer's (16, 64, 1024) @ (1024, 256) took 3.2 ms
-    as 16 products, 2.0 ms as one (2-core Xeon, OpenBLAS).  Each output element is the same dot product over
-    K, so the bits are the batched product's (tests/test_cpu_folded_gemm.py checks the benchmark models' shapes).
+    as 16 products, 2.0 ms as one (2-core Xeon, OpenBLAS).  Each output element is still one float32 dot
+    product over all of K; the BLAS may sum it in another order for another M (OpenBLAS's Haswell kernels do,
+    on AMD Zen 5), so the bits can differ from the batched product's by summation order
+    (tests/test_cpu_folded_gemm.py checks the bound on the benchmark models' shapes).
     """
     out = np.matmul(a.reshape(math.prod(a.shape[:-1]), a.shape[-1]), b)  # not -1: a may be empty
     return out.reshape(a.shape[:-1] + out.shape[-1:])
@@ -345,7 +347,7 @@ def _gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 BLOCKED_GEMM_ELEMENTS = 1 << 21
 _BLOCK_ELEMENTS = 1 << 20  # elements of the larger operand widened per block (4 MiB of float32)
 # Each block's product stays at least this large (m*n*k), far above the sizes where OpenBLAS switches to its
-# "direct" small-matrix sgemm (under 28*512*512 on Skylake-X), so blocks take the same path as the whole product.
+# "direct" small-matrix sgemm (under 28*512*512 on Skylake-X), so blocks run at the whole product's rate.
 _BLOCK_MIN_MNK = 1 << 25
 
 
@@ -355,8 +357,10 @@ def _blocked_lowp_gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     where the product is small or batched.
 
     Every output element is still one float32 dot product over the whole of K, rounded once: the blocks split
-    M or N, never K, so the bits are the whole product's (checked on the benchmark models' shapes by
-    ``tests/test_cpu_compiled.py``).  Peak memory is the two 2-byte operands, the 2-byte output and one
+    M or N, never K.  Not always with the whole product's bits: the BLAS may sum a column in another order
+    depending on where it falls in a block (OpenBLAS's Haswell kernels, which it runs on AMD Zen 5, do), a
+    summation-order difference (``tests/test_cpu_compiled_kernels.py`` checks the bound on the benchmark models'
+    shapes).  Peak memory is the two 2-byte operands, the 2-byte output and one
     block, instead of float32 copies of both operands and of the output: the cnn's conv2 input gradient,
     (32, 576) @ (576, 8192), held 28 MiB in float16 against 19 in float32.
     """
@@ -387,15 +391,45 @@ def _blocked_lowp_gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     return out.reshape(lead + out.shape)
 
 
+def widened_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A float16/bfloat16 ``a @ b`` on the widened path: float32 copies, BLAS sgemm (float32 products and
+    accumulation), one rounding on output."""
+    dtype = a.dtype
+    if dtype == BF16 and a.ndim == 2 and b.ndim == 2 and max(a.size, b.size) < BLOCKED_GEMM_ELEMENTS:
+        # The small 2-D bfloat16 product (an autocast linear's), as below without the generic steps.
+        return bf16conv.to_bfloat16(np.matmul(a.astype(F32), b.astype(F32)))
+    blocked = _blocked_lowp_gemm(a, b)
+    return blocked if blocked is not None else _down(_gemm(_up(a), _up(b)), dtype)
+
+
+def mkl_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A float16/bfloat16 ``a @ b`` on oneMKL's path (:mod:`.lowp_gemm`): float32 result, one rounding."""
+    return _down(lowp_gemm.product(a, b), a.dtype)
+
+
+def _probe_candidates(dtype: np.dtype) -> Callable[[], tuple[Callable[[], object], Callable[[], object]]]:
+    def candidates() -> tuple[Callable[[], object], Callable[[], object]]:
+        a, b = lowp_gemm.probe_operands(dtype)
+        return (lambda: mkl_matmul(a, b)), (lambda: widened_matmul(a, b))
+
+    return candidates
+
+
+_PROBES = {dtype: _probe_candidates(dtype) for dtype in (F16, BF16)}
+
+
+def gemm_choice(dtype: np.dtype) -> lowp_gemm.GemmChoice:
+    """Which path runs float16 or bfloat16 GEMMs at this thread count (chosen on first use: :mod:`.lowp_gemm`)."""
+    return lowp_gemm.choose(dtype.name, _PROBES[dtype])
+
+
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     dtype = a.dtype
     if dtype in LOW:
-        # BLAS sgemm: fp32 products and accumulation, one rounding on output.
-        if dtype == BF16 and a.ndim == 2 and b.ndim == 2 and max(a.size, b.size) < BLOCKED_GEMM_ELEMENTS:
-            # The small 2-D bfloat16 product (an autocast linear's), as below without the generic steps.
-            return bf16conv.to_bfloat16(np.matmul(a.astype(F32), b.astype(F32)))
-        blocked = _blocked_lowp_gemm(a, b)
-        return blocked if blocked is not None else _down(_gemm(_up(a), _up(b)), dtype)
+        choice = lowp_gemm.chosen(dtype.name)
+        if choice is None:
+            choice = gemm_choice(dtype)
+        return mkl_matmul(a, b) if choice.mkl else widened_matmul(a, b)
     if a.ndim == 2 and b.ndim == 2:
         return np.matmul(a, b)
     return _gemm(a, b)

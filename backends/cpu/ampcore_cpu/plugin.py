@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import platform
 import tracemalloc
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -18,9 +18,9 @@ import ampcore
 from ampcore import dtypes as dt
 from ampcore.plugins import hookimpl
 
-from . import compiled, threads
+from . import compiled, float8, lowp_gemm, mkl, threads
 from .elementwise import elementwise
-from .kernels import primitive_table
+from .kernels import BF16, F16, gemm_choice, primitive_table
 from .malloc import tune_malloc
 
 
@@ -42,6 +42,34 @@ def _memory_bytes() -> int | None:
         return None
 
 
+class _Extra(Mapping[str, Any]):
+    """Capability entries, some computed on first read: which GEMM path runs each low-precision dtype is
+    chosen by timing both (:mod:`.lowp_gemm`), which only a process that reads it or multiplies pays for."""
+
+    def __init__(self, static: Mapping[str, Any], lazy: Mapping[str, Callable[[], Any]]) -> None:
+        self._static, self._lazy = dict(static), dict(lazy)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._static:
+            return self._static[key]
+        return self._lazy[key]()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([*self._static, *self._lazy])
+
+    def __len__(self) -> int:
+        return len(self._static) + len(self._lazy)
+
+
+# ``ampcore info``'s lines for oneMKL and the GEMM paths (:mod:`.lowp_gemm`).
+GEMM_PATHS: dict[str, Callable[[], str]] = {
+    "onemkl": mkl.describe,
+    "bf16_gemm": lambda: gemm_choice(BF16).describe(),
+    "f16_gemm": lambda: gemm_choice(F16).describe(),
+    "float8_gemm": lambda: float8.gemm_choice().describe(),
+}
+
+
 class CPUBackend(ampcore.Backend):
     """NumPy arrays in host memory; BLAS for matmul."""
 
@@ -52,6 +80,7 @@ class CPUBackend(ampcore.Backend):
         self.malloc_tuned = tune_malloc()
 
     def capabilities(self, index: int = 0) -> ampcore.Capabilities:
+        tip = lowp_gemm.install_tip()  # "tip": a line `ampcore train` prints (oneMKL not installed, would help)
         return ampcore.Capabilities(
             device_name=_cpu_name(),
             storable=frozenset(dt.ALL_DTYPES + dt.FLOAT8_DTYPES),
@@ -60,13 +89,17 @@ class CPUBackend(ampcore.Backend):
             autocast_dtype=dt.bfloat16,
             policy="cpu",
             memory_bytes=_memory_bytes(),
-            extra={
-                "numpy": np.__version__,
-                "cores": os.cpu_count(),
-                "malloc_tuned": self.malloc_tuned,
-                "compiled": compiled.status().enabled,  # ampcore bench's "compiled" column
-                "kernel_path": compiled.status().describe(),
-            },
+            extra=_Extra(
+                {
+                    "numpy": np.__version__,
+                    "cores": os.cpu_count(),
+                    "malloc_tuned": self.malloc_tuned,
+                    "compiled": compiled.status().enabled,  # ampcore bench's "compiled" column
+                    "kernel_path": compiled.status().describe(),
+                    **({"tip": tip} if tip else {}),
+                },
+                GEMM_PATHS,
+            ),
             float8="emulated",
         )
 
@@ -85,9 +118,14 @@ class CPUBackend(ampcore.Backend):
         are small beside the arrays.  Tracing slows Python while it is on, so
         it is on only for this call (unless the caller had started it).  The
         compiled loops are loaded first (:func:`.compiled.warm`): numba's one-time
-        compilation is the process's memory, not ``fn``'s.
+        compilation is the process's memory, not ``fn``'s.  So are the GEMM paths
+        chosen (:mod:`.lowp_gemm`): timed under tracemalloc, the widened path's
+        allocations made it look 1.2-1.5x slower than oneMKL's, the reverse of
+        the untraced ratio on an AMD EPYC Zen 5.
         """
         compiled.warm()
+        for describe in GEMM_PATHS.values():  # choose the GEMM paths untraced: tracing slows the widened one
+            describe()
         started = not tracemalloc.is_tracing()
         if started:
             tracemalloc.start()
