@@ -787,3 +787,10 @@ def test_the_conformance_plugin_is_registered_with_pytest() -> None:
 
     plugins = {ep.name: ep.value for ep in entry_points(group="pytest11")}
     assert plugins.get("ampcore") == "ampcore.conformance.plugin"
+
+
+def test_the_readme_is_a_users_page():
+    """What a user reads, in at most 250 lines: history goes to CHANGELOG.md, logs to benchmarks/README.md."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines; move details to docs/ or benchmarks/README.md"
+    assert (ROOT / "CHANGELOG.md").exists() and (ROOT / "docs" / "backends.md").exists()
