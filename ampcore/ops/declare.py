@@ -70,6 +70,7 @@ __all__ = [
     "categories",
     "on_declare",
     "generation",
+    "GENERATION",
     "CATEGORIES",
     "VARIANTS",
 ]
@@ -193,7 +194,7 @@ class Declaration:
 _lock = threading.Lock()
 _registry: dict[str, Declaration] = {}
 _listeners: list[Callable[[Declaration], None]] = []
-_generation = [0]
+_generation = GENERATION = [0]  # a list, so the hot path reads declare.GENERATION[0] without a call
 
 
 def _letters(arity: int) -> str:

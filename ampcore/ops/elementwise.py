@@ -101,6 +101,24 @@ class Elementwise(Op):
         return tuple(out)
 
 
+class UnaryElementwise(Elementwise):
+    """An elementwise op of one operand: its gradient has the operand's shape already (no broadcast to undo),
+    and only the operand or the output it reads is kept."""
+
+    def forward(self, ctx: Context, k: KernelTable, x: Any) -> Any:
+        y = getattr(k, self.name)(x)
+        if ctx.needs_input_grad[0] and self.differentiable:
+            reads = self._reads[0]
+            ctx.saved = (x if "x" in reads else None,)
+            ctx.y = y if "y" in reads else None
+        return y
+
+    def backward(self, ctx: Context, k: KernelTable, g: Any) -> tuple[Any, ...]:
+        grad = self._grads[0]
+        assert grad is not None  # a differentiable op has its rule: only those record a node
+        return (grad(k, ctx.saved[0], ctx.y, g),)
+
+
 # The ops of every elementwise declaration, by name (ampcore.ops.declare fills it).
 OPS: dict[str, Elementwise] = {}
 # Reflected operators torch's cast policy lists under their own names (``1 / x`` runs in float32 on CUDA).
@@ -116,7 +134,8 @@ def add_op(
     float_only: bool,
 ) -> Elementwise:
     """The op of a newly declared elementwise op (called by :mod:`ampcore.ops.declare`)."""
-    op = OPS[name] = Elementwise(name, grads, reads, same_dtype, float_only)
+    kind = UnaryElementwise if len(grads) == 1 else Elementwise
+    op = OPS[name] = kind(name, grads, reads, same_dtype, float_only)
     return op
 
 

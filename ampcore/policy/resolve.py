@@ -50,7 +50,7 @@ def check_device_type(device_type: Any) -> str:
 def generation() -> tuple[int, int, int]:
     """Changes whenever what :func:`get` returns may change (plugins, backends, registered categories or a
     newly declared op's): a cache of anything derived from policies and capabilities keys on it."""
-    return (registry.generation, _user_generation, declare.generation())
+    return (registry.generation, _user_generation, declare.GENERATION[0])
 
 
 def get(device_type: str) -> Policy:
