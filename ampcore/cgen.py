@@ -521,12 +521,13 @@ def adamw_amp_constants(d: Dialect, p_tag: str, steps: str, skip: str, indent: s
 
 
 def adamw_amp_steps_kernel(d: Dialect) -> str:
-    """Kernel ``adamw_amp_steps`` for one thread: the fused AMP step's new step count, ``steps + 1`` unless
-    ``skip`` is nonzero (written to a new array: the step kernel's blocks read the old count)."""
+    """Kernel ``adamw_amp_steps`` for one thread: the fused AMP step's count advanced in place, ``steps + 1``
+    unless ``skip`` is nonzero.  Launched after the step's kernels, which read the count: in place so a
+    captured step (a CUDA graph) advances the same array at every replay."""
     g = d.global_
     return f"""
-{d.kernel} adamw_amp_steps({g}const float *steps, {g}const float *skip, {g}float *out) {{
-    out[0] = skip[0] != 0.0f ? steps[0] : steps[0] + 1.0f;
+{d.kernel} adamw_amp_steps({g}float *steps, {g}const float *skip) {{
+    if (skip[0] == 0.0f) steps[0] = steps[0] + 1.0f;
 }}
 """
 

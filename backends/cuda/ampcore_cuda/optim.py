@@ -27,7 +27,7 @@ from ampcore import cgen
 from ampcore import dtypes as dt
 from ampcore.kernels import check_adamw_step
 
-from .array import CuArray, contiguous
+from .array import CuArray
 from .codegen import FLOAT_CTYPES, PRELUDE, CType, ctype
 from .launch import BLOCK, ILP, MULTI_TENSOR_HELPERS, TILE, multi_tensor_meta, raw_kernel
 from .runtime import import_cupy
@@ -168,7 +168,9 @@ def _check_flag(value: Any, name: str, device: int, params: Sequence[Any]) -> An
         raise TypeError(f"adamw_step_amp: {name} must be a 1-element float32 cuda array, got {value!r}")
     if params and value.device_index != device:
         raise ValueError(f"adamw_step_amp: {name} is on cuda:{value.device_index}, the tensors on cuda:{device}")
-    return contiguous(value.data).reshape(1)
+    if not value.data.flags.c_contiguous:
+        raise ValueError(f"adamw_step_amp: {name} must be C-contiguous (the count is advanced in place)")
+    return value.data.reshape(1)
 
 
 def adamw_step_amp(
@@ -189,7 +191,8 @@ def adamw_step_amp(
     """:func:`adamw_step` numbered ``steps + 1`` and skipped where ``skip`` is nonzero, both read on the device
     (1-element float32 arrays): no host read.  The step's bias corrections are computed in each thread, in
     double, as the host computes them for :func:`adamw_step` (:func:`ampcore.cgen.adamw_amp_constants`).  In
-    place; returns the lists and a new steps array (``steps + 1``, or ``steps``'s value where skipped).
+    place, the step count too (after the step's kernels: a captured step advances it at every replay);
+    returns the lists and ``steps``.
 
     The checks of :func:`adamw_step` (with step 1) and TypeError for ``steps``/``skip`` that are not
     1-element float32 cuda arrays, before anything is written.
@@ -214,9 +217,8 @@ def adamw_step_amp(
             kernel = raw_kernel(("adamw_step_amp", pc.tag, gc.tag), source, _name(pc, gc, True))
             args = (meta, np.int32(len(members)), np.int32(mode), steps_data, skip_data)
             kernel((blocks,), (BLOCK,), (*args, *(scalar(x) for x in consts), *(np.float64(x) for x in doubles)))
-        new_steps = cupy.empty(1, dtype=np.float32)
-        raw_kernel((_STEPS_NAME,), _steps_source, _STEPS_NAME)((1,), (1,), (steps_data, skip_data, new_steps))
-    return params, exp_avgs, exp_avg_sqs, CuArray(new_steps.reshape(steps.shape), dt.float32)
+        raw_kernel((_STEPS_NAME,), _steps_source, _STEPS_NAME)((1,), (1,), (steps_data, skip_data))
+    return params, exp_avgs, exp_avg_sqs, steps
 
 
 def kernels() -> dict[str, Callable[..., Any]]:

@@ -212,8 +212,8 @@ def adamw_step_amp(
 ) -> tuple[list[CLArray], list[CLArray], list[CLArray], CLArray]:
     """:func:`adamw_step` numbered ``steps + 1`` and skipped where ``skip`` is nonzero, both read on the device
     (1-element float32 arrays): no host read.  The bias corrections are computed per work-item in double, as
-    the host computes them for :func:`adamw_step` (:func:`ampcore.cgen.adamw_amp_constants`).  In place;
-    returns the lists and a new steps array.
+    the host computes them for :func:`adamw_step` (:func:`ampcore.cgen.adamw_amp_constants`).  In place, the
+    step count too (advanced after the step's kernels); returns the lists and ``steps``.
 
     A device without ``cl_khr_fp64`` has no double to compute them in: there the two flags are read on the
     host (one 8-byte transfer, which :func:`ampcore.count_host_syncs` does not see) and :func:`adamw_step`
@@ -242,10 +242,9 @@ def adamw_step_amp(
         max_k = max_variant(state, 4, scalar_bytes)
         for launch in plan_launches(state, groups, max_k):
             _run(state, launch, p_type, g_type, shape, mode, scalar_type, scalars, (steps, skip, doubles))
-    new_steps = CLArray(state, steps.shape, dt.float32)
     kernel = state.kernel(("adamw_amp_steps",), lambda: _steps_source(state.fp64), "adamw_amp_steps")
-    state.launch(kernel, (1,), (1,), steps.buffer, skip.buffer, new_steps.buffer)
-    return params, exp_avgs, exp_avg_sqs, new_steps
+    state.launch(kernel, (1,), (1,), steps.buffer, skip.buffer)  # in place, after the step's kernels
+    return params, exp_avgs, exp_avg_sqs, steps
 
 
 def _amp_on_the_host(
@@ -270,11 +269,10 @@ def _amp_on_the_host(
         return params, exp_avgs, exp_avg_sqs, steps
     step = int(flags[1]) + 1
     adamw_step(params, grads, exp_avgs, exp_avg_sqs, step=step, decoupled=decoupled, **hyper)
-    new_steps = CLArray(state, steps.shape, dt.float32)
     host = np.full(steps.shape, step, np.float32)
     with state.launch_lock:
-        cl.enqueue_copy(state.queue, new_steps.buffer, host, is_blocking=True)
-    return params, exp_avgs, exp_avg_sqs, new_steps
+        cl.enqueue_copy(state.queue, steps.buffer, host, is_blocking=True)
+    return params, exp_avgs, exp_avg_sqs, steps
 
 
 def kernels() -> dict[str, Callable[..., Any]]:
