@@ -105,7 +105,7 @@ def support() -> tuple[bool, str]:
 
 
 class CapturedGraph(Generic[T]):
-    """A captured region: :meth:`replay` launches it on its stream (no host synchronisation); ``outputs`` is
+    """A captured region: :meth:`replay` launches it on the current stream (no host synchronisation); ``outputs`` is
     what ``fn`` returned at capture, its arrays written again by every replay."""
 
     def __init__(self, graph: Any, stream: Any, pool: Any, keep: list[Any], outputs: T, device: int):
@@ -115,10 +115,11 @@ class CapturedGraph(Generic[T]):
         self.replays = 0
 
     def replay(self) -> None:
-        """Launch the graph once (asynchronously, after the work already queued on its stream)."""
+        """Launch the graph once on the current stream: asynchronously, after the work already queued there
+        (writes into the static inputs) and before what follows (reads of the outputs)."""
         cupy = import_cupy()
         with cupy.cuda.Device(self.device):
-            self._graph.launch(self._stream)
+            self._graph.launch(cupy.cuda.get_current_stream())
         self.replays += 1
 
     def __repr__(self) -> str:
