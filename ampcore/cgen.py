@@ -63,6 +63,11 @@ __all__ = [
     "ADAMW_L2",
     "adamw_scalars",
     "adamw_element",
+    "ADAMW_AMP_SCALARS",
+    "ADAMW_AMP_DOUBLES",
+    "adamw_amp_scalars",
+    "adamw_amp_constants",
+    "adamw_amp_steps_kernel",
     "update_scale_kernel",
     "SOFTMAX_OPS",
     "ROW_BASE",
@@ -474,6 +479,57 @@ def adamw_element(
         store(p_tag, p_storage, p, index, "pc"),
     )
     return "".join(f"{indent}{line}\n" for line in lines)
+
+
+# --------------------------------------------------------------------------- adamw_step_amp
+ADAMW_AMP_SCALARS = tuple(name for name in ADAMW_SCALARS if name not in ("bc2_sqrt", "step_size"))
+"""The fused AMP step's scalar kernel arguments in the compute type, in order: :data:`ADAMW_SCALARS` less the two
+that depend on the step number, which the kernel computes from the device's step count
+(:func:`adamw_amp_constants`)."""
+ADAMW_AMP_DOUBLES = ("lr", "beta1_64", "beta2_64")
+"""The fused AMP step's double kernel arguments, in order: what :func:`adamw_amp_constants` computes from."""
+
+
+def adamw_amp_scalars(
+    lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, decoupled: bool
+) -> tuple[int, list[float], list[float]]:
+    """``(mode, scalars, doubles)``: the kernel's mode, its :data:`ADAMW_AMP_SCALARS` values (as
+    :func:`adamw_scalars` computes them) and its :data:`ADAMW_AMP_DOUBLES` values."""
+    mode, values = adamw_scalars(1, lr, beta1, beta2, eps, weight_decay, decoupled)
+    named = dict(zip(ADAMW_SCALARS, values))
+    return mode, [named[name] for name in ADAMW_AMP_SCALARS], [lr, beta1, beta2]
+
+
+def adamw_amp_constants(d: Dialect, p_tag: str, steps: str, skip: str, indent: str) -> str:
+    """C lines opening the fused AMP step's kernel: return where ``skip[0]`` is nonzero (found inf/NaN: nothing
+    is written), else declare ``bc2_sqrt`` and ``step_size`` for step ``steps[0] + 1`` exactly as
+    :func:`adamw_scalars` computes them on the host (double arithmetic, ``pow`` of the step as a double), each
+    rounded once to the compute type, so a step counted on the device gives the host-counted step's bits
+    wherever ``pow`` is the host's (the CUDA simulator's glibc; a GPU's double ``pow`` is within 2 ulp, which
+    changes the rounded float only where the double lies that close to a float rounding boundary).  Needs
+    double arithmetic (an OpenCL device with ``cl_khr_fp64``); ``steps`` and ``skip`` point to floats and the
+    :data:`ADAMW_AMP_DOUBLES` are in scope."""
+    c = "double" if p_tag == "f64" else "float"
+    cast = "{}" if c == "double" else d.double_to_float_rn
+    lines = (
+        f"if ({skip}[0] != 0.0f) return;  /* found inf/NaN: the step is skipped on the device */",
+        f"const double amp_t = (double){steps}[0] + 1.0;",
+        f"const {c} bc2_sqrt = {cast.format('sqrt(1.0 - pow(beta2_64, amp_t))')};",
+        f"const {c} step_size = {cast.format('lr / (1.0 - pow(beta1_64, amp_t))')};",
+    )
+    return "".join(f"{indent}{line}\n" for line in lines)
+
+
+def adamw_amp_steps_kernel(d: Dialect) -> str:
+    """Kernel ``adamw_amp_steps`` for one thread: the fused AMP step's count advanced in place, ``steps + 1``
+    unless ``skip`` is nonzero.  Launched after the step's kernels, which read the count: in place so a
+    captured step (a CUDA graph) advances the same array at every replay."""
+    g = d.global_
+    return f"""
+{d.kernel} adamw_amp_steps({g}float *steps, {g}const float *skip) {{
+    if (skip[0] == 0.0f) steps[0] = steps[0] + 1.0f;
+}}
+"""
 
 
 # --------------------------------------------------------------------------- update_scale

@@ -14,6 +14,11 @@
 #   bench-linear-gemms  mlp-large's bf16/fp16 linear GEMMs (forward and both backward layouts) against torch
 #   bench-mlp-large     the 4096-wide Linear stack: fp32, fp16 and bf16 AMP beside torch, and float8 tensorwise /
 #                       rowwise rows beside bf16; float8-vs-bf16 checks float8 is faster with its loss within 2%
+# Owed by issue 36 (CUDA graphs, ampcore_cuda.graphs):
+#   bench-cuda-graph    mlp-large and transformer-large fp16 and bf16 AMP steps captured as one CUDA graph and
+#                       replayed, against the same step eager: ms per step, host reads per step (goal 0), and the
+#                       parameters bit for bit eager's (exit 1 otherwise); a row for ampcore.compile once it exists
+#   cuda-tests          includes tests/test_cuda_graphs.py, whose capture tests run on the GPU where there is one
 # Each step's output goes to OUTDIR (JSON where the step writes one); a failing or timed-out step is reported
 # and the next one still runs.  GPU_CHECKS_STEP_TIMEOUT (seconds, default 300) bounds each step.
 set -uo pipefail
@@ -74,7 +79,11 @@ step float8-vs-bf16   float8_vs_bf16 "$out/bench-mlp-large.json"
 step cuda-tests       "$python" -m pytest -q -p no:cacheprovider tests/test_cuda_backend.py tests/test_cuda_device.py \
                                 tests/test_cuda_launch.py tests/test_cuda_codegen.py tests/test_cuda_kernels_compile.py \
                                 tests/test_cuda_compiler.py tests/test_cuda_sim_elementwise.py \
-                                tests/test_float8_host_syncs.py
+                                tests/test_float8_host_syncs.py tests/test_cuda_graphs.py \
+                                tests/test_adamw_step_amp_devices.py
+step bench-cuda-graph "$python" benchmarks/bench_cuda_graph.py --device cuda:0 --model mlp-large \
+                                --model transformer-large --dtype float16 --dtype bfloat16 --steps 10 \
+                                --json "$out/bench-cuda-graph.json"
 step conformance      "$python" -m ampcore conformance --backend cuda --json "$out/conformance.json"
 # issue 38: each planted wrong kernel (16-bit accumulator GEMM, flushed small results, exp 2 ulps off, ...) must fail
 # the tolerance rules on the GPU too (AMPCORE_CUDA_SIMULATOR, which these tests set, is ignored beside a GPU)

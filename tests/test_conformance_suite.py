@@ -111,6 +111,10 @@ DEFECTS = {
         ("fused",),
         {("fused", "adamw_step.arguments", "float32"), ("fused", "adamw_step.arguments", "bfloat16")},
     ),
+    "adamw_step_amp_ignores_skip": (
+        ("fused",),
+        {("fused", "adamw_step_amp", "float32"), ("fused", "adamw_step_amp", "float16")},
+    ),
     "floating_point_warnings": (("kernels",), {("kernels", "log", "float32"), ("kernels", "div", "float16")}),
 }
 

@@ -243,10 +243,9 @@ def test_the_kernel_table_has_every_primitive_and_every_fused_kernel_of_the_cont
 
     names = set(CUDABackend().kernel_functions())
     assert PRIMITIVES <= names
-    # The core's reference compositions run on cuda for these, so far: adamw_step_amp (the fused step that reads
-    # GradScaler's found-inf on the device; cuda keeps the one-read path under a GradScaler) and the tiled max-pool
-    # pair (issue 28 fused them for the cpu backend's cnn; cuda pools through the composition's reshape and max).
-    assert names - PRIMITIVES == FUSED - {"adamw_step_amp", "max_pool2d_tiled", "max_pool2d_tiled_backward"}
+    # The core's reference compositions run on cuda for the tiled max-pool pair (issue 28 fused them for the cpu
+    # backend's cnn; cuda pools through the composition's reshape and max).
+    assert names - PRIMITIVES == FUSED - {"max_pool2d_tiled", "max_pool2d_tiled_backward"}
 
 
 def test_the_installed_backend_is_listed_unavailable_with_its_reason_and_not_broken(run_python):

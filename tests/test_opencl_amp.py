@@ -509,5 +509,5 @@ def test_kernels_names_the_family():
     from ampcore_opencl import kernels, optim
 
     assert set(amp.kernels()) == {"unscale_and_check", "update_scale", "gelu", "gelu_backward"}
-    assert set(optim.kernels()) == {"adamw_step"}
-    assert {"adamw_step", "softmax", "log_softmax_backward"} <= set(kernels.kernel_table())
+    assert set(optim.kernels()) == {"adamw_step", "adamw_step_amp"}
+    assert {"adamw_step", "adamw_step_amp", "softmax", "log_softmax_backward"} <= set(kernels.kernel_table())

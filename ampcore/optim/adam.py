@@ -175,8 +175,7 @@ class Adam(Optimizer):
     bits on the cpu backend); ``fused=True`` requires the fused kernel
     (ValueError naming the backends without one, or for ``amsgrad``).  Under a
     GradScaler a ``fused=True`` optimizer on backends with ``adamw_step_amp``
-    (cpu so far; opencl and cuda read found-inf on the host once per step, as
-    before) is stepped with ``found_inf`` on the device: the step is skipped
+    (cpu, opencl and cuda) is stepped with ``found_inf`` on the device: the step is skipped
     there, with no host read, and the step counts become 1-element float32
     device tensors (as torch's fused state); ``scaler.step`` then returns None.
     """

@@ -177,6 +177,22 @@ def unchecked_adamw_step(table: Kernels) -> None:
     table["adamw_step"] = adamw_step
 
 
+def adamw_step_amp_ignores_skip(table: Kernels) -> None:
+    """A fused ``adamw_step_amp`` (the core's composition) that never reads its skip flag: a step whose
+    gradients overflowed updates the parameters and counts itself anyway."""
+    from ..kernels import KernelTable
+    from ..optim.adam import adamw_step_amp_reference
+
+    names = ("cast", "add", "sub", "mul", "div", "sqrt", "pow", "eq", "where")
+    k = KernelTable("adamw_step_amp_ignores_skip", {n: table[n] for n in names}, "defect")
+    k.bind_array_info(lambda a: a.shape, lambda a: dt.as_dtype(a.dtype))
+
+    def adamw_step_amp(params: list, grads: list, m: list, v: list, steps: Any, skip: Any, **hyper: Any) -> tuple:
+        return adamw_step_amp_reference(k, params, grads, m, v, steps, np.zeros_like(skip), **hyper)
+
+    table["adamw_step_amp"] = adamw_step_amp
+
+
 def floating_point_warnings(table: Kernels) -> None:
     """Elementwise kernels leave NumPy's floating-point warnings on: log(0), 1/0 and inf - inf print a
     RuntimeWarning instead of quietly giving the IEEE value (the values themselves are right)."""
@@ -230,6 +246,7 @@ DEFECTS: dict[str, Callable[[Kernels], None]] = {
     "max_ignores_keepdims": max_ignores_keepdims,
     "integer_add_off_by_one": integer_add_off_by_one,
     "unchecked_adamw_step": unchecked_adamw_step,
+    "adamw_step_amp_ignores_skip": adamw_step_amp_ignores_skip,
     "floating_point_warnings": floating_point_warnings,
     "float8_truncating_quantize": float8_truncating_quantize,
     **{

@@ -6,7 +6,8 @@ it does, the kernel must agree with the float64 reference within the suite's tol
 shapes, every axis position, non-contiguous input, magnitudes where exp overflows without subtracting the
 maximum, rows of -inf), their backward kernels, gelu (each result within its ulps) and gelu_backward (exact
 erf and tanh forms), max_pool2d_tiled and its backward (exactly, with NaNs and ties),
-and ``adamw_step`` over several steps for Adam and AdamW, with and without weight decay.  ``optim.SGD`` /
+and ``adamw_step`` over several steps for Adam and AdamW, with and without weight decay, and ``adamw_step_amp``
+(the step count and the skip flag on the device) against it.  ``optim.SGD`` /
 ``Adam`` / ``AdamW`` run a few steps on the device whichever route the backend takes.
 """
 
@@ -322,6 +323,69 @@ def test_adamw_step(backend, variant, dtype):
             assert_close(backend.get(params[i]), ref_p, d, roundings=r, scale=0.0, what=f"{what}: param")
             assert_close(backend.get(m[i]), ref_m, md, roundings=r, scale=0.0, what=f"{what}: exp_avg")
             assert_close(backend.get(v[i]), ref_v, md, roundings=r, scale=0.0, what=f"{what}: exp_avg_sq")
+
+
+# --------------------------------------------------------------------------- adamw_step_amp
+_AMP_SKIPPED = {3: 1.0, 5: float("nan")}  # call -> the skip flag (else 0): found inf, and a NaN flag
+_AMP_CALLS = STEPS + len(_AMP_SKIPPED)
+
+
+@pytest.mark.conformance(op="adamw_step_amp")
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("variant", list(_ADAM_VARIANTS))
+def test_adamw_step_amp(backend, variant, dtype):
+    """adamw_step_amp with the step count and the skip flag on the device: a call whose flag is nonzero (1, or
+    NaN) leaves every parameter and moment bit for bit as it was and the count unchanged; every other call is
+    one step numbered count + 1, following float64 Adam/AdamW as adamw_step does, and bit for bit the
+    backend's own adamw_step of that number where it has one; the count comes back as a 1-element float32."""
+    _require_kernel(backend, "adamw_step_amp")
+    d = dt.as_dtype(dtype)
+    sd = _state_dtype(d)
+    backend.require_compute(d, sd)
+    options = {**_ADAM_HYPER, **_ADAM_VARIANTS[variant]}
+    p0, grads = _draws(d, _PARAM_SHAPES, SEED + 2)
+    refs = [R.adam_steps(p, g, round_param=_rounder(d), **options) for p, g in zip(p0, grads)]
+    fused = backend.kernels.has("adamw_step")
+    params = [backend.put(p, d) for p in p0]
+    m = [backend.put(np.zeros(s), sd) for s in _PARAM_SHAPES]
+    v = [backend.put(np.zeros(s), sd) for s in _PARAM_SHAPES]
+    twins = ([backend.put(p, d) for p in p0], *([backend.put(np.zeros(s), sd) for s in _PARAM_SHAPES] for _ in "mv"))
+    steps = backend.put(np.zeros(1), dt.float32)
+    step = 0
+    md = _moment_dtype(d, options["decoupled"], options["weight_decay"])
+    for call in range(1, _AMP_CALLS + 1):
+        flag = _AMP_SKIPPED.get(call, 0.0)
+        g = [backend.put(_rounded(gs[min(step, STEPS - 1)], d), d) for gs in grads]
+        before = [backend.get(a).tobytes() for a in (*params, *m, *v)]
+        params, m, v, steps = (
+            list(a) if isinstance(a, (list, tuple)) else a
+            for a in backend.kernels.adamw_step_amp(params, g, m, v, steps, backend.put([flag], dt.float32), **options)
+        )
+        what = f"adamw_step_amp ({variant}) {d.name}, call {call} (skip flag {flag})"
+        _check_dtype(backend, steps, dt.float32, f"{what}: steps")
+        count = backend.get(steps).reshape(-1)
+        if flag != 0.0:
+            assert count.tolist() == [step], f"{what}: steps {count.tolist()}, expected [{step}] (skipped)"
+            after = [backend.get(a).tobytes() for a in (*params, *m, *v)]
+            assert after == before, f"{what}: a skipped step changed a parameter or a moment"
+            continue
+        step += 1
+        assert count.tolist() == [step], f"{what}: steps {count.tolist()}, expected [{step}]"
+        if fused:
+            twins = tuple(list(a) for a in backend.kernels.adamw_step(*twins[:1], g, *twins[1:], step=step, **options))
+            for label, got, twin in zip(("param", "exp_avg", "exp_avg_sq"), (params, m, v), twins):
+                for i, (a, b) in enumerate(zip(got, twin)):
+                    assert backend.get(a).tobytes() == backend.get(b).tobytes(), (
+                        f"{what}: {label} {i} differs from adamw_step(step={step})'s bits"
+                    )
+        for i, (ref_p, ref_m, ref_v) in enumerate(next(r) for r in refs):
+            where = f"{what}: tensor {i} {_PARAM_SHAPES[i]} after step {step}"
+            for name, array, want in (("param", params[i], d), ("exp_avg", m[i], sd), ("exp_avg_sq", v[i], sd)):
+                _check_dtype(backend, array, want, f"{where}: {name}")
+            r = _roundings_after(step)
+            assert_close(backend.get(params[i]), ref_p, d, roundings=r, scale=0.0, what=f"{where}: param")
+            assert_close(backend.get(m[i]), ref_m, md, roundings=r, scale=0.0, what=f"{where}: exp_avg")
+            assert_close(backend.get(v[i]), ref_v, md, roundings=r, scale=0.0, what=f"{where}: exp_avg_sq")
 
 
 # --------------------------------------------------------------------------- optimizers

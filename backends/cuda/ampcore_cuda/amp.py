@@ -130,7 +130,7 @@ def update_scale(
     :func:`ampcore.cgen.update_scale_kernel`) in one device thread, no host read.
 
     Products in float64, rounded once to float32 (torch's float * double).
-    Returns new ``(scale, tracker)`` arrays.
+    Updates ``scale`` and ``growth_tracker`` in place and returns them.
     """
     _check_scalar("scale", scale, dt.float32, "update_scale")
     _check_scalar("growth_tracker", growth_tracker, dt.int32, "update_scale")
@@ -141,7 +141,9 @@ def update_scale(
     cupy = import_cupy()
     interval = max(min(int(growth_interval), 2**63 - 1), -(2**63))
     with cupy.cuda.Device(device):
-        out_scale, out_tracker = cupy.empty_like(scale.data), cupy.empty_like(growth_tracker.data)
+        # In place (the contract allows it; one thread reads both before it writes): a captured step (a CUDA graph)
+        # then moves the same scale at every replay.
+        out_scale, out_tracker = scale.data, growth_tracker.data
         kernel = raw_kernel(("update_scale",), lambda: _UPDATE_SOURCE, "update_scale")
         kernel(
             (1,),

@@ -10,10 +10,15 @@ cores.  Row-major ``C = A @ B`` is column-major ``C^T = B^T A^T``, so the
 operands are passed swapped; a transposed operand (a ``.T`` view, as every
 linear layer's backward makes) goes to cuBLAS as ``CUBLAS_OP_T`` and a
 broadcast batch as batch stride 0, so neither is copied.
+
+Inside a CUDA graph capture (:mod:`.graphs`) every GEMM goes through ``cublasGemmStridedBatchedEx`` with this
+backend's own cuBLAS handle (:mod:`.blas`), float32 ones too (``CUDA_R_32F`` operands, ``CUBLAS_COMPUTE_32F``:
+no TF32), as CuPy's cuBLAS wrapper raises during capture.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +27,7 @@ import numpy as np
 
 from ampcore import dtypes as dt
 
+from . import blas, graphs
 from .array import CuArray, contiguous
 from .convert import down, up
 from .runtime import import_cupy, import_cupy_module
@@ -32,6 +38,7 @@ __all__ = ["matmul", "gemm_ex", "kernels", "CUDA_R", "CUDA_R_32F", "CUBLAS_COMPU
 CUDA_R = {dt.float16: 2, dt.bfloat16: 14}
 CUDA_R_32F = 0
 _OUT_R = {**CUDA_R, dt.float32: CUDA_R_32F}  # the output types gemm_ex writes (float32: the bare accumulator)
+_IN_R = _OUT_R  # inside a graph float32 GEMMs go through gemm_ex too (CuPy's matmul is cuBLAS through CuPy)
 CUBLAS_COMPUTE_32F = 68
 CUBLAS_GEMM_DEFAULT = -1
 CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
@@ -101,7 +108,6 @@ def gemm_ex(a: CuArray, b: CuArray, out_dtype: dt.DType | None = None) -> CuArra
     ``out_dtype`` is theirs or float32, and the current device is the operands'."""
     cupy = import_cupy()
     out_dtype = a.dtype if out_dtype is None else out_dtype
-    cublas = import_cupy_module("cupy.cuda.cublas")
     a2, b2, batch = _batched(a.data, b.data)
     m, k = a2.shape[-2:]
     n = b2.shape[-1]
@@ -109,11 +115,8 @@ def gemm_ex(a: CuArray, b: CuArray, out_dtype: dt.DType | None = None) -> CuArra
     out = cupy.empty((count, m, n), dtype=np.float32 if out_dtype is dt.float32 else a.data.dtype)
     if out.size and k:
         (a3, op_a, lda, stride_a), (b3, op_b, ldb, stride_b) = _operand(a2, batch), _operand(b2, batch)
-        handle = import_cupy_module("cupy.cuda.device").get_cublas_handle()
-        cublas.setPointerMode(handle, CUBLAS_POINTER_MODE_HOST)
-        kind = CUDA_R[a.dtype]
-        cublas.gemmStridedBatchedEx(
-            handle,
+        kind = _IN_R[a.dtype]
+        _gemm_call()(
             op_b,
             op_a,
             n,
@@ -142,6 +145,18 @@ def gemm_ex(a: CuArray, b: CuArray, out_dtype: dt.DType | None = None) -> CuArra
     return CuArray(out.reshape(_result_shape(a.shape, b.shape, batch)), out_dtype)
 
 
+def _gemm_call() -> Callable[..., None]:
+    """``cublasGemmStridedBatchedEx`` taking its arguments after the handle: CuPy's handle, or inside a CUDA
+    graph capture this backend's own (:mod:`.blas`; CuPy's wrapper raises there)."""
+    current = graphs.active()
+    if current is not None:
+        return functools.partial(blas.gemm_strided_batched_ex, current.device)
+    cublas = import_cupy_module("cupy.cuda.cublas")
+    handle = import_cupy_module("cupy.cuda.device").get_cublas_handle()
+    cublas.setPointerMode(handle, CUBLAS_POINTER_MODE_HOST)
+    return functools.partial(cublas.gemmStridedBatchedEx, handle)
+
+
 def _result_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...], batch: tuple[int, ...]) -> tuple[int, ...]:
     rows = () if len(a_shape) == 1 else (a_shape[-2],)
     cols = () if len(b_shape) == 1 else (b_shape[-1],)
@@ -153,6 +168,12 @@ def matmul(a: CuArray, b: CuArray) -> CuArray:
     cupy = import_cupy()
     with cupy.cuda.Device(a.device_index):
         if a.dtype in CUDA_R and (a.dtype == dt.float16 or _has_bf16_gemm(a.device_index)):
+            return gemm_ex(a, b)
+        if graphs.active() is not None:  # no cupy.matmul inside a graph: its cuBLAS refuses capture
+            if a.dtype in CUDA_R:
+                return down(gemm_ex(CuArray(up(a), dt.float32), CuArray(up(b), dt.float32)).data, a.dtype)
+            if a.dtype != dt.float32:
+                raise graphs.CaptureDeclinedError(f"a {a.dtype.name} GEMM cannot run inside a CUDA graph here")
             return gemm_ex(a, b)
         if a.dtype in CUDA_R:
             return down(cupy.matmul(up(a), up(b)), a.dtype)

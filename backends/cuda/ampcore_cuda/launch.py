@@ -13,7 +13,8 @@ each tensor's first block, its size and its data pointers, and each block
 finds its tensor by a binary search of the first blocks.  ``meta`` is cached
 by its contents, so the same tensors step after step upload nothing, and a new
 one is an asynchronous copy (CuPy stages it through pinned memory): no host
-synchronisation either way.
+synchronisation either way.  Inside a CUDA graph capture a new table is uploaded from page-locked memory the
+graph keeps (:func:`ampcore_cuda.graphs.upload`) and not cached, and a cached one is kept alive by the graph.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 
 from ampcore import cgen
 
-from . import compiler
+from . import compiler, graphs
 from .runtime import import_cupy
 
 __all__ = ["OPTIONS", "BLOCK", "ILP", "raw_kernel", "multi_tensor_meta", "MULTI_TENSOR_HELPERS", "blocks_for"]
@@ -69,12 +70,14 @@ def multi_tensor_meta(device: int, groups: Sequence[Sequence[Any]], tile: int = 
             starts + [total] + [g[0].size for g in groups] + [a.data.ptr for g in groups for a in g], dtype=np.uint64
         ).view(np.int64)
         with import_cupy().cuda.Device(device):
-            meta = import_cupy().asarray(host)
-        _metas[key] = meta
-        if len(_metas) > _META_CACHE_SIZE:
-            _metas.popitem(last=False)
+            meta = graphs.upload(host)
+        if graphs.active() is None:  # a table made inside a capture holds its values only at the graph's replays
+            _metas[key] = meta
+            if len(_metas) > _META_CACHE_SIZE:
+                _metas.popitem(last=False)
     else:
         _metas.move_to_end(key)
+    graphs.keep_alive(meta)  # a graph reads it at every replay: it must outlive the cache's eviction
     return meta, total
 
 

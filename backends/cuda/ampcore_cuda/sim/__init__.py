@@ -4,7 +4,8 @@ per CUDA thread) and whose cuBLAS computes as ``CUBLAS_COMPUTE_32F`` does.
 
 Opt-in only: ``AMPCORE_CUDA_SIMULATOR=h100`` (sm_90, bfloat16 autocast) or ``t4`` (sm_75, float16 autocast,
 bfloat16 GEMMs fall back to float32); ``l4`` (sm_89) and ``b200`` (sm_100) for the float8 GEMM paths
-that depend on the architecture (cuBLASLt's stand-in, :mod:`.cublaslt`).  It proves kernel logic and the
+that depend on the architecture (cuBLASLt's stand-in, :mod:`.cublaslt`).  Streams capture and graphs replay
+(:mod:`.capture`), refusing what CUDA refuses inside a capture.  It proves kernel logic and the
 glue around it; it says nothing about speed, NVRTC, real cuBLAS(Lt), the memory model or warp divergence.
 """
 
@@ -16,7 +17,16 @@ from typing import Any
 
 from .devices import PROFILES, Profile
 
-__all__ = ["ENV", "PROFILES", "IMPORTABLE", "requested_profile", "cupy_module", "cublaslt_module", "module"]
+__all__ = [
+    "ENV",
+    "PROFILES",
+    "IMPORTABLE",
+    "requested_profile",
+    "cupy_module",
+    "cublaslt_module",
+    "nvmath_cublas_module",
+    "module",
+]
 
 ENV = "AMPCORE_CUDA_SIMULATOR"
 _modules: dict[str, types.ModuleType] = {}
@@ -54,6 +64,13 @@ def cublaslt_module(profile: Profile | None = None) -> Any:
     if profile is None:
         raise ValueError(f"{ENV} is not set: the simulated cuBLASLt has no device")
     return make_cublaslt(profile)
+
+
+def nvmath_cublas_module() -> Any:
+    """The simulated ``nvmath.bindings.cublas``: cuBLAS with a handle of the caller's own, capturable."""
+    from .cublas import NVMATH_CUBLAS
+
+    return NVMATH_CUBLAS
 
 
 # What ``importlib.import_module`` finds in CuPy 14: ``cupy.cuda.cublas`` and ``cupy.cuda.nvrtc`` are attributes

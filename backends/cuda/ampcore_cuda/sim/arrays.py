@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from . import capture
 from .devices import MemoryPool, current_device
 
 __all__ = ["ndarray", "MemoryPointer", "POOL", "to_device", "check_no_host_arrays", "flush_float32", "FTZ_EXEMPT"]
@@ -57,9 +58,16 @@ class _DeviceRef:
 
 
 def _count(owner: np.ndarray) -> None:
-    """Charge ``owner``'s buffer to the pool until it is garbage collected."""
-    POOL.allocated(owner.nbytes)
-    weakref.finalize(owner, POOL.freed, owner.nbytes)
+    """Charge ``owner``'s buffer to the current pool until it is garbage collected (checked inside a capture)."""
+    capture.on_allocate(owner)
+    capture.track(owner)
+    pool = capture.current_pool() or POOL
+    pool.allocated(owner.nbytes)
+    weakref.finalize(owner, pool.freed, owner.nbytes)
+
+
+def _host_read(what: str) -> None:
+    capture.refuse(f"a host read of device data ({what})")
 
 
 class ndarray(np.ndarray):  # noqa: N801 - CuPy's name
@@ -78,11 +86,51 @@ class ndarray(np.ndarray):  # noqa: N801 - CuPy's name
     def device(self) -> _DeviceRef:  # type: ignore[override]
         return _DeviceRef(self._device_id)
 
-    def get(self) -> np.ndarray:
-        """A host copy (a plain NumPy array)."""
+    def get(self, stream: Any = None) -> np.ndarray:
+        """A host copy (a plain NumPy array); refused inside a capture."""
+        _host_read("ndarray.get()")
         return np.array(self.view(np.ndarray), copy=True)
 
+    def item(self, *args: Any) -> Any:
+        _host_read("ndarray.item()")
+        return np.ndarray.item(self, *args)
+
+    def tolist(self) -> Any:
+        _host_read("ndarray.tolist()")
+        return np.ndarray.tolist(self)
+
+    def __float__(self) -> float:
+        _host_read("float(ndarray)")
+        return float(self.view(np.ndarray))
+
+    def __int__(self) -> int:
+        _host_read("int(ndarray)")
+        return int(self.view(np.ndarray))
+
+    def __bool__(self) -> bool:
+        _host_read("bool(ndarray)")
+        return bool(self.view(np.ndarray))
+
+    # Methods that may copy (CuPy runs a copy kernel) or write: recorded inside a capture.
+    def reshape(self, *shape: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        return capture.run(lambda: np.ndarray.reshape(self, *shape, **kwargs), (), {}, reads=(self,))
+
+    def ravel(self, order: Any = "C") -> Any:  # type: ignore[override]
+        return capture.run(lambda: np.ndarray.ravel(self, order), (), {}, reads=(self,))
+
+    def flatten(self, order: Any = "C") -> Any:  # type: ignore[override]
+        return capture.run(lambda: np.ndarray.flatten(self, order), (), {}, reads=(self,))
+
+    def fill(self, value: Any) -> None:
+        capture.run(np.ndarray.fill, (self, value), {}, writes=True)
+
+    def copy(self, order: Any = "C") -> Any:  # type: ignore[override]
+        return capture.run(lambda: to_device(np.array(self.view(np.ndarray), order=order, copy=True)), (), {})
+
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        return capture.run(self._ufunc, (ufunc, method, *inputs), kwargs, writes="out" in kwargs)
+
+    def _ufunc(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         check_no_host_arrays(inputs, ufunc.__name__)
         flush = ufunc.__name__ not in FTZ_EXEMPT
         args = [
@@ -106,6 +154,9 @@ class ndarray(np.ndarray):  # noqa: N801 - CuPy's name
 
     def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         """NumPy's astype; a conversion (not a same-dtype copy) flushes float32 subnormals as CuPy's does."""
+        return capture.run(self._astype, (dtype, *args), kwargs)
+
+    def _astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:
         if np.dtype(dtype) == self.dtype:
             return np.ndarray.astype(self, dtype, *args, **kwargs)
         source = flush_float32(self.view(np.ndarray))
@@ -114,12 +165,18 @@ class ndarray(np.ndarray):  # noqa: N801 - CuPy's name
         return flush_float32(result, copy=False)
 
     def __getitem__(self, key: Any) -> Any:
+        return capture.run(self._getitem, (key,), {})
+
+    def _getitem(self, key: Any) -> Any:
         result = np.ndarray.__getitem__(self, key)
         if isinstance(result, np.generic):  # CuPy gives a 0-d view where NumPy gives a scalar
             result = np.ndarray.__getitem__(self, (*(key if isinstance(key, tuple) else (key,)), Ellipsis))
         return result
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        capture.run(self._setitem, (key, value), {}, writes=True)
+
+    def _setitem(self, key: Any, value: Any) -> None:
         plain = value.view(np.ndarray) if isinstance(value, ndarray) else value
         np.ndarray.__setitem__(self.view(np.ndarray), key, plain)
 

@@ -9,10 +9,14 @@ honoured.  A combination it does not implement raises
 from __future__ import annotations
 
 import ctypes
+import itertools
+from typing import Any
 
 import numpy as np
 
 from ampcore import dtypes as dt
+
+from . import capture
 
 __all__ = [
     "CublasSimError",
@@ -41,12 +45,18 @@ class CublasSimError(RuntimeError):
     """A cuBLAS call the simulator does not implement, or one cuBLAS itself would reject."""
 
 
+def _refuse_in_capture() -> None:
+    if capture.active() is not None:  # CuPy's cublas module does exactly this
+        raise NotImplementedError("calling cuBLAS API during stream capture is currently unsupported")
+
+
 def get_cublas_handle() -> int:
     """``cupy.cuda.device.get_cublas_handle()``: the one handle of the simulated device."""
     return _HANDLE
 
 
 def setPointerMode(handle: int, mode: int) -> None:  # noqa: N802 - cuBLAS's name
+    _refuse_in_capture()
     if mode != _POINTER_MODE_HOST:
         raise CublasSimError(
             f"cublasSetPointerMode({mode}): the simulator implements only "
@@ -106,7 +116,40 @@ def gemmStridedBatchedEx(  # noqa: N802 - cuBLAS's name
     compute_type: int,
     algo: int,
 ) -> None:
-    """``C[i] = alpha * op(A[i]) @ op(B[i]) + beta * C[i]`` for ``i < batch``, column-major (cuBLAS's contract)."""
+    """``C[i] = alpha * op(A[i]) @ op(B[i]) + beta * C[i]`` for ``i < batch``, column-major (cuBLAS's contract);
+    NotImplementedError inside a stream capture, as CuPy's wrapper raises."""
+    _refuse_in_capture()
+    _gemm(
+        handle, transa, transb, m, n, k, alpha, a, atype, lda, stride_a, b, btype, ldb, stride_b, beta, c, ctype,
+        ldc, stride_c, batch, compute_type, algo,
+    )  # fmt: skip
+
+
+def _gemm(
+    handle: int,
+    transa: int,
+    transb: int,
+    m: int,
+    n: int,
+    k: int,
+    alpha: int,
+    a: int,
+    atype: int,
+    lda: int,
+    stride_a: int,
+    b: int,
+    btype: int,
+    ldb: int,
+    stride_b: int,
+    beta: int,
+    c: int,
+    ctype: int,
+    ldc: int,
+    stride_c: int,
+    batch: int,
+    compute_type: int,
+    algo: int,
+) -> None:
     for name, op in (("transa", transa), ("transb", transb)):
         if op not in (CUBLAS_OP_N, CUBLAS_OP_T):
             raise CublasSimError(
@@ -117,11 +160,11 @@ def gemmStridedBatchedEx(  # noqa: N802 - cuBLAS's name
             f"gemmStridedBatchedEx: computeType {compute_type}, algo {algo}; the simulator "
             f"implements CUBLAS_COMPUTE_32F ({CUBLAS_COMPUTE_32F}) with CUBLAS_GEMM_DEFAULT (-1)"
         )
-    if atype != btype or atype not in (CUDA_R_16F, CUDA_R_16BF) or ctype not in (atype, CUDA_R_32F):
+    if atype != btype or atype not in (CUDA_R_16F, CUDA_R_16BF, CUDA_R_32F) or ctype not in (atype, CUDA_R_32F):
         raise CublasSimError(
             f"gemmStridedBatchedEx: types A={atype}, B={btype}, C={ctype}; the simulator implements A and B "
-            f"both CUDA_R_16F ({CUDA_R_16F}) or both CUDA_R_16BF ({CUDA_R_16BF}), with C of their type or "
-            f"CUDA_R_32F ({CUDA_R_32F})"
+            f"both CUDA_R_16F ({CUDA_R_16F}), both CUDA_R_16BF ({CUDA_R_16BF}) or both CUDA_R_32F "
+            f"({CUDA_R_32F}), with C of their type or CUDA_R_32F"
         )
     if _pointer_mode.get(handle) != _POINTER_MODE_HOST:
         raise CublasSimError(f"gemmStridedBatchedEx: unknown handle {handle!r}")
@@ -211,3 +254,59 @@ def _round(x: np.ndarray, kind: int) -> np.ndarray:
     if kind == CUDA_R_16BF:
         return np.asarray(dt.convert(x, dt.bfloat16)).view(np.uint16)
     return x.astype(np.float16)
+
+
+class NvmathCublas:
+    """``nvmath.bindings.cublas`` of the simulator: a handle of the caller's own, usable inside a stream capture
+    (what CuPy's wrapper refuses), with the same ``gemm_strided_batched_ex`` as ``gemmStridedBatchedEx``."""
+
+    CUBLASError = CublasSimError
+
+    def __init__(self) -> None:
+        self._ids = itertools.count(100)
+        self._handles: dict[int, dict[str, Any]] = {}
+
+    def get_version(self) -> int:
+        return 120804
+
+    def create(self) -> int:
+        capture.refuse("cublasCreate")
+        handle = next(self._ids)
+        self._handles[handle] = {"stream": 0, "workspace": (0, 0)}
+        _pointer_mode[handle] = _POINTER_MODE_HOST
+        return handle
+
+    def _state(self, handle: int) -> dict[str, Any]:
+        if handle not in self._handles:
+            raise CublasSimError(f"unknown cuBLAS handle {handle!r} (CUBLAS_STATUS_NOT_INITIALIZED)")
+        return self._handles[handle]
+
+    def destroy(self, handle: int) -> None:
+        self._handles.pop(handle, None)
+
+    def set_stream(self, handle: int, stream: int) -> None:
+        self._state(handle)["stream"] = int(stream)
+
+    def set_workspace(self, handle: int, workspace: int, size: int) -> None:
+        self._state(handle)["workspace"] = (int(workspace), int(size))
+
+    def set_pointer_mode(self, handle: int, mode: int) -> None:
+        self._state(handle)
+        if mode != _POINTER_MODE_HOST:
+            raise CublasSimError(f"cublasSetPointerMode({mode}): the simulator implements only host mode (0)")
+        _pointer_mode[handle] = mode
+
+    def set_math_mode(self, handle: int, mode: int) -> None:
+        self._state(handle)
+
+    def gemm_strided_batched_ex(self, handle: int, *args: Any) -> None:
+        """Recorded inside a capture; alpha and beta (host pointers) are read now, as cuBLAS reads them when the
+        call is captured."""
+        self._state(handle)
+        values = list(args)
+        kept = [np.array([_host_float(values[i])], np.float32) for i in (5, 14)]  # alpha, beta
+        values[5], values[14] = kept[0].ctypes.data, kept[1].ctypes.data
+        capture.run(lambda: _gemm(handle, *values) if kept else None, (), {}, writes=True)  # kept: alive with it
+
+
+NVMATH_CUBLAS = NvmathCublas()

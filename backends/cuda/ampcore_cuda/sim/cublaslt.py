@@ -39,6 +39,7 @@ import numpy as np
 
 from ampcore import dtypes as dt
 
+from . import capture
 from .devices import Profile
 
 __all__ = ["CublasLtSimError", "cuBLASLtError", "make_cublaslt", "VERSION"]
@@ -434,25 +435,35 @@ class CublasLt:
             raise CublasLtSimError("beta != 0 is not implemented by the stand-in")
         modes = (desc_.get(MatmulDescAttribute.A_SCALE_MODE), desc_.get(MatmulDescAttribute.B_SCALE_MODE))
         self.calls.append({"modes": modes, "types": (la.kind, lb.kind, ld.kind), "m": m, "n": n, "k": k})
-        op_a = _column_major(a, la.kind, la.rows, la.cols, la.ld)
-        op_b = _column_major(b, lb.kind, lb.rows, lb.cols, lb.ld)
-        op_a = op_a.T if desc_.get(MatmulDescAttribute.TRANSA) == CUBLAS_OP_T else op_a
-        op_b = op_b.T if desc_.get(MatmulDescAttribute.TRANSB) == CUBLAS_OP_T else op_b
-        sa, sb = desc_.get(MatmulDescAttribute.A_SCALE_POINTER), desc_.get(MatmulDescAttribute.B_SCALE_POINTER)
-        with np.errstate(all="ignore"):  # a GPU raises no floating-point warnings
-            if modes[0] == MatmulMatrixScale.VEC32_UE8M0:
-                value = alpha32 * _block_scaled(op_a, op_b, _block_scales(sa, m, k), _block_scales(sb, n, k))
+        # Recorded inside a stream capture with the descriptor as it is now: a graph keeps the call's arguments.
+        frozen = _Desc(desc_.compute, desc_.scale_type, dict(desc_.attrs))
+        capture.run(_compute, (frozen, la, lb, ld, a, b, d, alpha32, m, n, k), {}, writes=True)
+
+
+def _compute(
+    desc_: _Desc, la: _Layout, lb: _Layout, ld: _Layout, a: int, b: int, d: int, alpha32: Any, m: int, n: int, k: int
+) -> None:
+    """One cuBLASLt matmul's arithmetic, D written in place."""
+    modes = (desc_.get(MatmulDescAttribute.A_SCALE_MODE), desc_.get(MatmulDescAttribute.B_SCALE_MODE))
+    op_a = _column_major(a, la.kind, la.rows, la.cols, la.ld)
+    op_b = _column_major(b, lb.kind, lb.rows, lb.cols, lb.ld)
+    op_a = op_a.T if desc_.get(MatmulDescAttribute.TRANSA) == CUBLAS_OP_T else op_a
+    op_b = op_b.T if desc_.get(MatmulDescAttribute.TRANSB) == CUBLAS_OP_T else op_b
+    sa, sb = desc_.get(MatmulDescAttribute.A_SCALE_POINTER), desc_.get(MatmulDescAttribute.B_SCALE_POINTER)
+    with np.errstate(all="ignore"):  # a GPU raises no floating-point warnings
+        if modes[0] == MatmulMatrixScale.VEC32_UE8M0:
+            value = alpha32 * _block_scaled(op_a, op_b, _block_scales(sa, m, k), _block_scales(sb, n, k))
+        else:
+            acc = np.matmul(op_a, op_b)  # float32 products (exact: float8) and float32 accumulation
+            if modes[0] == MatmulMatrixScale.OUTER_VEC_32F:
+                factor = (alpha32 * _vector(sa, CUDA_R_32F, m))[:, None] * _vector(sb, CUDA_R_32F, n)[None, :]
             else:
-                acc = np.matmul(op_a, op_b)  # float32 products (exact: float8) and float32 accumulation
-                if modes[0] == MatmulMatrixScale.OUTER_VEC_32F:
-                    factor = (alpha32 * _vector(sa, CUDA_R_32F, m))[:, None] * _vector(sb, CUDA_R_32F, n)[None, :]
-                else:
-                    factor = alpha32 * _vector(sa, CUDA_R_32F, 1)[0] * _vector(sb, CUDA_R_32F, 1)[0]
-                value = (acc * factor).astype(np.float32)
-            if desc_.get(MatmulDescAttribute.EPILOGUE, Epilogue.DEFAULT) == Epilogue.BIAS:
-                bias = _vector(desc_.get(MatmulDescAttribute.BIAS_POINTER), _BIAS[ld.kind], m)
-                value = (value + bias[:, None]).astype(np.float32)
-            _store(d, ld, value)
+                factor = alpha32 * _vector(sa, CUDA_R_32F, 1)[0] * _vector(sb, CUDA_R_32F, 1)[0]
+            value = (acc * factor).astype(np.float32)
+        if desc_.get(MatmulDescAttribute.EPILOGUE, Epilogue.DEFAULT) == Epilogue.BIAS:
+            bias = _vector(desc_.get(MatmulDescAttribute.BIAS_POINTER), _BIAS[ld.kind], m)
+            value = (value + bias[:, None]).astype(np.float32)
+        _store(d, ld, value)
 
 
 def _block_scales(ptr: int, outer: int, k: int) -> np.ndarray:

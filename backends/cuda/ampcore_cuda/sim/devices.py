@@ -71,6 +71,14 @@ class Runtime:
     def driverGetVersion(self) -> int:  # noqa: N802
         return RUNTIME_VERSION
 
+    memcpyHostToDevice = 1  # noqa: N815 - CuPy's names
+    streamCaptureModeGlobal, streamCaptureModeThreadLocal, streamCaptureModeRelaxed = 0, 1, 2  # noqa: N815
+
+    def memcpyAsync(self, dst: int, src: int, size: int, kind: int, stream: int) -> None:  # noqa: N802
+        from .streams import memcpy_async
+
+        memcpy_async(dst, src, size, kind, stream)
+
 
 class Device:
     """``cupy.cuda.Device``: a context manager making ``id`` current; kernels run synchronously, so
@@ -88,7 +96,10 @@ class Device:
         return f"{self._runtime.profile.major}{self._runtime.profile.minor}"
 
     def synchronize(self) -> None:
-        """Nothing is asynchronous in the simulator."""
+        """Nothing is asynchronous in the simulator; refused inside a stream capture, as CUDA refuses it."""
+        from .capture import refuse
+
+        refuse("Device.synchronize()")
 
     def __enter__(self) -> Device:
         self._saved.append(current_device())
@@ -122,6 +133,10 @@ class MemoryPool:
 
     def total_bytes(self) -> int:
         return self._held
+
+    def malloc(self, nbytes: int) -> Any:
+        """What ``cupy.cuda.using_allocator(pool.malloc)`` names: allocations come from this pool."""
+        raise NotImplementedError("the simulated pool is named by using_allocator; arrays allocate themselves")
 
     def free_all_blocks(self) -> None:
         with self._lock:

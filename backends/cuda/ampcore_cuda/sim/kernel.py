@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import build as _build
+from . import capture
 from .arrays import ndarray
 
 __all__ = ["RawKernel", "LaunchError"]
@@ -81,6 +82,9 @@ class RawKernel:
         return self._lib[1]
 
     def __call__(self, grid: Sequence[int], block: Sequence[int], args: Sequence[Any], **_: Any) -> None:
+        capture.run(self._launch, (grid, block, tuple(args)), {}, writes=True)
+
+    def _launch(self, grid: Sequence[int], block: Sequence[int], args: Sequence[Any]) -> None:
         grid3, block3 = _dims(grid, "grid"), _dims(block, "block")
         threads = block3[0] * block3[1] * block3[2]
         bound = self._sig.max_threads or _MAX_BLOCK

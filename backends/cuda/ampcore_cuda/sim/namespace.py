@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from . import capture, streams
 from . import cublas as _cublas
 from .arrays import FTZ_EXEMPT, POOL, MemoryPointer, check_no_host_arrays, flush_float32, ndarray, to_device
 from .build import SimulatorBuildError
-from .devices import Device, Profile, Runtime
+from .devices import Device, MemoryPool, Profile, Runtime
 from .kernel import RawKernel
 from .nvrtc import Module, Nvrtc
 
@@ -77,6 +78,13 @@ def _device_function(name: str) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if name in _HOST_IN and not all(isinstance(a, ndarray) for a in args[:1]):
+            capture.refuse(f"cupy.{name} of host data (a copy from pageable host memory)")
+        if name == "matmul":
+            capture.refuse("cupy.matmul (CuPy's cuBLAS wrapper raises NotImplementedError in a capture)")
+        return capture.run(compute, args, kwargs, writes="out" in kwargs)
+
+    def compute(*args: Any, **kwargs: Any) -> Any:
         if name not in _HOST_IN:
             check_no_host_arrays(args, f"cupy.{name}")
             check_no_host_arrays(kwargs.values(), f"cupy.{name}")
@@ -106,7 +114,7 @@ def _ascontiguousarray(a: Any, dtype: Any = None) -> ndarray:
     kept it 0-d, and the backend relied on that until it ran on CuPy 14)."""
     check_no_host_arrays((a,), "cupy.ascontiguousarray")
     plain = a.view(np.ndarray) if isinstance(a, ndarray) else a
-    return to_device(np.ascontiguousarray(plain, dtype=dtype))
+    return capture.run(lambda: to_device(np.ascontiguousarray(plain, dtype=dtype)), (), {}, reads=(a,))
 
 
 class _Module(types.ModuleType):
@@ -130,10 +138,16 @@ class _Generator:
         self._rng = np.random.default_rng(seed)
 
     def random(self, shape: Any, dtype: Any = np.float64) -> ndarray:
-        return to_device(self._rng.random(shape, dtype=dtype))
+        return self._draw(self._rng.random(shape, dtype=dtype))
 
     def standard_normal(self, shape: Any, dtype: Any = np.float64) -> ndarray:
-        return to_device(self._rng.standard_normal(shape, dtype=dtype))
+        return self._draw(self._rng.standard_normal(shape, dtype=dtype))
+
+    @staticmethod
+    def _draw(values: np.ndarray) -> ndarray:
+        """The drawn values on the device; a capture's launches write the same values again, as cuRAND's
+        offset is fixed in a graph."""
+        return capture.run(lambda: to_device(values.copy()), (), {})
 
 
 def _cupy_raw_kernel(code: str, name: str, options: Any = (), **_: Any) -> RawKernel:
@@ -158,7 +172,12 @@ def make_cupy(profile: Profile) -> types.ModuleType:
     cuda.nvrtc = Nvrtc(profile.major * 10 + profile.minor)
     cuda.function = types.SimpleNamespace(Module=Module)
     cuda.MemoryPointer = MemoryPointer
-    cuda.get_current_stream = lambda: types.SimpleNamespace(ptr=0)  # the null stream: kernels run in order
+    cuda.get_current_stream = streams.get_current_stream  # kernels run when launched: streams order only captures
+    cuda.Stream = streams.Stream
+    cuda.Graph = streams.Graph
+    cuda.alloc_pinned_memory = streams.alloc_pinned_memory
+    cuda.using_allocator = streams.using_allocator
+    cuda.MemoryPool = MemoryPool
     module = _Module("cupy", "simulated CuPy (ampcore_cuda.sim): NumPy arrays, kernels run on the CPU")
     module.cuda = cuda
     module.ndarray = ndarray
@@ -172,6 +191,10 @@ def make_cupy(profile: Profile) -> types.ModuleType:
 
 def _erf(x: Any) -> ndarray:
     check_no_host_arrays((x,), "cupyx.scipy.special.erf")
+    return capture.run(_erf_values, (x,), {})
+
+
+def _erf_values(x: Any) -> ndarray:
     host = np.asarray(x)
     with np.errstate(all="ignore"):
         return to_device(np.vectorize(math.erf, otypes=[np.float64])(host).astype(host.dtype, copy=False))
@@ -179,7 +202,11 @@ def _erf(x: Any) -> ndarray:
 
 def _scatter_add(out: ndarray, indices: Any, values: ndarray) -> None:
     check_no_host_arrays((out, indices, values), "cupyx.scatter_add")
-    np.add.at(out.view(np.ndarray), np.asarray(indices), np.asarray(values))
+    capture.run(_add_at, (out, indices, values), {}, writes=True)
+
+
+def _add_at(out: ndarray, indices: Any, values: ndarray) -> None:
+    np.add.at(out.view(np.ndarray), np.asarray(indices).view(np.ndarray), np.asarray(values).view(np.ndarray))
 
 
 def make_cupyx() -> types.ModuleType:

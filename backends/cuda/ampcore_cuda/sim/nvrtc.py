@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import build as _build
+from . import capture
 from .kernel import RawKernel
 
 __all__ = ["NVRTCError", "Nvrtc", "Module", "VERSION", "SUPPORTED_ARCHS"]
@@ -59,6 +60,7 @@ class Nvrtc:
         return _Program(src, name)
 
     def compileProgram(self, program: _Program, options: Sequence[str]) -> None:  # noqa: N802
+        capture.refuse(f"compiling kernel source {program.name!r} (a kernel not built and loaded before capture)")
         options = list(options)
         problem = self._check_options(options)
         if problem is None:
@@ -115,6 +117,7 @@ class Module:
         self._options: tuple[str, ...] = ()
 
     def load(self, image: bytes) -> None:
+        capture.refuse("loading a module (a kernel not loaded before capture)")
         if not isinstance(image, bytes) or not image.startswith(_MAGIC):
             raise RuntimeError("CUDA_ERROR_INVALID_IMAGE: not an image the simulator's NVRTC produced")
         payload = json.loads(image[len(_MAGIC) :])
