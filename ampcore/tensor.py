@@ -442,8 +442,6 @@ class Tensor(TorchTensorMethods, TensorBase):
     __getitem__ = shape.getitem  # basic indices, one integer tensor, or one bool mask (x[mask], a host read)
     split = shape.split
     chunk = shape.chunk
-    tril = shape.tril
-    triu = shape.triu
     masked_select = indexing.masked_select
     take_along_dim = indexing.take_along_dim
     sort = sorting.sort
@@ -493,17 +491,6 @@ class Tensor(TorchTensorMethods, TensorBase):
     # ------------------------------------------------------------------ math
     # The declared ops' methods and operators (exp, pow, maximum, __add__, __lt__, ...) are attached below the
     # class from the op registry (ampcore.ops.declare), as each op is declared.
-
-    @primitive("clamp")
-    def clamp(self, min: builtins.float | None = None, max: builtins.float | None = None) -> Tensor:  # noqa: A002 - torch names
-        out = self
-        if min is not None:
-            out = ew.binary("maximum", out, min)
-        if max is not None:
-            out = ew.binary("minimum", out, max)
-        return out
-
-    clip = clamp
 
     @primitive("masked_fill")
     def masked_fill(self, mask: Tensor, value: builtins.float) -> Tensor:
@@ -573,8 +560,8 @@ def _inplace(decl: declare.Declaration) -> Callable[..., Tensor]:
     """``x.<name>_(*args)``: the op in place, keeping the dtype; differentiable for non-leaf tensors."""
     fn, name = decl.function, f"{decl.name}_"
 
-    def method(self: Tensor, *args: Any) -> Tensor:
-        return self._rebase(lambda a: ew.cast(fn(a, *args), self.dtype), name)
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        return self._rebase(lambda a: ew.cast(fn(a, *args, **kwargs), self.dtype), name)
 
     method.__name__ = method.__qualname__ = name
     method.__doc__ = f"In place ``{decl.name}``, keeping the dtype."

@@ -256,7 +256,8 @@ def _torch_call(decl: Any) -> Callable[[Callable[..., torch.Tensor]], torch.Tens
     """torch's own function of a declared op, called as the op's example calls it (an elementwise op: on (3, 4)
     tensors)."""
     fn: Any = torch
-    for part in (decl.torch_function or decl.name).split("."):
+    own = decl.name if "function" in decl.variants else f"Tensor.{decl.name}"  # a method-only op is torch's method
+    for part in (decl.torch_function if decl.torch_function not in ("", decl.name) else own).split("."):
         fn = getattr(fn, part)
     if decl.example is None:
         return lambda t: fn(*(t(3, 4) for _ in range(decl.arity)))
@@ -270,7 +271,7 @@ def _torch_call(decl: Any) -> Callable[[Callable[..., torch.Tensor]], torch.Tens
                 args.append(torch.arange(int(torch.tensor(i.shape).prod())).reshape(i.shape) % i.high)
             else:
                 args.append(torch.arange(int(torch.tensor(i.shape).prod())).reshape(i.shape) % 2 == 0)
-        return fn(*args, **decl.example.params)
+        return decl.example.run(fn, *args)
 
     return call
 
