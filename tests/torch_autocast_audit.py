@@ -202,6 +202,12 @@ CALLS: dict[str, Callable[[Callable[..., torch.Tensor]], torch.Tensor]] = {
     "tensordot": lambda t: torch.tensordot(t(3, 4), t(4, 5), dims=1),
     "var": lambda t: torch.var(t(3, 4), 1),
     "where": lambda t: torch.where(torch.tensor([True, False, True]), t(3), t(3)),
+    # Declared ops whose torch call their example cannot make: a parameter that is an operand in ampcore (a
+    # Python number in torch's signature), or a random op with no example to check against.
+    "leaky_relu": lambda t: F.leaky_relu(t(3, 4), 0.1),
+    "elu": lambda t: F.elu(t(3, 4), 0.5),
+    "hardtanh": lambda t: F.hardtanh(t(3, 4), -0.5, 0.5),
+    "feature_dropout": lambda t: torch.feature_dropout(t(2, 3, 4), 0.5, True),
 }
 
 

@@ -287,6 +287,7 @@ def elementwise(
     reflected: str | None = None,
     signature: str | None = None,
     function: Callable[..., Any] | None = None,
+    torch_function: str = "",
     doc: str = "",
     module: str = "",
 ) -> Declaration:
@@ -296,7 +297,8 @@ def elementwise(
     backward rule per operand (None where it has no gradient; all None or omitted: not differentiable),
     each ``(k, *operands, y, g) -> array`` over the backend's kernels ``k``; ``reads`` for each rule the
     letters of what it reads (``x`` for a unary op's operand, ``a``, ``b``, ... otherwise, ``y`` the output),
-    so forward keeps only those.  ``aten`` is torch's op (default: the same name; None if torch has none).
+    so forward keeps only those.  ``aten`` is torch's op (default: the same name; None if torch has none), and
+    ``torch_function`` where torch's Python function is not ``torch.<name>`` (``"nn.functional.elu"``).
     """
     if inputs is None:
         inputs = "T" * fn.__code__.co_argcount if hasattr(fn, "__code__") else "T"
@@ -341,6 +343,7 @@ def elementwise(
         small_results=small_results,
         nan_unspecified=nan_unspecified,
         aten=name if aten == "" else aten,
+        torch_function=torch_function,
         reflected=reflected,
         module=module or _caller_module(),
         doc=doc,
