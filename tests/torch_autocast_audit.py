@@ -208,6 +208,12 @@ CALLS: dict[str, Callable[[Callable[..., torch.Tensor]], torch.Tensor]] = {
     "elu": lambda t: F.elu(t(3, 4), 0.5),
     "hardtanh": lambda t: F.hardtanh(t(3, 4), -0.5, 0.5),
     "feature_dropout": lambda t: torch.feature_dropout(t(2, 3, 4), 0.5, True),
+    # The recurrent ops, with torch's own argument structure (an LSTM cell's state is a pair; an LSTM layer on the
+    # CPU is mkldnn_rnn_layer, which nn.LSTM runs).
+    "RNNCell": lambda t: torch.rnn_tanh_cell(t(3, 5), t(3, 6), t(6, 5), t(6, 6), t(6), t(6)),
+    "LSTMCell": lambda t: torch.lstm_cell(t(3, 5), (t(3, 6), t(3, 6)), t(24, 5), t(24, 6), t(24), t(24))[0],
+    "GRUCell": lambda t: torch.gru_cell(t(3, 5), t(3, 6), t(18, 5), t(18, 6), t(18), t(18)),
+    "mkldnn_rnn_layer": lambda t: torch.nn.LSTM(5, 6)(t(3, 2, 5))[0],
 }
 
 
