@@ -22,6 +22,7 @@ from .extra_loss import (
     triplet_margin_loss,
 )
 from .linear import addmm, baddbmm, bmm, linear, matmul, mm
+from .mha import multi_head_attention_forward
 from .loss import (
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
@@ -111,6 +112,7 @@ __all__ = [
     "embedding",
     "one_hot",
     "scaled_dot_product_attention",
+    "multi_head_attention_forward",
     # similarity
     "normalize",
     "cosine_similarity",
