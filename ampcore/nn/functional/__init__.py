@@ -22,7 +22,6 @@ from .extra_loss import (
     triplet_margin_loss,
 )
 from .linear import addmm, baddbmm, bmm, linear, matmul, mm
-from .mha import multi_head_attention_forward
 from .loss import (
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
@@ -32,6 +31,7 @@ from .loss import (
     nll_loss,
     smooth_l1_loss,
 )
+from .mha import multi_head_attention_forward
 from .normalization import batch_norm, group_norm, instance_norm, layer_norm
 from .padding import pad
 from .pooling import avg_pool1d, avg_pool2d, avg_pool3d, max_pool2d

@@ -12,7 +12,6 @@ them; averaged over heads unless ``average_attn_weights=False``), otherwise the 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from ... import dtypes as dt
 from ...creation import arange, zeros
