@@ -92,7 +92,7 @@ def _projections(
             qkv = linear(query, in_proj_weight, in_proj_bias)
             return qkv[..., :e], qkv[..., e : 2 * e], qkv[..., 2 * e :]
         weights = [in_proj_weight[i * e : (i + 1) * e] for i in range(3)]
-    q, k, v = (linear(x, w, b) for x, w, b in zip((query, key, value), weights, biases))  # type: ignore[arg-type]
+    q, k, v = (linear(x, w, b) for x, w, b in zip((query, key, value), weights, biases))
     return q, k, v
 
 

@@ -66,7 +66,8 @@ class MultiheadAttention(Module):
             self.bias_k = Parameter(empty(1, 1, embed_dim, device=device, dtype=dtype))
             self.bias_v = Parameter(empty(1, 1, embed_dim, device=device, dtype=dtype))
         else:
-            self.bias_k = self.bias_v = None
+            self.register_parameter("bias_k", None)
+            self.register_parameter("bias_v", None)
         self._reset_parameters()
 
     def _reset_parameters(self) -> None:
