@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any, SupportsIndex
 import numpy as np
 
 from . import dtypes as dt
-from .autograd import is_grad_enabled, run_backward
+from .autograd import grad_mode, is_grad_enabled, run_backward
 from .backend import BackendUnavailableError
 from .creation import multinomial, tensor
 from .device import Device, DeviceLike
 from .dispatch import guarded_kernels, primitive, register_op, route
 from .dtypes import DType
+from .hooks import STATE
 from .kernels import KernelError
 from .ops import declare, indexing, linalg, reduction, shape, sorting
 from .ops import elementwise as ew
@@ -428,6 +429,11 @@ class Tensor(TorchTensorMethods, TensorBase):
         and to a tensor ``value``; a leaf that requires grad cannot be assigned
         to outside ``no_grad()`` (as in torch).
         """
+        if STATE.plain and not (grad_mode.enabled and (self.requires_grad or getattr(value, "requires_grad", False))):
+            data = indexing.assigned_array(self, index, value)  # nothing to record: the kernels directly
+            if data is not None:
+                self._data = data
+                return
         self._rebase(lambda a: indexing.setitem(a, index, value), "__setitem__")
 
     # ------------------------------------------------------------------ shape
