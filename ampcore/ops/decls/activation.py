@@ -54,10 +54,11 @@ elementwise(
     lambda x, alpha: E.select(x > 0, x, alpha * E.expm1(x)),
     inputs="TT",
     grads=(
-        lambda k, x, alpha, y, g: k.where(k.gt(x, 0.0), g, k.mul(g, k.add(y, alpha))),
+        # alpha * exp(x), as torch's elu_backward: y + alpha would cancel where y is near -alpha
+        lambda k, x, alpha, y, g: k.where(k.gt(x, 0.0), g, k.mul(g, k.mul(k.exp(x), alpha))),
         lambda k, x, alpha, y, g: k.where(k.gt(x, 0.0), 0.0, k.mul(g, k.expm1(x))),
     ),
-    reads=("aby", "a"),
+    reads=("ab", "a"),
     variants=(),
     function=elu,
     torch_function="nn.functional.elu",
@@ -78,9 +79,11 @@ elementwise(
     lambda x: _SELU_SCALE * E.select(x > 0, x, _SELU_ALPHA * E.expm1(x)),
     inputs="T",
     grads=(
-        lambda k, x, y, g: k.where(k.gt(x, 0.0), k.mul(g, _SELU_SCALE), k.mul(g, k.add(y, _SELU_SCALE * _SELU_ALPHA))),
+        lambda k, x, y, g: k.where(
+            k.gt(x, 0.0), k.mul(g, _SELU_SCALE), k.mul(g, k.mul(k.exp(x), _SELU_SCALE * _SELU_ALPHA))
+        ),
     ),
-    reads=("xy",),
+    reads=("x",),
     variants=("function",),
     function=selu,
     signature="selu(input, inplace=False) -> Tensor",

@@ -149,8 +149,8 @@ def vector_norm(x: Any, p: float, axes: tuple[int, ...], keepdim: bool) -> Any:
         return amax(a, axes, keepdim)
     if p == -math.inf:
         return unary("neg", amax(unary("neg", a), axes, keepdim))
-    if p == 0:
-        return cast(sum(compare("ne", a, 0.0), axes, keepdim), x.dtype)
+    if p == 0:  # the count of nonzeros, kept in the graph (a zero gradient, as torch's) by the zeros' own branch
+        return sum(where(compare("ne", a, 0.0), 1.0, binary("mul", a, 0.0)), axes, keepdim)
     if p == 1:
         return sum(a, axes, keepdim)
     zero = compare("eq", a, 0.0)
