@@ -18,8 +18,9 @@ __all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
 
 
 class _InstanceNorm(Module):
-    """``(num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False)``; the input is (N, C,
-    *spatial) or unbatched (C, *spatial)."""
+    """``(num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, *, bias=True)``
+    (``bias=False`` keeps an affine weight without a shift); the input is (N, C, *spatial) or unbatched (C,
+    *spatial)."""
 
     _SPATIAL = 0
 
@@ -32,13 +33,18 @@ class _InstanceNorm(Module):
         track_running_stats: bool = False,
         device: Any = None,
         dtype: Any = None,
+        *,
+        bias: bool = True,
     ) -> None:
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         if affine:
             self.weight = Parameter(ones(num_features, device=device, dtype=dtype))
-            self.bias = Parameter(zeros(num_features, device=device, dtype=dtype))
+            if bias:
+                self.bias = Parameter(zeros(num_features, device=device, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)

@@ -3,6 +3,8 @@ Hardswish (torch.nn's arguments and defaults; ``inplace=True`` overwrites the in
 
 from __future__ import annotations
 
+import warnings
+
 from ...tensor import Tensor
 from .. import functional as F
 from ..module import Module
@@ -52,8 +54,19 @@ class SELU(Module):
 class Hardtanh(Module):
     """``input`` clamped to ``[min_val, max_val]`` (torch.nn.Hardtanh)."""
 
-    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> None:
+    def __init__(
+        self,
+        min_val: float = -1.0,
+        max_val: float = 1.0,
+        inplace: bool = False,
+        min_value: float | None = None,
+        max_value: float | None = None,
+    ) -> None:
         super().__init__()
+        if min_value is not None or max_value is not None:  # torch's deprecated names, which win as in torch
+            warnings.warn("keyword arguments min_value and max_value are deprecated; use min_val and max_val")
+            min_val = min_val if min_value is None else min_value
+            max_val = max_val if max_value is None else max_value
         if max_val <= min_val:
             raise ValueError(f"Hardtanh: max_val ({max_val}) must be greater than min_val ({min_val})")
         self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
