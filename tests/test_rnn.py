@@ -78,7 +78,8 @@ def test_lstm_with_projections():
     x = RNG.standard_normal((5, 2, 4)).astype(np.float32)
     (ao, (ah, ac)), (to, (th, tc)) = ours(ampcore.tensor(x)), theirs(torch.tensor(x))
     assert ao.shape == tuple(to.shape) == (5, 2, 6) and ah.shape == (4, 2, 3) and ac.shape == (4, 2, 6)
-    np.testing.assert_allclose(ao.detach().numpy(), to.detach().numpy(), rtol=TOL, atol=TOL)
+    for a, t in ((ao, to), (ah, th), (ac, tc)):
+        np.testing.assert_allclose(a.detach().numpy(), t.detach().numpy(), rtol=TOL, atol=TOL)
 
 
 @pytest.mark.parametrize("name", ["RNNCell", "LSTMCell", "GRUCell"])

@@ -64,7 +64,9 @@ class Hardtanh(Module):
     ) -> None:
         super().__init__()
         if min_value is not None or max_value is not None:  # torch's deprecated names, which win as in torch
-            warnings.warn("keyword arguments min_value and max_value are deprecated; use min_val and max_val")
+            warnings.warn(
+                "keyword arguments min_value and max_value are deprecated; use min_val and max_val", stacklevel=2
+            )
             min_val = min_val if min_value is None else min_value
             max_val = max_val if max_value is None else max_value
         if max_val <= min_val:
