@@ -481,8 +481,17 @@ class Tensor(TorchTensorMethods, TensorBase):
         return reduction.argmax(-self, dim, keepdim)
 
     @primitive("var")
-    def var(self, dim: Any = None, correction: builtins.int = 1, keepdim: builtins.bool = False) -> Tensor:
-        """Variance with Bessel's ``correction`` (torch's default 1)."""
+    def var(
+        self,
+        dim: Any = None,
+        correction: builtins.int = 1,
+        keepdim: builtins.bool = False,
+        *,
+        unbiased: builtins.bool | None = None,
+    ) -> Tensor:
+        """Variance with Bessel's ``correction`` (torch's default 1; torch's older ``unbiased=False`` is 0)."""
+        if unbiased is not None:
+            correction = 1 if unbiased else 0
         axes = reduction.normalize_axes(dim, self.ndim)
         n = 1
         for a in axes:
@@ -491,8 +500,15 @@ class Tensor(TorchTensorMethods, TensorBase):
         return (centered * centered).sum(axes, keepdim) / float(max(n - correction, 0) or float("nan"))
 
     @primitive("std")
-    def std(self, dim: Any = None, correction: builtins.int = 1, keepdim: builtins.bool = False) -> Tensor:
-        return self.var(dim, correction, keepdim).sqrt()
+    def std(
+        self,
+        dim: Any = None,
+        correction: builtins.int = 1,
+        keepdim: builtins.bool = False,
+        *,
+        unbiased: builtins.bool | None = None,
+    ) -> Tensor:
+        return self.var(dim, correction, keepdim, unbiased=unbiased).sqrt()
 
     # ------------------------------------------------------------------ math
     # The declared ops' methods and operators (exp, pow, maximum, __add__, __lt__, ...) are attached below the
