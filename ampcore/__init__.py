@@ -84,7 +84,7 @@ from .dtypes import int64 as long
 from .grad_scaler import GradScaler
 from .kernels import MissingKernelsError, get_float32_matmul_precision, set_float32_matmul_precision
 from .legacy import BFloat16Tensor, BoolTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTensor
-from .ops import argsort, cat, chunk, masked_select, matmul, sort, split, stack, take_along_dim, topk, tril, triu, where
+from .ops import argsort, cat, chunk, masked_select, matmul, sort, split, stack, take_along_dim, topk, where
 from .ops.float8 import scaled_mm_torch as _scaled_mm  # noqa: F401 - torch._scaled_mm's name, kept out of __all__
 from .plugins import (
     PluginLoadError,

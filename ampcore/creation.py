@@ -99,6 +99,8 @@ def manual_seed(seed: int) -> Generator:
 
 
 def _shape(size: Sequence[Any]) -> tuple[int, ...]:
+    if len(size) == 1 and type(size[0]) is int and size[0] >= 0:  # zeros(n): on a data set's per-sample path
+        return (size[0],)
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     out = []

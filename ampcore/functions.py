@@ -43,7 +43,7 @@ def _method_function(name: str, elementwise: str | None = None) -> Callable[...,
 
 # name -> the binary op a tensor second argument means: the function forms of methods that are not declared ops.
 METHOD_FUNCTIONS: dict[str, str | None] = {
-    **dict.fromkeys(("sum", "mean", "amax", "argmax", "argmin", "cumsum", "var", "std", "clamp")),
+    **dict.fromkeys(("sum", "mean", "amax", "argmax", "argmin", "cumsum", "var", "std")),
     **dict.fromkeys(("softmax", "log_softmax", "reshape", "permute", "transpose", "flatten", "squeeze")),
     **dict.fromkeys(("unsqueeze", "masked_fill", "clone")),
     "max": "maximum",

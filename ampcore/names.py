@@ -40,7 +40,7 @@ def did_you_mean(name: object, choices: Iterable[str]) -> str:
 
 
 def missing_torch_name(module: str, name: str, choices: Iterable[str] = ()) -> AttributeError:
-    """The error for a name torch has and ampcore lacks: ``ampcore.roll`` names ``torch.roll`` and the guide.
+    """The error for a name torch has and ampcore lacks: ``ampcore.kron`` names ``torch.kron`` and the guide.
 
     ``module`` is the ampcore module asked (``"ampcore.nn"``); ``choices`` its names, for a suggestion.  A
     dunder name gets Python's plain message (copy, pickle and inspect probe for those).

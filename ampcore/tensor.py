@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any, SupportsIndex
 import numpy as np
 
 from . import dtypes as dt
-from .autograd import is_grad_enabled, run_backward
+from .autograd import grad_mode, is_grad_enabled, run_backward
 from .backend import BackendUnavailableError
 from .creation import multinomial, tensor
 from .device import Device, DeviceLike
 from .dispatch import guarded_kernels, primitive, register_op, route
 from .dtypes import DType
+from .hooks import STATE
 from .kernels import KernelError
 from .ops import declare, indexing, linalg, reduction, shape, sorting
 from .ops import elementwise as ew
@@ -428,6 +429,11 @@ class Tensor(TorchTensorMethods, TensorBase):
         and to a tensor ``value``; a leaf that requires grad cannot be assigned
         to outside ``no_grad()`` (as in torch).
         """
+        if STATE.plain and not (grad_mode.enabled and (self.requires_grad or getattr(value, "requires_grad", False))):
+            data = indexing.assigned_array(self, index, value)  # nothing to record: the kernels directly
+            if data is not None:
+                self._data = data
+                return
         self._rebase(lambda a: indexing.setitem(a, index, value), "__setitem__")
 
     # ------------------------------------------------------------------ shape
@@ -442,8 +448,6 @@ class Tensor(TorchTensorMethods, TensorBase):
     __getitem__ = shape.getitem  # basic indices, one integer tensor, or one bool mask (x[mask], a host read)
     split = shape.split
     chunk = shape.chunk
-    tril = shape.tril
-    triu = shape.triu
     masked_select = indexing.masked_select
     take_along_dim = indexing.take_along_dim
     sort = sorting.sort
@@ -477,8 +481,17 @@ class Tensor(TorchTensorMethods, TensorBase):
         return reduction.argmax(-self, dim, keepdim)
 
     @primitive("var")
-    def var(self, dim: Any = None, correction: builtins.int = 1, keepdim: builtins.bool = False) -> Tensor:
-        """Variance with Bessel's ``correction`` (torch's default 1)."""
+    def var(
+        self,
+        dim: Any = None,
+        correction: builtins.int = 1,
+        keepdim: builtins.bool = False,
+        *,
+        unbiased: builtins.bool | None = None,
+    ) -> Tensor:
+        """Variance with Bessel's ``correction`` (torch's default 1; torch's older ``unbiased=False`` is 0)."""
+        if unbiased is not None:
+            correction = 1 if unbiased else 0
         axes = reduction.normalize_axes(dim, self.ndim)
         n = 1
         for a in axes:
@@ -487,23 +500,19 @@ class Tensor(TorchTensorMethods, TensorBase):
         return (centered * centered).sum(axes, keepdim) / float(max(n - correction, 0) or float("nan"))
 
     @primitive("std")
-    def std(self, dim: Any = None, correction: builtins.int = 1, keepdim: builtins.bool = False) -> Tensor:
-        return self.var(dim, correction, keepdim).sqrt()
+    def std(
+        self,
+        dim: Any = None,
+        correction: builtins.int = 1,
+        keepdim: builtins.bool = False,
+        *,
+        unbiased: builtins.bool | None = None,
+    ) -> Tensor:
+        return self.var(dim, correction, keepdim, unbiased=unbiased).sqrt()
 
     # ------------------------------------------------------------------ math
     # The declared ops' methods and operators (exp, pow, maximum, __add__, __lt__, ...) are attached below the
     # class from the op registry (ampcore.ops.declare), as each op is declared.
-
-    @primitive("clamp")
-    def clamp(self, min: builtins.float | None = None, max: builtins.float | None = None) -> Tensor:  # noqa: A002 - torch names
-        out = self
-        if min is not None:
-            out = ew.binary("maximum", out, min)
-        if max is not None:
-            out = ew.binary("minimum", out, max)
-        return out
-
-    clip = clamp
 
     @primitive("masked_fill")
     def masked_fill(self, mask: Tensor, value: builtins.float) -> Tensor:
@@ -573,8 +582,8 @@ def _inplace(decl: declare.Declaration) -> Callable[..., Tensor]:
     """``x.<name>_(*args)``: the op in place, keeping the dtype; differentiable for non-leaf tensors."""
     fn, name = decl.function, f"{decl.name}_"
 
-    def method(self: Tensor, *args: Any) -> Tensor:
-        return self._rebase(lambda a: ew.cast(fn(a, *args), self.dtype), name)
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        return self._rebase(lambda a: ew.cast(fn(a, *args, **kwargs), self.dtype), name)
 
     method.__name__ = method.__qualname__ = name
     method.__doc__ = f"In place ``{decl.name}``, keeping the dtype."

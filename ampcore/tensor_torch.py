@@ -1,4 +1,5 @@
-"""torch's Tensor attributes that are not ops: ``.data``, ``.type()``, ``.is_cuda``, ``new_zeros`` and kin, ``detach_``.
+"""torch's Tensor attributes that are not ops: ``.data``, ``.type()``, ``.is_cuda``, ``new_zeros`` and kin, ``detach_``,
+``resize_``.
 
 :class:`ampcore.Tensor` inherits them from :class:`TorchTensorMethods`, kept
 here so that the op methods in :mod:`ampcore.tensor` stay the ops.  ``t.data``
@@ -10,10 +11,13 @@ in torch.
 from __future__ import annotations
 
 import copy
+import warnings
 from typing import Any, SupportsIndex
 
 from . import dtypes as dt
+from .autograd import is_grad_enabled
 from .creation import full, ones, tensor, zeros
+from .ops import shape as _shape
 from .tensor_base import TENSOR_CLASS, TensorBase
 
 __all__ = ["TorchTensorMethods", "LEGACY_NAMES"]
@@ -94,11 +98,58 @@ class TorchTensorMethods:
             raise ValueError(f"t.data = value: value is on {str(value.device)!r}, the tensor on {str(self.device)!r}")
         self._data, self.dtype, self.shape = value._data, value.dtype, value.shape
 
+    # ------------------------------------------------------------------ resizing
+    def resize_(self: Any, *sizes: Any) -> Any:
+        """torch's ``t.resize_(*sizes)``: ``t`` takes the shape ``sizes`` in place, keeping its leading elements in
+        row-major order; new elements are 0 (torch leaves them uninitialised).  Records nothing; RuntimeError for
+        a tensor that requires grad, as in torch."""
+        if is_grad_enabled() and self.requires_grad:
+            raise RuntimeError("cannot resize a tensor that requires grad; resize t.detach() or under no_grad()")
+        target = _resize_shape(sizes)
+        count = 1
+        for n in target:
+            count *= n
+        flat = _shape.reshape(self.detach(), (-1,))
+        if count < flat.shape[0]:
+            flat = _shape.getitem(flat, slice(0, count))
+        elif count > flat.shape[0]:
+            flat = _shape.pad(flat, (0, count - flat.shape[0]))
+        out = _shape.reshape(flat, target)
+        self._data, self.shape = out._data, out.shape
+        return self
+
+    def resize_as_(self: Any, other: Any) -> Any:
+        """``t.resize_(other.shape)``."""
+        return self.resize_(other.shape)
+
+    def resize(self: Any, *sizes: Any) -> Any:
+        """torch's deprecated non-in-place resize: ``t`` in the shape ``sizes`` of the same number of elements
+        (differentiable; it warns, as torch does).  RuntimeError for another number of elements."""
+        warnings.warn("non-inplace resize is deprecated", UserWarning, stacklevel=2)
+        target = _resize_shape(sizes)
+        count = 1
+        for n in target:
+            count *= n
+        if count != self.numel():
+            raise RuntimeError(
+                f"resize to {target} ({count} elements) of a tensor of shape {self.shape} ({self.numel()} elements): "
+                "the non-in-place resize keeps the number of elements; use resize_ or reshape"
+            )
+        return _shape.reshape(self, target)
+
     def detach_(self: Any) -> Any:
         """Cut this tensor from the graph in place (it becomes a leaf that does not require grad)."""
         self.grad_fn = None
         self.requires_grad = False
         return self
+
+
+def _resize_shape(sizes: tuple[Any, ...]) -> tuple[int, ...]:
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    if any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in sizes):
+        raise ValueError(f"resize takes non-negative int sizes, got {sizes!r}")
+    return tuple(sizes)
 
 
 _ALIAS_CLASSES: dict[type, type] = {}

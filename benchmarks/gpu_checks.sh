@@ -85,6 +85,9 @@ step bench-cuda-graph "$python" benchmarks/bench_cuda_graph.py --device cuda:0 -
                                 --model transformer-large --dtype float16 --dtype bfloat16 --steps 10 \
                                 --json "$out/bench-cuda-graph.json"
 step conformance      "$python" -m ampcore conformance --backend cuda --json "$out/conformance.json"
+# issue 37: torch's CUDA autocast category of each op it added (the upsample ops and einsum are registered for
+# AutocastCUDA but not on torch's documented lists), beside ampcore's cuda policy; owed from the first GPU run
+step torch-cuda-autocast "$python" benchmarks/torch_cuda_autocast.py
 # issue 38: each planted wrong kernel (16-bit accumulator GEMM, flushed small results, exp 2 ulps off, ...) must fail
 # the tolerance rules on the GPU too (AMPCORE_CUDA_SIMULATOR, which these tests set, is ignored beside a GPU)
 step planted-cuda     "$python" -m pytest -q -p no:cacheprovider tests/test_planted_kernels.py -k "real and cuda"

@@ -131,10 +131,10 @@ def test_memory_functions_and_out_of_memory_error_answer_as_torchs(register_fake
 
 
 def test_a_name_that_is_neither_a_backend_nor_in_ampcore_points_to_the_porting_guide():
-    with pytest.raises(AttributeError, match=r"ampcore does not have torch\.roll yet; docs/porting-from-torch\.md"):
-        ampcore.roll  # noqa: B018 - the attribute access is the test
+    with pytest.raises(AttributeError, match=r"ampcore does not have torch\.kron yet; docs/porting-from-torch\.md"):
+        ampcore.kron  # noqa: B018 - the attribute access is the test
     with pytest.raises(AttributeError) as err:
-        ampcore.roll  # noqa: B018
+        ampcore.kron  # noqa: B018
     assert "backends' modules" not in str(err.value)
     with pytest.raises(AttributeError, match=r"no attribute 'mps'; the backends' modules are"):
         ampcore.mps  # noqa: B018 - torch's device module: a backend that is not installed

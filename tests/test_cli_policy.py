@@ -36,7 +36,10 @@ def test_policy_json_filters_by_category_and_marks_ops_ampcore_lacks(capsys):
     assert main(["policy", "--device", "cpu", "--category", "promote", "--all", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["device_type"] == "cpu" and data["policy"] == "cpu"
-    assert {r["op"]: r["implemented"] for r in data["ops"]} == {"cat": True, "stack": True, "index_copy": False}
+    assert {r["op"]: r["implemented"] for r in data["ops"]} == {"cat": True, "stack": True, "index_copy": True}
+    assert main(["policy", "--device", "cpu", "--category", "fp32", "--all", "--json"]) == 0
+    lacking = {r["op"] for r in json.loads(capsys.readouterr().out)["ops"] if not r["implemented"]}
+    assert "stft" in lacking and "prod" not in lacking
 
 
 def test_policy_of_an_unknown_op_or_device_is_a_one_line_error(capsys):

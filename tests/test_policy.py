@@ -174,6 +174,10 @@ DISTINCT = {
     ("max", "max_unpool2d"),
     ("max", "max_unpool3d"),
     ("max_pool2d", "fractional_max_pool2d"),
+    ("view_as", "view_as_complex"),
+    ("scatter", "scatter_add"),
+    ("norm", "group_norm"),
+    ("norm", "layer_norm"),
 }
 
 

@@ -62,3 +62,22 @@ def test_device_flags_and_new_tensors_like_this_one():
 def test_detach_in_place_makes_a_leaf_that_needs_no_grad():
     y = ampcore.ones(2, requires_grad=True) * 2
     assert y.detach_() is y and y.grad_fn is None and not y.requires_grad
+
+
+def test_resize_in_place_keeps_the_leading_elements_and_zero_fills():
+    x = ampcore.arange(6.0)
+    assert x.resize_(2, 2) is x and x.tolist() == [[0.0, 1.0], [2.0, 3.0]]
+    x.resize_((2, 4))
+    assert x.tolist() == [[0.0, 1.0, 2.0, 3.0], [0.0, 0.0, 0.0, 0.0]]
+    x.resize_as_(ampcore.zeros(3))
+    assert x.tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(RuntimeError, match="requires grad"):
+        ampcore.ones(3, requires_grad=True).resize_(2)
+
+
+def test_deprecated_resize_warns_and_keeps_the_number_of_elements():
+    x = ampcore.arange(6.0)
+    with pytest.warns(UserWarning, match="non-inplace resize is deprecated"):
+        assert x.resize(3, 2).shape == (3, 2)
+    with pytest.warns(UserWarning), pytest.raises(RuntimeError, match="keeps the number of elements"):
+        x.resize(4, 2)

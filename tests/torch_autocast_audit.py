@@ -202,6 +202,18 @@ CALLS: dict[str, Callable[[Callable[..., torch.Tensor]], torch.Tensor]] = {
     "tensordot": lambda t: torch.tensordot(t(3, 4), t(4, 5), dims=1),
     "var": lambda t: torch.var(t(3, 4), 1),
     "where": lambda t: torch.where(torch.tensor([True, False, True]), t(3), t(3)),
+    # Declared ops whose torch call their example cannot make: a parameter that is an operand in ampcore (a
+    # Python number in torch's signature), or a random op with no example to check against.
+    "leaky_relu": lambda t: F.leaky_relu(t(3, 4), 0.1),
+    "elu": lambda t: F.elu(t(3, 4), 0.5),
+    "hardtanh": lambda t: F.hardtanh(t(3, 4), -0.5, 0.5),
+    "feature_dropout": lambda t: torch.feature_dropout(t(2, 3, 4), 0.5, True),
+    # The recurrent ops, with torch's own argument structure (an LSTM cell's state is a pair; an LSTM layer on the
+    # CPU is mkldnn_rnn_layer, which nn.LSTM runs).
+    "RNNCell": lambda t: torch.rnn_tanh_cell(t(3, 5), t(3, 6), t(6, 5), t(6, 6), t(6), t(6)),
+    "LSTMCell": lambda t: torch.lstm_cell(t(3, 5), (t(3, 6), t(3, 6)), t(24, 5), t(24, 6), t(24), t(24))[0],
+    "GRUCell": lambda t: torch.gru_cell(t(3, 5), t(3, 6), t(18, 5), t(18, 6), t(18), t(18)),
+    "mkldnn_rnn_layer": lambda t: torch.nn.LSTM(5, 6)(t(3, 2, 5))[0],
 }
 
 
@@ -256,7 +268,8 @@ def _torch_call(decl: Any) -> Callable[[Callable[..., torch.Tensor]], torch.Tens
     """torch's own function of a declared op, called as the op's example calls it (an elementwise op: on (3, 4)
     tensors)."""
     fn: Any = torch
-    for part in (decl.torch_function or decl.name).split("."):
+    own = decl.name if "function" in decl.variants else f"Tensor.{decl.name}"  # a method-only op is torch's method
+    for part in (decl.torch_function if decl.torch_function not in ("", decl.name) else own).split("."):
         fn = getattr(fn, part)
     if decl.example is None:
         return lambda t: fn(*(t(3, 4) for _ in range(decl.arity)))
@@ -270,7 +283,7 @@ def _torch_call(decl: Any) -> Callable[[Callable[..., torch.Tensor]], torch.Tens
                 args.append(torch.arange(int(torch.tensor(i.shape).prod())).reshape(i.shape) % i.high)
             else:
                 args.append(torch.arange(int(torch.tensor(i.shape).prod())).reshape(i.shape) % 2 == 0)
-        return fn(*args, **decl.example.params)
+        return decl.example.run(fn, *args)
 
     return call
 

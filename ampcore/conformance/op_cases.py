@@ -145,11 +145,11 @@ def _example_call(name: str) -> Case:
             if i.kind == "float":
                 args.append(t(*i.shape))
             elif i.kind == "int64":
-                count = int(np.prod(i.shape))
-                args.append(t.classes(*(k % i.high for k in range(count))).reshape(i.shape))
+                values = np.arange(int(np.prod(i.shape)), dtype=np.int64).reshape(i.shape) % i.high
+                args.append(ampcore.tensor(values, dtype=dt.int64, device=t.device))  # made whole: no op to trace
             else:
                 args.append(ampcore.tensor(np.arange(int(np.prod(i.shape))).reshape(i.shape) % 2 == 0, device=t.device))
-        return decl.function(*args, **ex.params)
+        return ex.run(decl.function, *args)
 
     return call
 
@@ -162,8 +162,8 @@ for _name, _decl in declare.declarations().items():
         continue
     if _decl.program is not None and _decl.program.result == "T":
         CASES[_name] = _declared_call(_name)
-    elif _decl.kind == "composite" and _decl.example is not None:
-        CASES[_name] = _example_call(_name)
+    elif _decl.kind == "composite" and _decl.example is not None and _decl.differentiable:
+        CASES[_name] = _example_call(_name)  # (a non-differentiable one gives bool or indices: nothing to route)
 
 # op -> a call that autocast must refuse (probabilities in (0, 1), so only the ban can make it fail).
 BANNED_CASES: dict[str, Case] = {

@@ -311,8 +311,8 @@ class Program:
     Derived facts, for renderers: ``nodes`` (the calls in evaluation order),
     ``uses`` (how many times each node is an argument: a node used more than
     once is computed into a temporary), ``result`` (``"T"`` or ``"b"``),
-    ``ints`` (defined on integer dtypes), ``roundings`` (how many arithmetic
-    calls round), ``moves_only`` (the result is one of the operands or
+    ``ints`` (defined on integer dtypes: every function is, and no constant is
+    fractional), ``roundings`` (how many arithmetic calls round), ``moves_only`` (the result is one of the operands or
     constants, chosen: a backend may select stored bits), and ``key`` (the
     structural text, equal for equal programs: a cache key for rendered
     kernels).
@@ -343,7 +343,9 @@ class Program:
         set_(self, "kinds", kinds)
         set_(self, "result", kinds.get(self.root) or _leaf_kind(self, self.root))
         functions = [FUNCTIONS[n.op] for n in nodes]
-        set_(self, "ints", all(f.ints for f in functions))
+        # An integer dtype computes in integers: a program with a constant no integer holds (inf, 0.5) cannot.
+        fractional = any(isinstance(c.value, float) and not c.value.is_integer() for c in self.leaves() if c.is_const)
+        set_(self, "ints", all(f.ints for f in functions) and not fractional)
         set_(self, "roundings", sum(1 for f in functions if f.arithmetic))
         set_(self, "moves_only", all(n.op == "select" for n in nodes) and self.result == "T")
         shared = [n for n in nodes if uses.get(n, 0) > 1 and n is not self.root]

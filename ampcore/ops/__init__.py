@@ -20,8 +20,6 @@ from .shape import (
     stack,
     take,
     transpose,
-    tril,
-    triu,
     unsqueeze,
 )
 from .sorting import argsort, sort, topk
@@ -61,8 +59,6 @@ __all__ = [
     "unsqueeze",
     "split",
     "chunk",
-    "tril",
-    "triu",
     "masked_select",
     "setitem",
     "take_along_dim",

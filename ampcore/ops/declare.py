@@ -112,17 +112,24 @@ class Domain:
 @dataclass(frozen=True)
 class Input:
     """One argument of a composite op's :class:`Example`: a tensor of ``shape`` drawn from ``domain`` (``kind``
-    ``"float"``: the dtype under test, differentiable; ``"int64"``: indices below ``high``; ``"bool"``: a
+    ``"float"``: the dtype under test, differentiable; ``"int64"``: indices below ``high``, no two equal where
+    ``distinct`` (an op whose result a repeated index leaves undefined: index_copy, scatter); ``"bool"``: a
     random mask)."""
 
     shape: tuple[int, ...]
     domain: Domain = Domain()
     kind: str = "float"
     high: int = 2
+    distinct: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in ("float", "int64", "bool"):
             raise DeclarationError(f"an Input's kind is 'float', 'int64' or 'bool', got {self.kind!r}")
+        count = 1
+        for n in self.shape:
+            count *= n
+        if self.distinct and (self.kind != "int64" or count > self.high):
+            raise DeclarationError(f"distinct indices need kind 'int64' and at most high={self.high} of them")
 
 
 @dataclass(frozen=True)
@@ -131,7 +138,12 @@ class Example:
     order) and keyword ``params``; ``rule`` the tolerance rule of its result (``"composite"``: a few roundings
     and a float32 accumulation over ``n`` terms; ``"sum"``: an accumulation over ``n`` terms, judged from the
     absolute sum; ``"exact"``: it moves values, bit for bit); ``n_grad`` each float input's fan-in for its
-    gradient (default 1); ``roundings`` where the composite rule's default of 8 is not its count."""
+    gradient (default 1); ``roundings`` where the composite rule's default of 8 is not its count.
+
+    ``call(op, *tensors, **params)``, where given, is how the op (and torch's, for the CPU audit) is called when
+    the tensors are not its leading positional arguments (``einsum(equation, *operands)``, ``gather(input,
+    dim, index)``) or it returns more than the tensor to judge (an LSTM cell's ``(h, c)``: the suite judges
+    what ``call`` returns); the reference is always ``reference(*arrays, **params)``."""
 
     inputs: tuple[Input, ...]
     params: Mapping[str, Any] = field(default_factory=dict)
@@ -139,6 +151,13 @@ class Example:
     n: int = 1
     n_grad: tuple[int, ...] = ()
     roundings: int | None = None
+    call: Callable[..., Any] | None = None
+
+    def run(self, op: Callable[..., Any], *tensors: Any) -> Any:
+        """``op`` called on ``tensors`` as this example calls it."""
+        if self.call is not None:
+            return self.call(op, *tensors, **self.params)
+        return op(*tensors, **self.params)
 
     def __post_init__(self) -> None:
         if self.rule not in ("composite", "sum", "exact", "elementwise"):
@@ -269,6 +288,7 @@ def elementwise(
     reflected: str | None = None,
     signature: str | None = None,
     function: Callable[..., Any] | None = None,
+    torch_function: str = "",
     doc: str = "",
     module: str = "",
 ) -> Declaration:
@@ -278,7 +298,8 @@ def elementwise(
     backward rule per operand (None where it has no gradient; all None or omitted: not differentiable),
     each ``(k, *operands, y, g) -> array`` over the backend's kernels ``k``; ``reads`` for each rule the
     letters of what it reads (``x`` for a unary op's operand, ``a``, ``b``, ... otherwise, ``y`` the output),
-    so forward keeps only those.  ``aten`` is torch's op (default: the same name; None if torch has none).
+    so forward keeps only those.  ``aten`` is torch's op (default: the same name; None if torch has none), and
+    ``torch_function`` where torch's Python function is not ``torch.<name>`` (``"nn.functional.elu"``).
     """
     if inputs is None:
         inputs = "T" * fn.__code__.co_argcount if hasattr(fn, "__code__") else "T"
@@ -323,6 +344,7 @@ def elementwise(
         small_results=small_results,
         nan_unspecified=nan_unspecified,
         aten=name if aten == "" else aten,
+        torch_function=torch_function,
         reflected=reflected,
         module=module or _caller_module(),
         doc=doc,

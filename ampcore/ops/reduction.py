@@ -134,12 +134,15 @@ def sum(x: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) ->
 
 
 @primitive("mean")
-def mean(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
-    """Mean over ``dim``; integer input raises as in torch (cast to a float dtype first).
+def mean(x: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:
+    """Mean over ``dim`` (in ``dtype`` where given, as torch's); integer input raises as in torch (cast to a float
+    dtype first, or pass ``dtype``).
 
     float16/bfloat16 are summed and divided in float32 and rounded once: a
     float16 sum of 1e5 ones would overflow (65504) before the division.
     """
+    if dtype is not None:
+        x = cast(x, dt.as_dtype(dtype))
     if not x.dtype.is_floating_point:
         raise TypeError(f"mean() needs a floating tensor, got {x.dtype.name}; call .float() first")
     axes = normalize_axes(dim, x.ndim)

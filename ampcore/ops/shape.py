@@ -12,7 +12,7 @@ from ..dispatch import call, primitive
 from ..syncs import to_host
 from ..tensor_base import TensorBase
 from .base import Op, unbroadcast
-from .elementwise import broadcast_shapes, cast, where
+from .elementwise import broadcast_shapes, cast
 from .reduction import normalize_axes
 
 if TYPE_CHECKING:
@@ -466,26 +466,3 @@ def chunk(x: Any, chunks: int, dim: int = 0) -> tuple[Any, ...]:
     (axis,) = normalize_axes(dim, x.ndim)
     n = x.shape[axis]
     return split(x, max(-(-n // chunks), 1), axis)
-
-
-def _triangle(name: str, x: Any, diagonal: int, lower: bool) -> Any:
-    if x.ndim < 2:
-        raise ValueError(f"{name}() needs a tensor with at least 2 dimensions, got shape {x.shape}")
-    if not isinstance(diagonal, int) or isinstance(diagonal, bool):
-        raise TypeError(f"{name}(): diagonal must be an int, got {diagonal!r}")
-    rows, cols = x.shape[-2:]
-    keep = np.tri(rows, cols, diagonal, dtype=bool) if lower else ~np.tri(rows, cols, diagonal - 1, dtype=bool)
-    zero: Any = False if x.dtype is dt.bool_ else (0.0 if x.dtype.is_floating_point else 0)
-    return where(x._new_tensor(keep, dt.bool_), x, zero)
-
-
-@primitive("tril")
-def tril(x: Any, diagonal: int = 0) -> Any:
-    """torch.tril: the lower triangle of the last two dims (``j - i <= diagonal``), zeros above; differentiable."""
-    return _triangle("tril", x, diagonal, lower=True)
-
-
-@primitive("triu")
-def triu(x: Any, diagonal: int = 0) -> Any:
-    """torch.triu: the upper triangle of the last two dims (``j - i >= diagonal``), zeros below; differentiable."""
-    return _triangle("triu", x, diagonal, lower=False)

@@ -152,8 +152,9 @@ AUTOCAST_CPU: dict[str, tuple[str, str | None, bool]] = {
 
 def audit_rows() -> dict[str, tuple[str, str | None, bool]]:
     """:data:`AUTOCAST_CPU` and a row derived from each declared op it lacks (ops torch has no aten op for,
-    ``aten=None``, have none): the category of torch's documented CPU list where it names the op, else
-    unlisted."""
+    ``aten=None``, have none): the category of torch's documented CPU list where it names the op (a registered
+    kernel), else the declaration's own category (an op torch runs as a composition whose parts decide: einsum's
+    bmm is lower precision), else unlisted."""
     documented = {
         **dict.fromkeys(lists.CPU_LOWER, "lower"),
         **dict.fromkeys(lists.CPU_FP32, "fp32"),
@@ -166,6 +167,7 @@ def audit_rows() -> dict[str, tuple[str, str | None, bool]]:
         for op, aten in ((name, decl.aten), (f"{name}_", f"{decl.aten}_")):
             if op in rows or (op != name and "inplace" not in decl.variants):
                 continue
-            category = documented.get(op, "unlisted") if op == name else "unlisted"
-            rows[op] = (category, aten, category != "unlisted")
+            listed = op in documented
+            category = (documented[op] if listed else decl.category or "unlisted") if op == name else "unlisted"
+            rows[op] = (category, aten, listed)
     return rows

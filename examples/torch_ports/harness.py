@@ -1,6 +1,6 @@
 """Run a torch port as written (``import torch``) or renamed to ampcore, and say what ampcore still lacks.
 
-Each port (``gpt.py``, ``cnn.py``, ``vae.py``) is one source file written against PyTorch. The ampcore
+Each port (``gpt.py``, ``cnn.py``, ``vae.py``, ``lstm.py``) is one source file written against PyTorch. The ampcore
 variant is that source with the word ``torch`` replaced by ``ampcore`` and nothing else: the claim under
 test is that torch training code runs with only the import renamed.
 
@@ -27,13 +27,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PORTS = ("gpt", "cnn", "vae")
+PORTS = ("gpt", "cnn", "vae", "lstm")
 
 #: Tensor methods each port calls (from its source; attributes that torch.Tensor has).
 TENSOR_METHODS: dict[str, tuple[str, ...]] = {
     "gpt": ("contiguous", "dim", "item", "masked_fill", "size", "split", "to", "tolist", "transpose", "view"),
     "cnn": ("argmax", "item", "size", "sum", "to", "view", "__format__"),
     "vae": ("exp", "float", "item", "mean", "pow", "size", "sum", "to", "tolist", "view"),
+    "lstm": ("contiguous", "cpu", "detach", "float", "item", "narrow", "new_zeros", "numpy", "reshape", "size", "t")
+    + ("to", "view"),
 }
 
 #: Keyword arguments the ports pass: (dotted callable, keyword).
@@ -57,6 +59,12 @@ KEYWORDS: dict[str, tuple[tuple[str, str], ...]] = {
         ("ampcore.optim.Optimizer.zero_grad", "set_to_none"),
         ("ampcore.utils.data.DataLoader", "shuffle"),
         ("ampcore.utils.data.DataLoader", "drop_last"),
+    ),
+    "lstm": (
+        ("ampcore.load", "map_location"),
+        ("ampcore.amp.GradScaler", "enabled"),
+        ("ampcore.autocast", "enabled"),
+        ("ampcore.nn.RNN", "nonlinearity"),
     ),
 }
 

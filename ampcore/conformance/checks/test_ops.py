@@ -77,6 +77,11 @@ def indices(high: int) -> Sampler:
     return lambda rng, shape, d: rng.integers(0, high, shape)
 
 
+def distinct_indices(high: int) -> Sampler:
+    """Indices below ``high``, no two equal (a random permutation's first ones)."""
+    return lambda rng, shape, d: rng.permutation(high)[: int(np.prod(shape))].reshape(shape)
+
+
 def mask() -> Sampler:
     return lambda rng, shape, d: rng.random(shape) < 0.5
 
@@ -150,12 +155,14 @@ def _example_case(name: str) -> OpCase:
     args = tuple(
         Arg(i.shape, _from(i.domain))
         if i.kind == "float"
-        else Arg(i.shape, indices(i.high) if i.kind == "int64" else mask(), i.kind)
+        else Arg(
+            i.shape, (distinct_indices if i.distinct else indices)(i.high) if i.kind == "int64" else mask(), i.kind
+        )
         for i in ex.inputs
     )
     rule = "composite" if ex.rule == "exact" else ex.rule
     return OpCase(
-        lambda *tensors: fn(*tensors, **ex.params),
+        lambda *tensors: ex.run(fn, *tensors),
         lambda *arrays: ref(*arrays, **ex.params),
         args,
         n=ex.n,

@@ -1,4 +1,4 @@
-"""Normalisation: layer_norm, group_norm, batch_norm.
+"""Normalisation: layer_norm, group_norm, batch_norm, instance_norm.
 
 float16/bfloat16 inputs are normalised in float32 and the result rounded
 once to the input dtype: what torch's kernels do internally, and it keeps
@@ -14,10 +14,12 @@ from typing import Any
 from ...autograd import no_grad
 from ...dispatch import composite
 from ...ops import elementwise as ew
+from ...ops.declare import Example, Input
+from ...ops.declare import composite as declared
 from ...tensor import Tensor
 from ._utils import check_float, check_tensor, opmath
 
-__all__ = ["layer_norm", "group_norm", "batch_norm"]
+__all__ = ["layer_norm", "group_norm", "batch_norm", "instance_norm"]
 
 
 @composite("layer_norm")
@@ -162,3 +164,76 @@ def _channel_shape(x: Tensor) -> tuple[int, ...]:
 def _check_param_shape(op: str, name: str, value: Any, shape: tuple[int, ...]) -> None:
     if value is not None and check_tensor(value, name, op).shape != shape:
         raise ValueError(f"{op}(): {name} of shape {value.shape} does not match the expected shape {shape}")
+
+
+@declared(
+    "instance_norm",
+    variants=("function",),
+    signature=(
+        "instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True, "
+        "momentum=0.1, eps=1e-05) -> Tensor"
+    ),
+    torch_function="nn.functional.instance_norm",
+    example=Example(
+        (Input((2, 3, 4, 5)), Input((3,)), Input((3,))),
+        n=20,
+        n_grad=(20, 40, 40),
+        call=lambda op, x, w, b: op(x, weight=w, bias=b),
+    ),
+    reference=lambda x, w, b: _instance_norm_reference(x, w, b),
+)
+def instance_norm(
+    input: Tensor,  # noqa: A002 - torch's argument name
+    running_mean: Tensor | None = None,
+    running_var: Tensor | None = None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    use_input_stats: bool = True,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Normalise each (sample, channel) of (N, C, *) input over its own spatial elements (biased variance), then
+    scale and shift per channel (torch.nn.functional.instance_norm).  With ``use_input_stats`` the running stats,
+    if given, move toward the batch's average instance statistics (unbiased variance) as batch_norm's do;
+    without it they normalise instead.  ValueError for mis-shaped parameters or a single spatial element."""
+    check_float(input, "input", "instance_norm")
+    if input.ndim < 3:
+        raise ValueError(f"instance_norm() needs an (N, C, *) input with spatial dimensions, got shape {input.shape}")
+    c = input.shape[1]
+    for name, value in (
+        ("running_mean", running_mean),
+        ("running_var", running_var),
+        ("weight", weight),
+        ("bias", bias),
+    ):
+        _check_param_shape("instance_norm", name, value, (c,))
+    stat = _channel_shape(input)
+    axes = tuple(range(2, input.ndim))
+    x = opmath(input)
+    if use_input_stats:
+        mean = x.mean(axes, keepdim=True)
+        centered = x - mean
+        var = (centered * centered).mean(axes, keepdim=True)
+        count = x.numel() // mean.numel() if mean.numel() else 0
+        if count == 1:
+            raise ValueError(
+                f"instance_norm(): expected more than 1 spatial element per channel, got shape {input.shape}"
+            )
+        if running_mean is not None or running_var is not None:
+            _update_running(mean.mean(0), var.mean(0), count, running_mean, running_var, momentum)
+        out = centered * (var + eps).rsqrt()
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("instance_norm(): running_mean and running_var are needed when use_input_stats=False")
+        out = (x - ew.cast(running_mean, x.dtype).reshape(stat)) * (
+            ew.cast(running_var, x.dtype).reshape(stat) + eps
+        ).rsqrt()
+    return ew.cast(_affine(out, weight, bias, stat), input.dtype)
+
+
+def _instance_norm_reference(x: Any, w: Any, b: Any) -> Any:
+    axes = tuple(range(2, x.ndim))
+    mean = x.mean(axes, keepdims=True)
+    var = ((x - mean) ** 2).mean(axes, keepdims=True)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    return (x - mean) / (var + 1e-5) ** 0.5 * w.reshape(shape) + b.reshape(shape)

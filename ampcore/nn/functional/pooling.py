@@ -1,19 +1,25 @@
-"""2-D pooling (max_pool2d, avg_pool2d) over the sliding windows of :mod:`._windows`."""
+"""Pooling over the sliding windows of :mod:`._windows`: max_pool2d, avg_pool1d/2d/3d (avg_pool1d and avg_pool3d
+are declared ops, :mod:`ampcore.ops.declare`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ...creation import ones
 from ...dispatch import call, composite
 from ...ops import elementwise as ew
+from ...ops import pad as ops_pad
 from ...ops import reduction
+from ...ops.declare import Example, Input
+from ...ops.declare import composite as declared
 from ...tensor import Tensor
 from ._pool_op import TILED_MAX_POOL2D, tiles
 from ._utils import check_float, ntuple, opmath
 from ._windows import output_size, pad2d, windows
 
-__all__ = ["max_pool2d", "avg_pool2d"]
+__all__ = ["max_pool2d", "avg_pool1d", "avg_pool2d", "avg_pool3d"]
 
 
 @composite("max_pool2d")
@@ -127,3 +133,104 @@ def _unsupported(op: str, **flags: bool) -> None:
     for name, value in flags.items():
         if value:
             raise NotImplementedError(f"{op}(): {name}=True is not supported yet")
+
+
+@declared(
+    "avg_pool1d",
+    variants=("function",),
+    signature="avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True)",
+    example=Example((Input((2, 3, 9)),), {"kernel_size": 3, "stride": 2, "padding": 1}, n=3),
+    reference=lambda x, kernel_size, stride, padding: _avg_pool_reference(x, (kernel_size,), (stride,), (padding,)),
+)
+def avg_pool1d(
+    input: Tensor,  # noqa: A002 - torch's argument name
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+) -> Tensor:
+    """Mean over each window of (N, C, L) or (C, L) input (torch.nn.functional.avg_pool1d): avg_pool2d over a
+    height-1 image."""
+    if input.ndim not in (2, 3):
+        raise ValueError(f"avg_pool1d() needs a 3-D (N, C, L) or 2-D (C, L) input, got shape {input.shape}")
+    (k,) = ntuple(kernel_size, 1, "kernel_size", "avg_pool1d", minimum=1)
+    (s,) = (k,) if stride is None or stride == () else ntuple(stride, 1, "stride", "avg_pool1d", minimum=1)
+    (p,) = ntuple(padding, 1, "padding", "avg_pool1d")
+    out = avg_pool2d(input.unsqueeze(-2), (1, k), (1, s), (0, p), ceil_mode, count_include_pad)
+    return out.squeeze(-2)
+
+
+@declared(
+    "avg_pool3d",
+    variants=(),
+    torch_function="_C._nn.avg_pool3d",
+    signature=(
+        "avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, "
+        "divisor_override=None) -> Tensor"
+    ),
+    example=Example((Input((1, 2, 4, 5, 5)),), {"kernel_size": (2, 3, 3), "stride": (2, 2, 1), "padding": 1}, n=18),
+    reference=lambda x, kernel_size, stride, padding: _avg_pool_reference(x, kernel_size, stride, (padding,) * 3),
+)
+def avg_pool3d(
+    input: Tensor,  # noqa: A002 - torch's argument name
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> Tensor:
+    """Mean over each (kd, kh, kw) window of (N, C, D, H, W) or (C, D, H, W) input, zero padding
+    (torch.nn.functional.avg_pool3d): the depth taps are summed, then every depth plane's windows by
+    avg_pool2d's sums; 16-bit inputs in float32, rounded once.  The divisor as in :func:`avg_pool2d`."""
+    _unsupported("avg_pool3d", ceil_mode=ceil_mode)
+    check_float(input, "input", "avg_pool3d")
+    if input.ndim not in (4, 5):
+        raise ValueError(f"avg_pool3d() needs a 5-D (N, C, D, H, W) or 4-D input, got shape {input.shape}")
+    kernel = ntuple(kernel_size, 3, "kernel_size", "avg_pool3d", minimum=1)
+    stride_ = kernel if stride is None or stride == () else ntuple(stride, 3, "stride", "avg_pool3d", minimum=1)
+    pad = ntuple(padding, 3, "padding", "avg_pool3d")
+    if any(2 * p > k for p, k in zip(pad, kernel)):
+        raise ValueError(f"avg_pool3d(): padding {padding!r} must be at most half the kernel size {kernel}")
+    if divisor_override is not None and (not isinstance(divisor_override, int) or divisor_override <= 0):
+        raise ValueError(f"avg_pool3d(): divisor_override must be a positive int, got {divisor_override!r}")
+    x = opmath(input)
+    total = _window_sums3d(x, kernel, stride_, pad)
+    if divisor_override is not None:
+        mean = total / float(divisor_override)
+    elif count_include_pad or not any(pad):
+        mean = total / float(kernel[0] * kernel[1] * kernel[2])
+    else:
+        real = ones(x.shape[-3:], dtype=x.dtype, device=x.device)
+        mean = total / _window_sums3d(real, kernel, stride_, pad)
+    return ew.cast(mean, input.dtype)
+
+
+def _window_sums3d(x: Tensor, kernel: Any, stride: Any, pad: Any) -> Tensor:
+    """The sum of each zero-padded (kd, kh, kw) window over the last three dimensions."""
+    (kd, kh, kw), (sd, sh, sw), (pd, ph, pw) = kernel, stride, pad
+    padded = pad2d(x, ((ph, ph), (pw, pw))) if ph or pw else x
+    if pd:
+        padded = ops_pad(padded, (0, 0, 0, 0, pd, pd))
+    depth, h, w = padded.shape[-3:]
+    do = output_size(depth, kd, sd, (0, 0), 1)
+    if do <= 0 or output_size(h, kh, sh, (0, 0), 1) <= 0 or output_size(w, kw, sw, (0, 0), 1) <= 0:
+        raise ValueError(f"avg_pool3d(): kernel {kernel} is larger than the padded input of shape {x.shape}")
+    lead = (slice(None),) * (padded.ndim - 3)
+    planes = padded[lead + (slice(0, sd * (do - 1) + 1, sd),)]
+    for i in range(1, kd):
+        planes = planes + padded[lead + (slice(i, i + sd * (do - 1) + 1, sd),)]
+    return windows(planes, (kh, kw), (sh, sw), (1, 1)).sum(planes.ndim - 2)
+
+
+def _avg_pool_reference(x: np.ndarray, kernel: Any, stride: Any, padding: Any) -> np.ndarray:
+    """Mean of each zero-padded window (count_include_pad), in float64, any number of pooled dimensions."""
+    k = len(kernel)
+    xp = np.pad(x, ((0, 0),) * (x.ndim - k) + tuple((p, p) for p in padding))
+    sizes = [(xp.shape[x.ndim - k + i] - kernel[i]) // stride[i] + 1 for i in range(k)]
+    out = np.zeros(x.shape[: x.ndim - k] + tuple(sizes), dtype=x.dtype)
+    for offsets in np.ndindex(*kernel):
+        index = tuple(slice(o, o + s * (n - 1) + 1, s) for o, s, n in zip(offsets, stride, sizes))
+        out = out + xp[(slice(None),) * (x.ndim - k) + index]
+    return out / float(np.prod(kernel))

@@ -1,17 +1,21 @@
-"""Embedding lookup."""
+"""Embedding lookup, and one_hot (a declared op, :mod:`ampcore.ops.declare`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ... import dtypes as dt
 from ...dispatch import composite
 from ...ops import elementwise as ew
 from ...ops import take
+from ...ops.declare import Example, Input
+from ...ops.declare import composite as declared
 from ...tensor import Tensor
 from ._utils import check_tensor
 
-__all__ = ["embedding"]
+__all__ = ["embedding", "one_hot"]
 
 
 @composite("embedding")
@@ -64,3 +68,29 @@ def _padding_index(padding_idx: Any, num: int) -> int:
     if not isinstance(padding_idx, int) or not -num <= padding_idx < num:
         raise ValueError(f"embedding(): padding_idx {padding_idx!r} must be an int in [-{num}, {num})")
     return padding_idx % num
+
+
+@declared(
+    "one_hot",
+    variants=(),
+    torch_function="nn.functional.one_hot",
+    differentiable=False,
+    signature="one_hot(tensor, num_classes=-1) -> Tensor",
+    example=Example((Input((2, 3), kind="int64", high=4),), {"num_classes": 5}, rule="exact"),
+    reference=lambda x, num_classes: np.eye(num_classes, dtype=np.int64)[x],
+)
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """An int64 tensor of ``tensor.shape + (num_classes,)``, 1 at each index and 0 elsewhere
+    (torch.nn.functional.one_hot); ``num_classes=-1`` makes it one more than the largest index.  Reads the
+    indices on the host once to check them (ValueError names the first out of range)."""
+    check_tensor(tensor, "tensor", "one_hot")
+    if tensor.dtype not in (dt.int64, dt.int32):
+        raise TypeError(f"one_hot() needs an int64 tensor of class indices, got {tensor.dtype.name}")
+    values = tensor.numpy()
+    high = int(values.max()) + 1 if values.size else 0
+    classes = high if num_classes == -1 else int(num_classes)
+    if values.size and (values.min() < 0 or high > classes):
+        bad = int(values.min()) if values.min() < 0 else high - 1
+        raise ValueError(f"one_hot(): class index {bad} is outside [0, {classes}) (num_classes={num_classes})")
+    labels = tensor._new_tensor(np.arange(classes, dtype=np.int64), dt.int64)
+    return ew.cast(ew.compare("eq", ew.cast(tensor, dt.int64).unsqueeze(-1), labels), dt.int64)

@@ -11,10 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ... import dtypes as dt
 from ...dispatch import composite
 from ...ops import elementwise as ew
 from ...ops import matmul
+from ...ops.declare import Example, Input
+from ...ops.declare import composite as declared
 from ...tensor import Tensor
 from ._utils import check_float, check_tensor, opmath
 
@@ -52,7 +56,12 @@ def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: float = 1
     return ew.cast(a + (b if value == 1 else b * value) / c, out)
 
 
-@composite("dot")
+@declared(
+    "dot",
+    signature="dot(input, other) -> Tensor",
+    example=Example((Input((16,)), Input((16,))), rule="sum", n=16),
+    reference=np.dot,
+)
 def dot(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
     """Inner product of two 1-D tensors of one length and one dtype, as a 0-d tensor.
 
@@ -77,7 +86,13 @@ def dot(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
     return ew.cast((input * other).sum(), input.dtype)
 
 
-@composite("tensordot")
+@declared(
+    "tensordot",
+    variants=("function",),
+    signature="tensordot(a, b, dims=2) -> Tensor",
+    example=Example((Input((2, 3, 4)), Input((3, 4, 5))), {"dims": 2}, rule="sum", n=12, n_grad=(5, 2)),
+    reference=lambda a, b, dims: np.tensordot(a, b, dims),
+)
 def tensordot(a: Tensor, b: Tensor, dims: int | Sequence[Sequence[int]] = 2) -> Tensor:
     """Sum of products over paired dimensions: the last ``dims`` of ``a`` with the first ``dims`` of ``b``,
     or ``dims=(dims_a, dims_b)`` for two lists of dimensions to pair up.

@@ -11,6 +11,7 @@ from .. import init as nn_init
 from ..module import Module
 from ..parameter import Parameter
 from .attention import MultiheadAttention  # torch keeps it in nn.modules.activation; its code is in .attention
+from .piecewise import ELU, SELU, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, ReLU6  # torch's home for them too
 
 __all__ = [
     "ReLU",
@@ -24,6 +25,13 @@ __all__ = [
     "Softplus",
     "Softmin",
     "MultiheadAttention",
+    "LeakyReLU",
+    "ELU",
+    "SELU",
+    "Hardtanh",
+    "ReLU6",
+    "Hardsigmoid",
+    "Hardswish",
 ]
 
 

@@ -2,33 +2,27 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from ... import dtypes as dt
-from ...creation import arange, empty, zeros
+from ...creation import empty
 from ...tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..module import Module
 from ..parameter import Parameter
-from .linear import Linear
+from .linear import NonDynamicallyQuantizableLinear
 
 __all__ = ["MultiheadAttention"]
 
 
 class MultiheadAttention(Module):
-    """torch.nn.MultiheadAttention with equal query/key/value sizes.
+    """torch.nn.MultiheadAttention: ``forward(query, key, value, key_padding_mask=None, need_weights=True,
+    attn_mask=None, average_attn_weights=True, is_causal=False)`` returns ``(attn_output, attn_weights)``.
 
-    ``forward(query, key, value, key_padding_mask=None, need_weights=True,
-    attn_mask=None, average_attn_weights=True, is_causal=False)`` returns
-    ``(attn_output, attn_weights)``.  Inputs are (L, N, E), or (N, L, E) with
-    ``batch_first``, or unbatched (L, E).  Boolean masks mark positions that
-    may NOT be attended (torch's MHA convention); float masks are added to the
-    scores.  With ``need_weights=False`` the attention runs through
-    ``F.scaled_dot_product_attention`` and the weights are None; otherwise the
-    weights (after dropout, as torch) are returned, averaged over heads unless
-    ``average_attn_weights=False``.
+    Inputs are (L, N, E), or (N, L, E) with ``batch_first``, or unbatched (L, E); ``kdim``/``vdim`` give keys and
+    values their own sizes (separate ``q_proj_weight``/``k_proj_weight``/``v_proj_weight``, as torch names
+    them), ``add_bias_kv`` learns one more key and value (``bias_k``, ``bias_v``), ``add_zero_attn`` adds a zero
+    one.  The computation is :func:`ampcore.nn.functional.multi_head_attention_forward`'s.
     """
 
     def __init__(
@@ -48,38 +42,46 @@ class MultiheadAttention(Module):
         super().__init__()
         if num_heads <= 0 or embed_dim % num_heads:
             raise ValueError(f"embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads})")
-        if add_bias_kv or add_zero_attn:
-            raise ValueError("add_bias_kv and add_zero_attn are not supported")
-        if kdim not in (None, embed_dim) or vdim not in (None, embed_dim):
-            raise ValueError(f"kdim and vdim must equal embed_dim ({embed_dim}), got kdim={kdim}, vdim={vdim}")
         if not 0.0 <= dropout <= 1.0:
             raise ValueError(f"dropout probability has to be between 0 and 1, got {dropout!r}")
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
-        self.dropout, self.batch_first = dropout, batch_first
-        self.in_proj_weight = Parameter(empty(3 * embed_dim, embed_dim, device=device, dtype=dtype))
+        self.kdim = kdim if kdim is not None else embed_dim
+        self.vdim = vdim if vdim is not None else embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        self.dropout, self.batch_first, self.add_zero_attn = dropout, batch_first, add_zero_attn
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = Parameter(empty(3 * embed_dim, embed_dim, device=device, dtype=dtype))
+            for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
+                self.register_parameter(name, None)
+        else:
+            self.q_proj_weight = Parameter(empty(embed_dim, embed_dim, device=device, dtype=dtype))
+            self.k_proj_weight = Parameter(empty(embed_dim, self.kdim, device=device, dtype=dtype))
+            self.v_proj_weight = Parameter(empty(embed_dim, self.vdim, device=device, dtype=dtype))
+            self.register_parameter("in_proj_weight", None)
         self.register_parameter(
             "in_proj_bias", Parameter(empty(3 * embed_dim, device=device, dtype=dtype)) if bias else None
         )
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, device=device, dtype=dtype)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, device=device, dtype=dtype)
+        if add_bias_kv:
+            self.bias_k = Parameter(empty(1, 1, embed_dim, device=device, dtype=dtype))
+            self.bias_v = Parameter(empty(1, 1, embed_dim, device=device, dtype=dtype))
+        else:
+            self.register_parameter("bias_k", None)
+            self.register_parameter("bias_v", None)
         self._reset_parameters()
 
     def _reset_parameters(self) -> None:
-        init.xavier_uniform_(self.in_proj_weight)
+        if self._qkv_same_embed_dim:
+            init.xavier_uniform_(self.in_proj_weight)
+        else:
+            for w in (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight):
+                init.xavier_uniform_(w)
         if self.in_proj_bias is not None:
             init.zeros_(self.in_proj_bias)
             init.zeros_(self.out_proj.bias)
-
-    def _project(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        w, b, e = self.in_proj_weight, self.in_proj_bias, self.embed_dim
-        if query is key and key is value:
-            qkv = F.linear(query, w, b)
-            return qkv[..., :e], qkv[..., e : 2 * e], qkv[..., 2 * e :]
-        parts = [(w[i * e : (i + 1) * e], b[i * e : (i + 1) * e] if b is not None else None) for i in range(3)]
-        return tuple(F.linear(x, wi, bi) for x, (wi, bi) in zip((query, key, value), parts))
-
-    def _heads(self, x: Tensor) -> Tensor:
-        n, length, _ = x.shape
-        return x.reshape(n, length, self.num_heads, self.head_dim).transpose(1, 2)
+        if self.bias_k is not None:
+            init.xavier_normal_(self.bias_k)
+            init.xavier_normal_(self.bias_v)
 
     def forward(
         self,
@@ -92,7 +94,6 @@ class MultiheadAttention(Module):
         average_attn_weights: bool = True,
         is_causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        batched = query.ndim == 3
         if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
             raise ValueError(
                 f"query, key and value must all be 3-D (batched) or 2-D (unbatched), got shapes "
@@ -100,70 +101,41 @@ class MultiheadAttention(Module):
             )
         if query.shape[-1] != self.embed_dim:
             raise ValueError(f"query's last dimension {query.shape[-1]} does not match embed_dim {self.embed_dim}")
-        if not batched:
-            query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
-            key_padding_mask = key_padding_mask.unsqueeze(0) if key_padding_mask is not None else None
-        elif not self.batch_first:
+        swap = self.batch_first and query.ndim == 3
+        if swap:
+            same = query is key and key is value
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
-        q, k, v = (self._heads(t) for t in self._project(query, key, value))
-        n, _, length, _ = q.shape
-        mask = _additive_mask(attn_mask, key_padding_mask, is_causal, (n, self.num_heads, length, k.shape[2]), q)
-        p = self.dropout if self.training else 0.0
-        weights = None
-        if need_weights:
-            # torch scales q before the product: q . k in float16 overflows long before the scaled score does.
-            scores = (q * math.sqrt(1.0 / self.head_dim)) @ k.mT
-            weights = F.softmax(scores + mask if mask is not None else scores, -1)
-            if p > 0.0:
-                weights = F.dropout(weights, p, True)
-            out = weights @ v
-            if average_attn_weights:
-                weights = weights.mean(1)
-        else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
-        out = self.out_proj(out.transpose(1, 2).reshape(n, length, self.embed_dim))
-        if not batched:
-            return out.squeeze(0), weights.squeeze(0) if weights is not None else None
-        return (out if self.batch_first else out.transpose(0, 1)), weights
+            if same:  # keep the one fused projection
+                key = value = query
+        out, weights = F.multi_head_attention_forward(
+            query,
+            key,
+            value,
+            self.embed_dim,
+            self.num_heads,
+            self.in_proj_weight,
+            self.in_proj_bias,
+            self.bias_k,
+            self.bias_v,
+            self.add_zero_attn,
+            self.dropout,
+            self.out_proj.weight,
+            self.out_proj.bias,
+            training=self.training,
+            key_padding_mask=key_padding_mask,
+            need_weights=need_weights,
+            attn_mask=attn_mask,
+            use_separate_proj_weight=not self._qkv_same_embed_dim,
+            q_proj_weight=self.q_proj_weight,
+            k_proj_weight=self.k_proj_weight,
+            v_proj_weight=self.v_proj_weight,
+            average_attn_weights=average_attn_weights,
+            is_causal=is_causal,
+        )
+        return (out.transpose(0, 1) if swap else out), weights
 
     def extra_repr(self) -> str:
         return (
             f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}, "
             f"batch_first={self.batch_first}"
         )
-
-
-def _as_additive(mask: Tensor, like: Tensor) -> Tensor:
-    """A bool "may not attend" mask as 0 / -inf in ``like``'s dtype; a float mask as it is."""
-    if mask.dtype == dt.bool_:
-        return zeros(*mask.shape, dtype=like.dtype, device=like.device).masked_fill(mask, float("-inf"))
-    if not mask.dtype.is_floating_point:
-        raise TypeError(f"attention masks must be bool or floating, got {mask.dtype.name}")
-    return mask.to(dtype=like.dtype)
-
-
-def _additive_mask(
-    attn_mask: Tensor | None,
-    key_padding_mask: Tensor | None,
-    is_causal: bool,
-    shape: tuple[int, int, int, int],
-    like: Tensor,
-) -> Tensor | None:
-    """attn_mask, key_padding_mask and the causal mask merged into one additive (broadcastable) mask."""
-    n, h, length, s = shape
-    if is_causal and attn_mask is None:
-        attn_mask = arange(s, device=like.device).unsqueeze(0) > arange(length, device=like.device).unsqueeze(1)
-    out = None
-    if attn_mask is not None:
-        if attn_mask.shape == (length, s):
-            out = _as_additive(attn_mask, like)
-        elif attn_mask.shape == (n * h, length, s):
-            out = _as_additive(attn_mask, like).reshape(n, h, length, s)
-        else:
-            raise ValueError(f"attn_mask must have shape {(length, s)} or {(n * h, length, s)}, got {attn_mask.shape}")
-    if key_padding_mask is not None:
-        if key_padding_mask.shape != (n, s):
-            raise ValueError(f"key_padding_mask must have shape {(n, s)}, got {key_padding_mask.shape}")
-        pad = _as_additive(key_padding_mask, like).reshape(n, 1, 1, s)
-        out = pad if out is None else out + pad
-    return out

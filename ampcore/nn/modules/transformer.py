@@ -15,7 +15,7 @@ from typing import Any
 
 from ... import dtypes as dt
 from ...creation import full
-from ...ops import triu
+from ...ops.decls.triangle import triu
 from ...tensor import Tensor
 from .. import functional as F
 from ..module import Module

@@ -75,7 +75,9 @@ def _raw(prog: Program, operands: list[Any], state: DeviceState, out: CLArray, p
             kname, ct, lambda v: f"out[i] = {v};", ops, rendered.result, "", p.strided, state.fp64, lines=rendered.lines
         )
 
-    return run(state, (prog.key, ct.tag, p.modes, "bits"), kname, make, out, ops, values, p)
+    # The kernel's name is in the key: two programs of one structure (clamp_min is maximum) build apart, or the
+    # second would look its own name up in the first one's build.
+    return run(state, (prog.key, kname, p.modes, "bits"), kname, make, out, ops, values, p)
 
 
 def _sign_bits(name: str, x: CLArray, out: CLArray, p: Any) -> CLArray:
@@ -141,7 +143,7 @@ def elementwise(prog: Program) -> Callable[..., CLArray]:
                 lines=rendered.lines,
             )
 
-        return run(state, (prog.key, ct.tag, p.modes, work), kname, make, out, ops, args, p)
+        return run(state, (prog.key, kname, p.modes, work), kname, make, out, ops, args, p)  # kname: see _raw
 
     kernel.__name__ = prog.name
     kernel.__doc__ = f"The program {prog.name!r} ({prog.key}) on OpenCL arrays."

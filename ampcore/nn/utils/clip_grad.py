@@ -1,14 +1,15 @@
-"""Gradient clipping and flattening parameters to one vector (torch.nn.utils names)."""
+"""Gradient clipping and flattening parameters to one vector (torch.nn.utils names; torch keeps them in
+clip_grad and convert_parameters)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
 
-from .. import dtypes as dt
-from ..autograd import no_grad
-from ..ops import cat
-from ..tensor import Tensor
+from ... import dtypes as dt
+from ...autograd import no_grad
+from ...ops import cat
+from ...tensor import Tensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters"]
 
@@ -56,7 +57,7 @@ def clip_grad_norm_(
         raise ValueError(f"norm_type must be positive (or inf), got {norm_type!r}")
     grads = [p.grad for p in _as_list(parameters) if p.grad is not None]
     if not grads:
-        from ..creation import tensor
+        from ...creation import tensor
 
         return tensor(0.0)
     with no_grad():
