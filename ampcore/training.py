@@ -273,10 +273,10 @@ def train(
                     continue
                 window, window_steps = window + loss, window_steps + 1
                 if step % config.progress_every == 0 or i == per_epoch - 1:
-                    window_sum, scale = _read_progress(window, scaler)
+                    window_sum, scale, skipped = _read_progress(window, scaler)
                     on_progress(
                         Progress(
-                            step, total, epoch, config.epochs, window_sum / window_steps, scale, scaler.skipped_steps
+                            step, total, epoch, config.epochs, window_sum / window_steps, scale, skipped
                         )
                     )
                     window, window_steps = zeros((), device=device), 0
@@ -317,14 +317,17 @@ def _data_parallel(model: Any, config: TrainConfig, dtype: dt.DType, process_gro
     return DistributedDataParallel(model, process_group=process_group)
 
 
-def _read_progress(window: Tensor, scaler: GradScaler) -> tuple[float, float | None]:
-    """The summed losses and the loss scale in one host read (counted under the reason ``"progress"``)."""
+def _read_progress(window: Tensor, scaler: GradScaler) -> tuple[float, float | None, int]:
+    """The summed losses, the loss scale and the skipped steps in one host read (counted under the reason
+    ``"progress"``)."""
     scale = scaler._get_scale_async()
     skipped = scaler._skipped_device  # steps a fused optimizer skipped on the device, read in the same transfer
     parts = [window.reshape(1)] + ([scale] if scale is not None else []) + ([skipped] if skipped is not None else [])
     values = read_with_checks(cat(parts), reason=PROGRESS)  # with any queued label checks, in one transfer
     assert values is not None
-    if skipped is not None:
-        scaler._skipped_steps += int(values[-1])
-        scaler._skipped_device = None
-    return float(values[0]), (float(values[1]) if scale is not None else None)
+    if skipped is None:
+        total = scaler.skipped_steps  # counted on the host: no read
+    else:
+        scaler._take_skipped(float(values[-1]))
+        total = scaler._skipped_steps
+    return float(values[0]), (float(values[1]) if scale is not None else None), total
