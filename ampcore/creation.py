@@ -209,6 +209,9 @@ def tensor(data: Any, dtype: Any = None, device: DeviceLike | None = None, requi
     if requires_grad and not target.is_floating_point:
         raise TypeError(f"only floating tensors can require gradients, got dtype {target.name}")
     data = _kernels(backend, "tensor").from_numpy(np.asarray(array, order="C"), target, dev.index)
+    recorder = CAPTURE.recorder
+    if recorder is not None:  # host data inside a captured call: its replays reuse this array
+        recorder.upload()
     out = tensor_class()._wrap(data, dev, backend)
     return out.requires_grad_(requires_grad)
 

@@ -274,11 +274,7 @@ def train(
                 window, window_steps = window + loss, window_steps + 1
                 if step % config.progress_every == 0 or i == per_epoch - 1:
                     window_sum, scale, skipped = _read_progress(window, scaler)
-                    on_progress(
-                        Progress(
-                            step, total, epoch, config.epochs, window_sum / window_steps, scale, skipped
-                        )
-                    )
+                    on_progress(Progress(step, total, epoch, config.epochs, window_sum / window_steps, scale, skipped))
                     window, window_steps = zeros((), device=device), 0
             epoch_sums.append(epoch_sum.reshape(1))
     losses = cat(epoch_sums + [loss.reshape(1)]).numpy()  # epoch sums and the last loss, one read

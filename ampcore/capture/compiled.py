@@ -33,9 +33,11 @@ from ..amp.state import thread_state
 from ..autograd import grad_mode
 from ..dtypes import DType
 from ..hooks import CAPTURE, STATE
+from ..plugins import registry
 from ..policy import resolve as policy_resolve
 from ..tensor_base import TENSOR_CLASS, TensorBase
 from .backward import BackwardProgram, node_for, record_backward
+from .fusion import fuse
 from .program import Program, build_program, reference_runner, refs_in
 from .record import Break, Recorder, Recording, Ref
 
@@ -282,7 +284,8 @@ class CompiledFunction:
         self._calls = 0
         self._warned = False
         self._last_key: tuple[Any, ...] | None = None
-        self._code = getattr(fn, "__code__", None) or getattr(getattr(module, "forward", None), "__code__", None)
+        forward = getattr(type(module), "forward", None) if module is not None else None
+        self._code = getattr(forward, "__code__", None) if forward is not None else getattr(fn, "__code__", None)
 
     # ------------------------------------------------------------------ calling
     def key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], list[Any]]:
@@ -368,7 +371,7 @@ class CompiledFunction:
         entry = Entry(key)
         rec = recorder.recording
         if not rec.breaks:
-            why = _build(entry, rec, recorder, result, tensors)
+            why = _build(entry, rec, recorder, result, tensors, self.options)
             if why is not None:
                 rec.breaks.append(Break(why, str(self.name)))
         if rec.breaks:
@@ -390,7 +393,29 @@ def _reroute(entry: Entry, result: Any, rec: Recording, tensors: list[Any]) -> A
     return result
 
 
-def _build(entry: Entry, rec: Recording, recorder: Recorder, result: Any, tensors: list[Any]) -> str | None:
+def _backend_of(table: Any) -> Any:
+    return registry.get_backend(table._backend_name)
+
+
+def _fused_kernel(program: Any, operand_dtypes: list[Any], result_dtype: Any, table: Any) -> Any:
+    """The backend's kernel of a fused chain (:meth:`ampcore.Backend.fused_kernel`), or None."""
+    return _backend_of(table).fused_kernel(program, operand_dtypes, result_dtype)
+
+
+def _runner(program: Program) -> Callable[..., tuple[Any, ...]]:
+    """The backend's own runner for ``program`` where it offers one (all steps on one backend), else the
+    core's reference runner."""
+    tables = {id(step.table): step.table for step in program.steps}
+    if len(tables) == 1:
+        own = _backend_of(next(iter(tables.values()))).capture_runner(program)
+        if own is not None:
+            return own
+    return reference_runner(program)
+
+
+def _build(
+    entry: Entry, rec: Recording, recorder: Recorder, result: Any, tensors: list[Any], options: dict[str, Any]
+) -> str | None:
     """Fill ``entry`` from a break-free recording; None, or why it cannot be replayed."""
     results: list[int] = []
     index: dict[int, int] = {}
@@ -487,8 +512,10 @@ def _build(entry: Entry, rec: Recording, recorder: Recorder, result: Any, tensor
     keep = [i for i, s in enumerate(program_inputs) if s in used]
     program.inputs = [program_inputs[i] for i in keep]
     entry.sources = [entry.sources[i] for i in keep]
+    if options.get("fusion", True):
+        program = fuse(program, _fused_kernel, relaxed=bool(options.get("relaxed")))
     entry.program = program
-    entry.run = reference_runner(program)
+    entry.run = _runner(program)
     arrays = {slot: a for a, slot in _arrays_of(recorder)}
     entry.__dict__["_arrays"] = [arrays.get(s) for s in results]
     entry.__dict__["_reroute"] = reroute

@@ -128,7 +128,10 @@ def reference_runner(program: Program) -> Callable[[Sequence[Any], Sequence[int]
         names = ", ".join(f"s{s}" for s in program.inputs)
         lines.append(f"    {names}{',' if len(program.inputs) == 1 else ''} = inputs")
     for i, step in enumerate(program.steps):
-        env[f"k{i}"] = step.table.kernel(step.name) if hasattr(step.table, "kernel") else getattr(step.table, step.name)
+        fn = getattr(step, "fn", None)
+        if fn is None:
+            fn = step.table.kernel(step.name) if hasattr(step.table, "kernel") else getattr(step.table, step.name)
+        env[f"k{i}"] = fn
         args = [_render(a, env) for a in step.args]
         args += [f"{k}={_render(v, env)}" for k, v in step.kwargs.items()]
         call = f"k{i}({', '.join(args)})"

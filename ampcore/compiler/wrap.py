@@ -189,6 +189,16 @@ class OptimizedModule(Module):
         self._orig_mod.requires_grad_(requires_grad)
         return self
 
+    # a container module's own protocol (a compiled nn.Sequential indexes like one)
+    def __getitem__(self, index: Any) -> Any:
+        return self._orig_mod[index]
+
+    def __len__(self) -> int:
+        return len(self._orig_mod)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._orig_mod)
+
     def __repr__(self) -> str:
         return f"OptimizedModule(\n  (_orig_mod): {self._orig_mod!r}\n)"
 

@@ -36,6 +36,7 @@ from .c import Override, Rendered, constant, render
 from .ir import (  # the language itself: nodes, functions, programs, the registry
     COMPARISONS,
     FUNCTIONS,
+    ROUNDINGS,
     Expr,
     Function,
     Program,
@@ -70,6 +71,8 @@ from .ir import (  # the language itself: nodes, functions, programs, the regist
     pow_,
     program,
     register,
+    round_bfloat16,
+    round_float16,
     select,
     sign,
     sin,
@@ -122,6 +125,9 @@ __all__ = [
     "logical_and",
     "logical_or",
     "logical_not",
+    "round_float16",
+    "round_bfloat16",
+    "ROUNDINGS",
     # the renderers: NumPy-like array functions (expr.python) and C (expr.c)
     "NUMPY",
     "evaluator",
