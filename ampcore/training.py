@@ -2,7 +2,8 @@
 
 One step is :func:`train_step`: zero the gradients, forward and loss under
 ``autocast``, ``scaler.scale(loss).backward()``, ``scaler.step`` and
-``scaler.update``.  The scaler comes from :meth:`GradScaler.for_dtype`, so it
+``scaler.update``; by default it is captured (:func:`ampcore.compile`) and
+replayed as one program of kernels.  The scaler comes from :meth:`GradScaler.for_dtype`, so it
 is active for float16 only (bfloat16 and the float32 baseline need none).
 
 Host syncs: with a float16 GradScaler and a backend with the ``adamw_step_amp``
@@ -29,6 +30,7 @@ from . import dtypes as dt
 from . import nn, optim
 from .amp import autocast
 from .autograd import no_grad
+from .compiler import compile
 from .creation import manual_seed, tensor, zeros
 from .data import load_digits, train_test_split
 from .device import Device
@@ -71,7 +73,9 @@ class TrainConfig:
     converted with :func:`ampcore.float8.convert_to_float8_training` and the
     rest runs under autocast as before.  Raises ValueError for an
     unknown dtype and for a non-positive epoch count, batch size, learning
-    rate or ``progress_every``.
+    rate or ``progress_every``.  ``compile`` (the default) captures the training step with
+    :func:`ampcore.compile`: after a warm-up step and a recorded one, every step replays the recorded kernels,
+    bit-identical to the eager step (``compile=False``, ``ampcore train --eager``).
     """
 
     device: str | None = None
@@ -86,6 +90,7 @@ class TrainConfig:
     test_fraction: float = 0.2
     progress_every: int = 8
     float8: str | None = None  # a float8 recipe (ampcore.float8.parse_recipe): the Linear layers train in float8
+    compile: bool = True  # capture the training step (ampcore.compile): replayed without the op layer
 
     def __post_init__(self) -> None:
         if self.float8 is not None:
@@ -168,6 +173,8 @@ class TrainResult:
     float8: str | None = None
     # per layer and role ("0.input", ...): the last amax and scale, saturated values over the run (float8 runs)
     float8_stats: dict[str, dict[str, float | int]] = field(default_factory=dict)
+    compiled: bool = False  # the step was captured (ampcore.compile)
+    captured_steps: int = 0  # steps that replayed the captured program (the others ran eagerly)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -250,6 +257,7 @@ def train(
     fused = True if get_backend(device.type).kernels.has("adamw_step") else None
     optimizer = optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=fused)
     scaler = GradScaler.for_dtype(dtype, device, process_group=process_group)
+    step_fn = compile(train_step) if config.compile else train_step
 
     rng = np.random.default_rng(config.seed)
     span = config.batch_size * world  # rows per global batch; this rank's are [rank * batch_size, ...)
@@ -267,7 +275,7 @@ def train(
             for i in range(per_epoch):
                 first = i * span + rank * config.batch_size
                 index = tensor(order[first : first + config.batch_size], device=device)
-                loss = train_step(model, optimizer, x_train[index], y_train[index], scaler, dtype)
+                loss = step_fn(model, optimizer, x_train[index], y_train[index], scaler, dtype)
                 epoch_sum, step = epoch_sum + loss, step + 1
                 if on_progress is None:
                     continue
@@ -302,6 +310,8 @@ def train(
         collective_seconds=stats.seconds if stats else 0.0,
         float8=config.float8,
         float8_stats=summarize(float8_stats(model)) if config.float8 is not None else {},
+        compiled=config.compile,
+        captured_steps=step_fn._compiled.stats.replays if config.compile else 0,
     )
 
 
