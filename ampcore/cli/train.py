@@ -190,7 +190,9 @@ def _check_conflicts(args: argparse.Namespace) -> None:
     """CommandError for options that ask for contradictory runs (one of them would be silently ignored); the
     message names only the options the user gave."""
     if args.eager and args.compile:
-        raise CommandError("--compile trains a captured run beside an eager one, but --eager turns capture off; drop one")
+        raise CommandError(
+            "--compile trains a captured run beside an eager one, but --eager turns capture off; drop one"
+        )
     if not args.amp and args.dtype not in (None, "float32"):
         given = args.dtype_given
         raise CommandError(f"--no-amp trains in float32 but --dtype asks for {given!r}; drop one of them")
