@@ -30,7 +30,7 @@ from . import dtypes as dt
 from . import nn, optim
 from .amp import autocast
 from .autograd import no_grad
-from .compiler import compile
+from .compiler import compile as capture
 from .creation import manual_seed, tensor, zeros
 from .data import load_digits, train_test_split
 from .device import Device
@@ -257,7 +257,7 @@ def train(
     fused = True if get_backend(device.type).kernels.has("adamw_step") else None
     optimizer = optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=fused)
     scaler = GradScaler.for_dtype(dtype, device, process_group=process_group)
-    step_fn = compile(train_step) if config.compile else train_step
+    step_fn: Any = capture(train_step) if config.compile else train_step
 
     rng = np.random.default_rng(config.seed)
     span = config.batch_size * world  # rows per global batch; this rank's are [rank * batch_size, ...)

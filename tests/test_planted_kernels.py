@@ -161,7 +161,7 @@ def _fuses(target: str) -> bool:
 
 def _skip_reason(target: str, defect: str = "") -> str | None:
     if defect in FUSION_DEFECTS and not _fuses(target):
-        return f"{target} does not fuse a captured step's chains (the core replays them kernel by kernel): no fusion to plant"
+        return f"{target} does not fuse a captured step's chains (the core replays them one by one): nothing to plant"
     if target == "opencl" and _OPENCL is None:
         return "no usable OpenCL device here (tests/test_opencl_backend.py fails the run if none is)"
     if target == "cuda" and shutil.which("g++") is None and not _real_cuda_device():

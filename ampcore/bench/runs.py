@@ -18,7 +18,7 @@ from .. import dtypes as dt
 from .. import optim
 from ..amp import autocast
 from ..autograd import saved_bytes
-from ..compiler import compile
+from ..compiler import compile as capture
 from ..creation import from_numpy
 from ..float8 import convert_to_float8_training
 from ..grad_scaler import GradScaler
@@ -55,7 +55,7 @@ class AmpcoreRun:
         self.scaler = GradScaler.for_dtype(self.dtype, self.device)
         self.batches = [(from_numpy(x, device=self.device), from_numpy(y, device=self.device)) for x, y in batches]
         self.steps = 0
-        self._compiled = compile(train_step) if config.compiled else None
+        self._compiled = capture(train_step) if config.compiled else None
         self._losses: list[Any] = []
         self._scales: list[Any] = []
         self._host_syncs = 0
