@@ -107,7 +107,7 @@ def test_a_host_read_breaks_the_capture_and_explain_names_the_line():
     report = explain(f, x)
     assert report.graph_count == 0 and report.graph_break_count == 1
     (brk,) = report.break_reasons
-    assert "host read" in brk.reason and "test_compile.py" in brk.where and ".item()" in brk.line
+    assert "read on the host" in brk.reason and "test_compile.py" in brk.where and ".item()" in brk.line
     assert "Break Reason 1" in str(report)
 
 
@@ -116,7 +116,7 @@ def test_fullgraph_makes_a_break_an_error_naming_the_line():
         return x * float(x.sum())
 
     compiled = ampcore.compile(f, fullgraph=True, options={"warmup": 0})
-    with pytest.raises(CaptureBreakError, match=r"host read .* at .*test_compile.py:\d+ in f \(return x \* float"):
+    with pytest.raises(CaptureBreakError, match=r"read on the host .* at .*test_compile.py:\d+ in f \(return x \* float"):
         compiled(ampcore.ones(2))
 
 
@@ -289,6 +289,13 @@ def test_an_upload_inside_the_call_is_replayed_as_a_constant_and_said_so():
 
     report = explain(f, ampcore.zeros(3))
     assert report.uploads == 1 and "replayed as constants" in str(report)
+
+
+def test_a_scheduler_stepped_inside_the_call_breaks_the_capture():
+    model, opt = model_and_optimizer()
+    sched = optim.lr_scheduler.StepLR(opt, 1)
+    report = explain(lambda x: (model(x).sum(), sched.step()), batches(1)[0][0])
+    assert report.graph_count == 0 and "LR scheduler" in report.break_reasons[0].reason
 
 
 def test_host_random_draws_break_the_capture():

@@ -178,6 +178,14 @@ _WRAP = TensorBase.__dict__["_wrap"]
 _NODE_INIT = autograd.Node.__init__
 
 
+# Why the host read, by the reason syncs.to_host was given, in the words explain prints.
+_READS = {
+    "read": "a tensor's value read on the host (.item(), bool(), float(), .tolist(), .numpy(), printing)",
+    "boolean mask": "a boolean mask's selection, whose shape depends on the values (a data-dependent shape)",
+    "sort": "a sort on the host (sort, argsort, topk, unique)",
+}
+
+
 def user_location(skip_code: Any = None) -> tuple[str, str]:
     """``("file:line in function", source line)`` of the innermost frame of user code (outside ampcore's
     package and the backends), or of the compiled function's own code."""
@@ -384,7 +392,8 @@ class Recorder:
     def host_read(self, reason: str) -> None:
         """A read of device data by the host: the call cannot be replayed (syncs._read calls this)."""
         if threading.get_ident() == self.thread and not self._depth:
-            self.add_break(f"host read ({reason}): a replay cannot give the host a value")
+            what = _READS.get(reason, f"a host read ({reason})")
+            self.add_break(f"{what}: a replay cannot give the host a value")
 
     def add_break(self, reason: str) -> None:
         """Note that the call cannot be replayed, and why; raises under ``fullgraph=True``."""
