@@ -42,6 +42,8 @@ __all__ = [
     "run_deferred_checks",
     "pending_flag",
     "requeue_check",
+    "set_aside_pending",
+    "put_back_pending",
     "read_with_checks",
     "MAX_PENDING_CHECKS",
 ]
@@ -118,6 +120,20 @@ def defer_check(flag: Tensor, error: Callable[[], Exception]) -> None:
     queue.append(_Check(flag, error))
     if len(queue) >= MAX_PENDING_CHECKS:
         run_deferred_checks(flag.device)
+
+
+def set_aside_pending() -> dict[Any, list[_Check]]:
+    """Take every queued check out of the queue (unread), to put back with :func:`put_back_pending`: a captured
+    call's recording starts from an empty queue, as its replays' kernels do (they see only their own checks)."""
+    saved = dict(_state.pending)
+    _state.pending.clear()
+    return saved
+
+
+def put_back_pending(saved: dict[Any, list[_Check]]) -> None:
+    """Put checks set aside by :func:`set_aside_pending` back, before any queued since."""
+    for device, checks in saved.items():
+        _state.pending[device] = checks + _state.pending.get(device, [])
 
 
 def requeue_check(flag: Tensor, error: Callable[[], Exception]) -> None:

@@ -359,15 +359,18 @@ class CompiledFunction:
     def _record(self, key: tuple[Any, ...], tensors: list[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         self.stats.recordings += 1
         self._last_key = key
-        syncs.run_deferred_checks()  # the checks queued before the call are not the recorded program's to read
         thread_state.frames.cast_cache.clear()  # casts made before the call would read as state
         recorder = Recorder(tensors, fullgraph=self.fullgraph, code=self._code)
+        # The checks queued before the call are not the program's to read (its replays see only their own): set
+        # aside unread, and put back after.
+        earlier = syncs.set_aside_pending()
         CAPTURE.active += 1
         try:
             with recorder:
                 result = self.fn(*args, **kwargs)
         finally:
             CAPTURE.active -= 1
+            syncs.put_back_pending(earlier)
         entry = Entry(key)
         rec = recorder.recording
         if not rec.breaks:
