@@ -116,7 +116,9 @@ def test_fullgraph_makes_a_break_an_error_naming_the_line():
         return x * float(x.sum())
 
     compiled = ampcore.compile(f, fullgraph=True, options={"warmup": 0})
-    with pytest.raises(CaptureBreakError, match=r"read on the host .* at .*test_compile.py:\d+ in f \(return x \* float"):
+    with pytest.raises(
+        CaptureBreakError, match=r"read on the host .* at .*test_compile.py:\d+ in f \(return x \* float"
+    ):
         compiled(ampcore.ones(2))
 
 
@@ -341,3 +343,30 @@ def test_decorator_forms():
         warnings.simplefilter("error")
         assert [f(x).tolist() for _ in range(3)][-1] == [2.0, 2.0]
         assert [g(x).tolist() for _ in range(3)][-1] == [2.0, 2.0]
+
+
+def test_a_whole_amp_step_replays_bit_identical_on_an_opencl_device(opencl_device):
+    """The core's reference runner on opencl (kernel by kernel): float16 AMP with an overflowing batch."""
+    device = f"opencl:{opencl_device}"
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((5, 8)).astype(np.float32) for _ in range(6)]
+    xs[3][0, 0] = np.inf
+    data = [(ampcore.tensor(x, device=device), ampcore.tensor(rng.integers(0, 4, 5), device=device)) for x in xs]
+    runs = []
+    for compiled in (False, True):
+        model, opt = model_and_optimizer()
+        model.to(device)
+        opt = optim.AdamW(model.parameters(), lr=1e-2)
+        scaler = ampcore.GradScaler("opencl")
+        step = ampcore.compile(amp_step) if compiled else amp_step
+        ampcore.manual_seed(1)
+        reads = []
+        losses = []
+        for x, y in data:
+            with ampcore.count_host_syncs() as syncs:
+                losses.append(step(model, opt, scaler, x, y, ampcore.float16))
+            reads.append(syncs.count)
+        runs.append(([bits(v) for v in losses], [bits(p) for p in model.parameters()], scaler.skipped_steps))
+        if compiled:
+            assert step._compiled.stats.replays == 4 and reads[2:] == [0] * 4
+    assert runs[0] == runs[1] and runs[0][2] == 1
