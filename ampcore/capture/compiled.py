@@ -28,7 +28,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import autograd, syncs
+import numpy as np
+
+from .. import syncs
 from ..amp.state import thread_state
 from ..autograd import grad_mode
 from ..dtypes import DType
@@ -41,7 +43,7 @@ from .fusion import fuse
 from .program import Program, build_program, reference_runner, refs_in
 from .record import Break, Recorder, Recording, Ref
 
-__all__ = ["CompiledFunction", "CaptureConfig", "config", "Stats"]
+__all__ = ["CompiledFunction", "CaptureConfig", "Entry", "config", "guard_difference", "Stats"]
 
 
 @dataclass
@@ -89,6 +91,8 @@ def _leaf_key(x: Any) -> Any:
         return ("T", x.shape, x.dtype, x.device, x.requires_grad)
     if isinstance(x, _SIMPLE):
         return (type(x), x)
+    if isinstance(x, np.generic):  # a NumPy scalar: by value, as a Python number
+        return (type(x), x.item())
     if isinstance(x, slice):
         return ("slice", x.start, x.stop, x.step)
     return ("id", id(x))
@@ -136,6 +140,21 @@ def guard_difference(old: tuple[Any, ...], new: tuple[Any, ...]) -> str:
 
 
 @dataclass
+class _Write:
+    """What a replay writes after its kernels: ``target.<attr>`` (``target`` a tensor, or ``("arg", i)`` for the
+    call's ``i``-th input tensor) set to result ``index`` (``-1``: the ``constant`` object; ``-2``: None), with
+    the dtype, shape (``_data``) or ``requires_grad`` (a new ``.grad``) the recording left."""
+
+    index: int
+    target: Any
+    attr: str
+    dtype: Any = None
+    shape: Any = None
+    constant: Any = None
+    requires_grad: bool = False
+
+
+@dataclass
 class _Source:
     kind: int  # 0: input tensor i, 1: state tensor's array, 2: a tensor's .grad's array
     obj: Any
@@ -155,11 +174,14 @@ class Entry:
         self.run: Callable[..., tuple[Any, ...]] | None = None
         self.sources: list[_Source] = []
         self.grad_guards: list[tuple[Any, bool]] = []
-        self.writes: list[tuple[int, Any, str, Any, Any, Any, bool]] = []
+        self.writes: list[_Write] = []
         self.output: Any = None
         self.checks: list[tuple[int, Callable[..., Any], list[tuple[int, Any]], Any, Any]] = []
         self.backward: list[tuple[BackwardProgram, list[int]]] = []
         self.uploads = 0
+        # The recording's own outputs and arrays, kept until _reroute gives its outputs their captured backward.
+        self.recorded: list[Any] = []
+        self.reroute: list[tuple[Any, int]] = []
 
     @property
     def eager(self) -> bool:
@@ -200,17 +222,15 @@ class Entry:
         dyn = [g() for g in program.dynamics]
         results = self.run(inputs, seeds, dyn)
         wrap = TENSOR_CLASS[0]._wrap
-        for index, target, attr, dtype, shape, device_backend, requires_grad in self.writes:
-            t = tensors[target[1]] if isinstance(target, tuple) else target
-            value = results[index] if index >= 0 else device_backend
-            if attr == "_data":
-                t._data, t.dtype, t.shape = value, dtype, shape
-            elif index == -2:
-                t.grad = None
-            elif index >= 0:
-                t.grad = wrap(value, t.device, t._backend, None, requires_grad)
+        for w in self.writes:
+            t = tensors[w.target[1]] if isinstance(w.target, tuple) else w.target
+            value = results[w.index] if w.index >= 0 else w.constant
+            if w.attr == "_data":
+                t._data, t.dtype, t.shape = value, w.dtype, w.shape
+            elif w.index >= 0:
+                t.grad = wrap(value, t.device, t._backend, None, w.requires_grad)
             else:
-                t.grad = value
+                t.grad = value  # None (-2) or a tensor made before the call (-1)
         for index, error, cells, device, backend in self.checks:
             flag = wrap(results[index], device, backend)
             syncs.requeue_check(flag, _rebind(error, cells, results, tensors))
@@ -382,17 +402,16 @@ class CompiledFunction:
             entry.program = None
             self.stats.breaks.extend(rec.breaks)
         self.entries[key] = entry
-        return result if entry.eager else _reroute(entry, result, rec, tensors)
+        return result if entry.eager else _reroute(entry, result, tensors)
 
 
-def _reroute(entry: Entry, result: Any, rec: Recording, tensors: list[Any]) -> Any:
+def _reroute(entry: Entry, result: Any, tensors: list[Any]) -> Any:
     """The recorded call's own outputs, their graphs replaced by the captured backward's nodes: the
     recording's backward runs the program its replays will run."""
-    for t, bw in entry.__dict__.pop("_reroute", []):
+    for t, bw in entry.reroute:
         bp, saved_idx = entry.backward[bw]
-        arrays = [entry.__dict__["_arrays"][i] for i in saved_idx]
-        t.grad_fn = node_for(bp, arrays, tensors, t._backend)
-    entry.__dict__.pop("_arrays", None)
+        t.grad_fn = node_for(bp, [entry.recorded[i] for i in saved_idx], tensors, t._backend)
+    entry.recorded, entry.reroute = [], []
     return result
 
 
@@ -460,17 +479,11 @@ def _build(
     # Writes.
     for w in rec.writes:
         target = ("arg", arg_index[id(w.target)]) if id(w.target) in arg_index else w.target
-        if w.attr == "_data":
-            if isinstance(w.value, Ref):
-                entry.writes.append((need(w.value.slot), target, "_data", w.dtype, w.shape, None, False))
-            else:
-                entry.writes.append((-1, target, "_data", w.dtype, w.shape, w.value, False))
-        elif w.value is None:
-            entry.writes.append((-2, target, "grad", None, None, None, False))
-        elif isinstance(w.value, Ref):
-            entry.writes.append((need(w.value.slot), target, "grad", w.dtype, w.shape, None, w.requires_grad))
+        if isinstance(w.value, Ref):
+            position, constant = need(w.value.slot), None
         else:
-            entry.writes.append((-1, target, "grad", None, None, w.value, False))
+            position, constant = (-2 if w.value is None else -1), w.value
+        entry.writes.append(_Write(position, target, w.attr, w.dtype, w.shape, constant, w.requires_grad))
     # Checks queued on the device.
     for ref, error, device, backend in rec.checks:
         cells: list[tuple[int, Any]] = []
@@ -520,15 +533,11 @@ def _build(
     entry.program = program
     entry.run = _runner(program)
     arrays = {slot: a for a, slot in _arrays_of(recorder)}
-    entry.__dict__["_arrays"] = [arrays.get(s) for s in results]
-    entry.__dict__["_reroute"] = reroute
+    entry.recorded = [arrays.get(s) for s in results]
+    entry.reroute = reroute
     return None
 
 
 def _arrays_of(recorder: Recorder) -> list[tuple[Any, int]]:
     slot_of = recorder.recording.slot_of
     return [(a, slot_of[id(a)]) for a in recorder._keep if id(a) in slot_of]
-
-
-__all__ += ["Entry", "guard_difference"]
-_ = autograd  # the engine's nodes are what CapturedBackward stands in for
