@@ -42,6 +42,7 @@ __all__ = [
     "run_deferred_checks",
     "pending_flag",
     "requeue_check",
+    "pending_tensor_ids",
     "set_aside_pending",
     "put_back_pending",
     "read_with_checks",
@@ -134,6 +135,21 @@ def put_back_pending(saved: dict[Any, list[_Check]]) -> None:
     """Put checks set aside by :func:`set_aside_pending` back, before any queued since."""
     for device, checks in saved.items():
         _state.pending[device] = checks + _state.pending.get(device, [])
+
+
+def pending_tensor_ids() -> set[int]:
+    """The ids of the tensors the queued checks hold (their flags, and the tensors their errors read)."""
+    ids: set[int] = set()
+    for checks in _state.pending.values():
+        for c in checks:
+            for one in (c.originals if isinstance(c, _Compacted) else ()) + (c,):
+                ids.add(id(one.flag))
+                for cell in getattr(one.error, "__closure__", None) or ():
+                    try:
+                        ids.add(id(cell.cell_contents))
+                    except ValueError:  # an empty cell
+                        continue
+    return ids
 
 
 def requeue_check(flag: Tensor, error: Callable[[], Exception]) -> None:

@@ -9,6 +9,9 @@ The engine behind :func:`ampcore.compile` (the face is :mod:`ampcore.compiler`):
 - :mod:`.dynamic`: host numbers a replay reads afresh (a learning rate).
 """
 
+import threading
+
+from ..hooks import CAPTURE
 from .compiled import CaptureConfig, CompiledFunction, Stats, config
 from .dynamic import Dynamic, dynamic
 from .program import Program, reference_runner
@@ -32,9 +35,6 @@ __all__ = [
 
 def recording() -> bool:
     """Whether this thread is recording a captured call now."""
-    import threading
-
-    from ..hooks import CAPTURE
 
     rec = CAPTURE.recorder
     return rec is not None and rec.thread == threading.get_ident()

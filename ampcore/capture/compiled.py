@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import types
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -397,12 +398,49 @@ class CompiledFunction:
             why = _build(entry, rec, recorder, result, tensors, self.options)
             if why is not None:
                 rec.breaks.append(Break(why, str(self.name)))
+        made = [weakref.ref(t) for t in rec.created.values()]
+        recorder.release()
+        if not rec.breaks:
+            result = _reroute(entry, result, tensors)
+            outliving = _outliving(made, result, entry, tensors)
+            if outliving:
+                rec.breaks.append(Break(_lazy_state(outliving), str(self.name)))
         if rec.breaks:
             entry.breaks = rec.breaks
             entry.program = None
             self.stats.breaks.extend(rec.breaks)
         self.entries[key] = entry
-        return result if entry.eager else _reroute(entry, result, tensors)
+        return result
+
+
+def _outliving(made: list[weakref.ref[Any]], result: Any, entry: Entry, tensors: list[Any]) -> list[Any]:
+    """The tensors the recorded call made that are still alive though nothing of the call's result holds them:
+    state made lazily inside it (an optimizer's moments on its first step), which its replays would not keep.
+    Not counted: the result's tensors, a ``.grad`` the call set (replays set theirs), autocast's weight casts
+    and the checks queued on the device (both replayed)."""
+    alive = {id(t): t for t in (r() for r in made) if t is not None}
+    if not alive:
+        return []
+    leaves: list[Any] = []
+    _leaves(result, leaves)
+    known = {id(t) for t in leaves}
+    known |= {id(hit[2]) for hit in thread_state.frames.cast_cache.values()}
+    known |= syncs.pending_tensor_ids()
+    for w in entry.writes:
+        if w.attr == "grad":
+            target = tensors[w.target[1]] if isinstance(w.target, tuple) else w.target
+            known.add(id(target.grad))
+    return [t for i, t in alive.items() if i not in known]
+
+
+def _lazy_state(outliving: list[Any]) -> str:
+    shapes = ", ".join(f"{t.dtype.name}{list(t.shape)}" for t in outliving[:4])
+    more = f" and {len(outliving) - 4} more" if len(outliving) > 4 else ""
+    return (
+        f"the call made {len(outliving)} tensor(s) that outlive it ({shapes}{more}): state made lazily inside it "
+        "(an optimizer's moments on its first step, a loss scale), which a replay would not keep; record after an "
+        "eager warm-up call (options={'warmup': 1}, the default)"
+    )
 
 
 def _reroute(entry: Entry, result: Any, tensors: list[Any]) -> Any:

@@ -27,6 +27,7 @@ installed for the recording and removed after it.
 
 from __future__ import annotations
 
+import linecache
 import os
 import sys
 import threading
@@ -192,14 +193,20 @@ def user_location(skip_code: Any = None) -> tuple[str, str]:
     frame: types.FrameType | None = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        own = skip_code is not None and frame.f_code is skip_code
-        if own or not (os.path.abspath(filename).startswith(_AMPCORE_DIR) or "ampcore_" in filename):
-            import linecache
-
+        if (skip_code is not None and frame.f_code is skip_code) or not _internal(filename):
             line = linecache.getline(filename, frame.f_lineno).strip()
             return f"{filename}:{frame.f_lineno} in {frame.f_code.co_name}", line
         frame = frame.f_back
     return "<unknown>", ""
+
+
+def _internal(filename: str) -> bool:
+    """Whether ``filename`` is ampcore's own code: its package, a backend's (a package named ``ampcore_*``), or
+    code ampcore generated (a replay's runner, a program's evaluator)."""
+    if filename.startswith(("<captured program", "<program ")):
+        return True
+    path = os.path.abspath(filename)
+    return path.startswith(_AMPCORE_DIR) or os.path.basename(os.path.dirname(path)).startswith("ampcore_")
 
 
 class Recorder:
@@ -452,6 +459,13 @@ class Recorder:
             else:
                 rec.writes.append(Write(t, "grad", g))
         rec.grad_guards = [(t, was_none) for t, was_none in self._grad_read.values()]
+
+    def release(self) -> None:
+        """Drop what the recording kept alive (every array and tensor it saw), once its program is built."""
+        self._keep.clear()
+        for table in (self._written, self._grad_written, self._grad_read, self._grad_owner, self._state):
+            table.clear()
+        self.recording.created.clear()
 
     def state_tensors(self) -> Iterator[Any]:
         """The tensors made before the call whose arrays it read."""

@@ -75,8 +75,9 @@ class Explanation:
 
 
 def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Record one call of ``fn(*args, **kwargs)`` (it runs, eagerly, as a compiled call's recording does) and
-    return an :class:`Explanation`.  ``explain(fn)`` alone returns a function of the arguments (torch's
+    """Run ``fn(*args, **kwargs)`` as a compiled function's first two calls run it (eagerly: a warm-up, which
+    makes any state the function creates lazily, then the recorded call) and return an :class:`Explanation` of
+    the recording.  ``explain(fn)`` alone returns a function of the arguments (torch's
     ``torch._dynamo.explain(fn)(*args)`` form).  ``fn`` may be a compiled module or function: its original is
     explained."""
     if not args and not kwargs:
@@ -86,15 +87,16 @@ def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         compiled = CompiledFunction(
             target.__call__,
             module=target,
-            warmup=0,
+            warmup=1,
             name=type(target).__name__,
             options=getattr(fn, "_compiled").options,  # noqa: B009 - fn is typed as a plain callable
         )
     else:
         inner = getattr(fn, "_compiled", None)
         original = inner.fn if inner is not None else fn
-        compiled = CompiledFunction(original, warmup=0, options=inner.options if inner is not None else None)
-    compiled(*args, **kwargs)
+        compiled = CompiledFunction(original, warmup=1, options=inner.options if inner is not None else None)
+    compiled(*args, **kwargs)  # the warm-up
+    compiled(*args, **kwargs)  # the recording
     entry = next(iter(compiled.entries.values()), None)
     out = Explanation()
     if entry is None:
