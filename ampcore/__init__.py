@@ -15,6 +15,8 @@ from . import (
     autograd,
     backend_modules,
     backends,
+    capture,
+    compiler,
     distributed,
     distributions,
     float8,
@@ -28,6 +30,7 @@ from . import (
     version,
 )
 from .amp import autocast, custom_bwd, custom_fwd, get_autocast_dtype, is_autocast_available, is_autocast_enabled, op
+from .compiler import compile  # noqa: A004 - torch.compile's name
 from .creation import (
     Generator,
     arange,
@@ -138,6 +141,8 @@ __all__ = [
     "backends",
     "distributed",
     "distributions",
+    "capture",
+    "compiler",
     "multiprocessing",
     "version",
     # dtypes
@@ -226,6 +231,7 @@ __all__ = [
     "op",
     "GradScaler",
     "count_host_syncs",
+    "compile",
     # devices and backends
     "Device",
     "device",

@@ -8,7 +8,7 @@ through it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,6 +207,35 @@ class Backend:
         """The host threads each library of this backend uses now, such as ``{"blas": 2, "numba": 2}``,
         for ``ampcore info`` and ``ampcore bench``; empty (the default) when it runs on none."""
         return {}
+
+    # --- captured steps (ampcore.compile) -------------------------------
+    def fused_kernel(self, program: Any, operand_dtypes: Sequence[DType], result_dtype: DType) -> Any:
+        """The kernel of a captured program's fused elementwise chain (:mod:`ampcore.capture.fusion`), or None.
+
+        ``program`` is an :class:`ampcore.expr.Program` of correctly rounded functions and rounding nodes
+        (``round_float16``, ``round_bfloat16``), computed in float32 for float32/float16/bfloat16 operands
+        (float64 for float64), each node rounded on its own; its operands may differ in dtype
+        (``operand_dtypes``: each is widened exactly to the compute type when loaded; bool ones are bools),
+        and the result is rounded once to ``result_dtype``.  Operands broadcast, as the ``elementwise``
+        primitive's.  The kernel takes the operands and returns a new array; it must give the bits the
+        chain's kernels give one by one.  None (the default): the chain's kernels run one by one.  The C
+        backends render the program with :func:`ampcore.expr.render` (the rounding nodes are spelled with
+        :mod:`ampcore.cgen`'s conversions) and load each operand with :func:`ampcore.cgen.load` of its own
+        dtype tag.
+        """
+        return None
+
+    def capture_runner(self, program: Any) -> Any:
+        """A runner replaying ``program`` (an :class:`ampcore.capture.Program`) faster than the core's
+        reference, :func:`ampcore.capture.reference_runner` (whose signature it has: ``run(inputs, seeds,
+        dynamics) -> results``), or None (the default: the reference replays it).  A CUDA backend captures the
+        kernels in a CUDA graph once and launches the graph; an OpenCL one prebuilds its list of enqueues.
+        Called once per recorded program, after fusion."""
+        return None
+
+    def capture_support(self) -> str:
+        """What ``ampcore info`` says this backend's captured steps do."""
+        return "kernel-by-kernel replay (the core's reference runner); elementwise chains not fused"
 
     # --- conformance ---------------------------------------------------
     def conformance_known_gaps(self) -> str | None:

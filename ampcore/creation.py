@@ -20,6 +20,7 @@ from . import ops
 from .device import DeviceLike
 from .dispatch import guarded_kernels, primitive
 from .dtypes import DType
+from .hooks import CAPTURE
 from .plugins import registry
 from .plugins.capabilities import check_storable
 from .syncs import defer_check
@@ -77,7 +78,11 @@ class Generator:
 
     def next_seed(self) -> int:
         with self._lock:
-            return int(self._rng.integers(0, 2**63 - 1))
+            seed = int(self._rng.integers(0, 2**63 - 1))
+        recorder = CAPTURE.recorder
+        if recorder is not None:  # a captured step being recorded draws it again, in order, on every replay
+            recorder.seed_drawn(self, seed)
+        return seed
 
     def get_state(self) -> dict[str, Any]:
         with self._lock:
@@ -206,6 +211,9 @@ def tensor(data: Any, dtype: Any = None, device: DeviceLike | None = None, requi
     if requires_grad and not target.is_floating_point:
         raise TypeError(f"only floating tensors can require gradients, got dtype {target.name}")
     data = _kernels(backend, "tensor").from_numpy(np.asarray(array, order="C"), target, dev.index)
+    recorder = CAPTURE.recorder
+    if recorder is not None:  # host data inside a captured call: its replays reuse this array
+        recorder.upload()
     out = tensor_class()._wrap(data, dev, backend)
     return out.requires_grad_(requires_grad)
 

@@ -22,6 +22,7 @@ __all__ = [
     "watching_changed",
     "boundary_stack",
     "boundary_names",
+    "CAPTURE",
 ]
 
 
@@ -39,6 +40,26 @@ class _HookState:
 
 
 STATE = _HookState()
+
+
+class _CaptureState:
+    """What the layers below the capture engine (:mod:`ampcore.capture`) read about captured steps.
+
+    ``recorder`` is the recording in progress (None almost always): host reads, deferred checks and random
+    seeds tell it what they did (one read of this slot, off the op path: the op path itself costs nothing,
+    the recorder installs its own kernel wrappers).  ``active`` counts compiled calls running now: while it is
+    nonzero, optimizers and the GradScaler take their capturable paths (step counts and the skip decision on
+    the device), so the call a compiled step warms up with makes the state its recording then reads.
+    """
+
+    __slots__ = ("recorder", "active")
+
+    def __init__(self) -> None:
+        self.recorder: Any = None
+        self.active = 0
+
+
+CAPTURE = _CaptureState()
 _lock = threading.Lock()
 _boundaries = threading.local()
 

@@ -427,7 +427,19 @@ INPUT_ERRORS = (ValueError, TypeError, IndexError, KernelError)
 # Backend methods that move arrays between host and device: gated like kernels.
 _IO_METHODS = frozenset({"from_numpy", "to_numpy"})
 # Table attributes that are not kernels (introspection): returned as they are.
-_NOT_KERNELS = frozenset({"has", "provider", "names", "shape_of", "dtype_of", "missing_primitives", "program_kernel"})
+_NOT_KERNELS = frozenset(
+    {
+        "has",
+        "provider",
+        "names",
+        "shape_of",
+        "dtype_of",
+        "missing_primitives",
+        "program_kernel",
+        "record_with",
+        "kernel",
+    }
+)
 
 
 class KernelGate:
@@ -521,6 +533,7 @@ class KernelTable:
         self._backend_name = backend_name
         self._entries: dict[str, _Entry] = {}
         self._array_info: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None = None
+        self._recorder: Callable[..., Callable[..., Any]] | None = None
         self.register(kernels, provider)
 
     def register(self, kernels: Mapping[str, Callable[..., Any]], provider: str) -> None:
@@ -545,7 +558,21 @@ class KernelTable:
         fn = _gated(self._backend_name, name, fn)
         if _debug[0] and self._array_info is not None and rule_for(name) is not None:
             fn = _checked(self._backend_name, name, fn, *self._array_info)
+        if self._recorder is not None:
+            fn = self._recorder(self, name, fn)
         object.__setattr__(self, name, fn)
+
+    def record_with(self, wrap: Callable[..., Callable[..., Any]] | None) -> None:
+        """Install ``wrap(table, name, kernel)``'s wrapper around every kernel (a captured step's recording,
+        :mod:`ampcore.capture`), or remove it (None).  The op path pays nothing for it: the wrappers replace
+        the table's attributes while a recording runs, and the plain kernels come back after."""
+        self._recorder = wrap
+        self._reinstall()
+
+    def kernel(self, name: str) -> Callable[..., Any]:
+        """The callable ``k.<name>`` is now, as a replay calls it (a program's kernel made on first use)."""
+        fn = self.__dict__.get(name)
+        return fn if fn is not None else getattr(self, name)
 
     def bind_array_info(self, shape_of: Callable[[Any], tuple[int, ...]], dtype_of: Callable[[Any], Any]) -> None:
         """Give op rules ``k.shape_of`` / ``k.dtype_of`` (the backend's array introspection), and from now on

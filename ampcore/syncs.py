@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, overload
 import numpy as np
 
 from .dtypes import float32
+from .hooks import CAPTURE
 from .kernels import KernelGate
 
 if TYPE_CHECKING:
@@ -40,6 +41,10 @@ __all__ = [
     "defer_check",
     "run_deferred_checks",
     "pending_flag",
+    "requeue_check",
+    "pending_tensor_ids",
+    "set_aside_pending",
+    "put_back_pending",
     "read_with_checks",
     "MAX_PENDING_CHECKS",
 ]
@@ -99,6 +104,9 @@ def to_host(t: Tensor, reason: str = "read", *, run_checks: bool = True) -> np.n
 
 
 def _read(backend: Any, array: Any, reason: str) -> np.ndarray:
+    recorder = CAPTURE.recorder
+    if recorder is not None:  # a captured step being recorded: a replay could not give the host this value
+        recorder.host_read(reason)
     for counter in _state.counters:
         counter.add(reason)
     return np.asarray(KernelGate.of(backend, reason).to_numpy(array))
@@ -106,7 +114,55 @@ def _read(backend: Any, array: Any, reason: str) -> np.ndarray:
 
 def defer_check(flag: Tensor, error: Callable[[], Exception]) -> None:
     """Queue a device-side check: ``error()`` is raised at the next read if the 0-d ``flag`` is true."""
+    recorder = CAPTURE.recorder
+    if recorder is not None:  # a captured step being recorded queues it again on every replay
+        recorder.check_queued(flag, error)
     queue = _state.pending.setdefault(flag.device, [])
+    queue.append(_Check(flag, error))
+    if len(queue) >= MAX_PENDING_CHECKS:
+        run_deferred_checks(flag.device)
+
+
+def set_aside_pending() -> dict[Any, list[_Check]]:
+    """Take every queued check out of the queue (unread), to put back with :func:`put_back_pending`: a captured
+    call's recording starts from an empty queue, as its replays' kernels do (they see only their own checks)."""
+    saved = dict(_state.pending)
+    _state.pending.clear()
+    return saved
+
+
+def put_back_pending(saved: dict[Any, list[_Check]]) -> None:
+    """Put checks set aside by :func:`set_aside_pending` back, before any queued since."""
+    for device, checks in saved.items():
+        _state.pending[device] = checks + _state.pending.get(device, [])
+
+
+def pending_tensor_ids() -> set[int]:
+    """The ids of the tensors the queued checks hold (their flags, and the tensors their errors read)."""
+    ids: set[int] = set()
+    for checks in _state.pending.values():
+        for c in checks:
+            for one in (c.originals if isinstance(c, _Compacted) else ()) + (c,):
+                ids.add(id(one.flag))
+                for cell in getattr(one.error, "__closure__", None) or ():
+                    try:
+                        ids.add(id(cell.cell_contents))
+                    except ValueError:  # an empty cell
+                        continue
+    return ids
+
+
+def requeue_check(flag: Tensor, error: Callable[[], Exception]) -> None:
+    """Queue a check a captured step's replay made again: merged into the last compacted entry of its device
+    (one kernel, no read), as :func:`pending_flag` leaves the queue, so a replayed step reads nothing."""
+    queue = _state.pending.setdefault(flag.device, [])
+    last = queue[-1] if queue else None
+    if isinstance(last, _Compacted) and len(last.originals) < MAX_PENDING_CHECKS:
+        k = KernelGate.of(flag._backend, "deferred checks")
+        total = k.add(last.flag._data, k.reshape(k.cast(flag._data, float32), (1,)))
+        kept = (*last.originals, _Check(flag, error))
+        queue[-1] = _Compacted(last.flag._wrap(total, flag.device, flag._backend), _first_failure(list(kept)), kept)
+        return
     queue.append(_Check(flag, error))
     if len(queue) >= MAX_PENDING_CHECKS:
         run_deferred_checks(flag.device)

@@ -2,7 +2,8 @@
 
 One step is :func:`train_step`: zero the gradients, forward and loss under
 ``autocast``, ``scaler.scale(loss).backward()``, ``scaler.step`` and
-``scaler.update``.  The scaler comes from :meth:`GradScaler.for_dtype`, so it
+``scaler.update``; by default it is captured (:func:`ampcore.compile`) and
+replayed as one program of kernels.  The scaler comes from :meth:`GradScaler.for_dtype`, so it
 is active for float16 only (bfloat16 and the float32 baseline need none).
 
 Host syncs: with a float16 GradScaler and a backend with the ``adamw_step_amp``
@@ -29,6 +30,7 @@ from . import dtypes as dt
 from . import nn, optim
 from .amp import autocast
 from .autograd import no_grad
+from .compiler import compile as capture
 from .creation import manual_seed, tensor, zeros
 from .data import load_digits, train_test_split
 from .device import Device
@@ -71,7 +73,9 @@ class TrainConfig:
     converted with :func:`ampcore.float8.convert_to_float8_training` and the
     rest runs under autocast as before.  Raises ValueError for an
     unknown dtype and for a non-positive epoch count, batch size, learning
-    rate or ``progress_every``.
+    rate or ``progress_every``.  ``compile`` (the default) captures the training step with
+    :func:`ampcore.compile`: after a warm-up step and a recorded one, every step replays the recorded kernels,
+    bit-identical to the eager step (``compile=False``, ``ampcore train --eager``).
     """
 
     device: str | None = None
@@ -86,6 +90,7 @@ class TrainConfig:
     test_fraction: float = 0.2
     progress_every: int = 8
     float8: str | None = None  # a float8 recipe (ampcore.float8.parse_recipe): the Linear layers train in float8
+    compile: bool = True  # capture the training step (ampcore.compile): replayed without the op layer
 
     def __post_init__(self) -> None:
         if self.float8 is not None:
@@ -168,6 +173,8 @@ class TrainResult:
     float8: str | None = None
     # per layer and role ("0.input", ...): the last amax and scale, saturated values over the run (float8 runs)
     float8_stats: dict[str, dict[str, float | int]] = field(default_factory=dict)
+    compiled: bool = False  # the step was captured (ampcore.compile)
+    captured_steps: int = 0  # steps that replayed the captured program (the others ran eagerly)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -250,6 +257,7 @@ def train(
     fused = True if get_backend(device.type).kernels.has("adamw_step") else None
     optimizer = optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=fused)
     scaler = GradScaler.for_dtype(dtype, device, process_group=process_group)
+    step_fn: Any = capture(train_step) if config.compile else train_step
 
     rng = np.random.default_rng(config.seed)
     span = config.batch_size * world  # rows per global batch; this rank's are [rank * batch_size, ...)
@@ -267,18 +275,14 @@ def train(
             for i in range(per_epoch):
                 first = i * span + rank * config.batch_size
                 index = tensor(order[first : first + config.batch_size], device=device)
-                loss = train_step(model, optimizer, x_train[index], y_train[index], scaler, dtype)
+                loss = step_fn(model, optimizer, x_train[index], y_train[index], scaler, dtype)
                 epoch_sum, step = epoch_sum + loss, step + 1
                 if on_progress is None:
                     continue
                 window, window_steps = window + loss, window_steps + 1
                 if step % config.progress_every == 0 or i == per_epoch - 1:
-                    window_sum, scale = _read_progress(window, scaler)
-                    on_progress(
-                        Progress(
-                            step, total, epoch, config.epochs, window_sum / window_steps, scale, scaler.skipped_steps
-                        )
-                    )
+                    window_sum, scale, skipped = _read_progress(window, scaler)
+                    on_progress(Progress(step, total, epoch, config.epochs, window_sum / window_steps, scale, skipped))
                     window, window_steps = zeros((), device=device), 0
             epoch_sums.append(epoch_sum.reshape(1))
     losses = cat(epoch_sums + [loss.reshape(1)]).numpy()  # epoch sums and the last loss, one read
@@ -306,6 +310,8 @@ def train(
         collective_seconds=stats.seconds if stats else 0.0,
         float8=config.float8,
         float8_stats=summarize(float8_stats(model)) if config.float8 is not None else {},
+        compiled=config.compile,
+        captured_steps=step_fn._compiled.stats.replays if config.compile else 0,
     )
 
 
@@ -317,14 +323,17 @@ def _data_parallel(model: Any, config: TrainConfig, dtype: dt.DType, process_gro
     return DistributedDataParallel(model, process_group=process_group)
 
 
-def _read_progress(window: Tensor, scaler: GradScaler) -> tuple[float, float | None]:
-    """The summed losses and the loss scale in one host read (counted under the reason ``"progress"``)."""
+def _read_progress(window: Tensor, scaler: GradScaler) -> tuple[float, float | None, int]:
+    """The summed losses, the loss scale and the skipped steps in one host read (counted under the reason
+    ``"progress"``)."""
     scale = scaler._get_scale_async()
     skipped = scaler._skipped_device  # steps a fused optimizer skipped on the device, read in the same transfer
     parts = [window.reshape(1)] + ([scale] if scale is not None else []) + ([skipped] if skipped is not None else [])
     values = read_with_checks(cat(parts), reason=PROGRESS)  # with any queued label checks, in one transfer
     assert values is not None
-    if skipped is not None:
-        scaler._skipped_steps += int(values[-1])
-        scaler._skipped_device = None
-    return float(values[0]), (float(values[1]) if scale is not None else None)
+    if skipped is None:
+        total = scaler.skipped_steps  # counted on the host: no read
+    else:
+        scaler._take_skipped(float(values[-1]))
+        total = scaler._skipped_steps
+    return float(values[0]), (float(values[1]) if scale is not None else None), total

@@ -19,6 +19,7 @@
 #                       replayed, against the same step eager: ms per step, host reads per step (goal 0), and the
 #                       parameters bit for bit eager's (exit 1 otherwise); a row for ampcore.compile once it exists
 #   cuda-tests          includes tests/test_cuda_graphs.py, whose capture tests run on the GPU where there is one
+#   conformance-capture, bench-*-compile  issue 36's captured steps on the GPU (see below)
 # Each step's output goes to OUTDIR (JSON where the step writes one); a failing or timed-out step is reported
 # and the next one still runs.  GPU_CHECKS_STEP_TIMEOUT (seconds, default 300) bounds each step.
 set -uo pipefail
@@ -91,9 +92,32 @@ step torch-cuda-autocast "$python" benchmarks/torch_cuda_autocast.py
 # issue 38: each planted wrong kernel (16-bit accumulator GEMM, flushed small results, exp 2 ulps off, ...) must fail
 # the tolerance rules on the GPU too (AMPCORE_CUDA_SIMULATOR, which these tests set, is ignored beside a GPU)
 step planted-cuda     "$python" -m pytest -q -p no:cacheprovider tests/test_planted_kernels.py -k "real and cuda"
+# issue 36 (captured steps, ampcore.compile): the captured mode of the conformance suite on the GPU (every op and
+# fused chain bit for bit against eager), then mlp-large's captured fp16/bf16 AMP steps beside eager and torch;
+# captured-vs-torch checks each captured AMP row's step time <= torch eager AMP's and 0 host reads per replay
+captured_vs_torch() {  # captured_vs_torch JSON
+    "$python" -c 'import json, sys
+rows = [r for r in json.load(open(sys.argv[1]))["configs"] if r["framework"] == "ampcore" and r.get("compiled")]
+ok = bool(rows)
+for r in rows:
+    vs_torch, reads = r["step_time_vs_torch"], r["host_syncs_per_step"]
+    good = not r["amp"] or (vs_torch is not None and vs_torch <= 1.0)
+    ok &= good
+    print(r["id"], "vs eager:", r["speedup_vs_eager"], "vs torch:", vs_torch, "host syncs/step:", reads,
+          "ok" if good else "NOT MET")
+sys.exit(0 if ok else 1)' "$1"
+}
+step conformance-capture "$python" -m pytest -q -p no:cacheprovider --pyargs ampcore.conformance.checks.test_capture \
+                                --ampcore-backend cuda
+step bench-mlp-large-compile "$python" -m ampcore bench --device cuda:0 --model mlp-large --steps 20 --compile \
+                                --json "$out/bench-mlp-large-compile.json"
+step captured-vs-torch-mlp-large captured_vs_torch "$out/bench-mlp-large-compile.json"
 if [ "${GPU_CHECKS_QUICK:-0}" = 1 ]; then  # a short device lease: the owed figures and correctness only
     exit $status
 fi
+step bench-transformer-large-compile "$python" -m ampcore bench --device cuda:0 --model transformer-large --steps 20 \
+                                --compile --json "$out/bench-transformer-large-compile.json"
+step captured-vs-torch-transformer-large captured_vs_torch "$out/bench-transformer-large-compile.json"
 step bench-transformer-large "$python" -m ampcore bench --device cuda:0 --model transformer-large --steps 20 \
                                 --json "$out/bench-transformer-large.json"
 step bench-transformer-large-ran-ampcore bench_ran_ampcore "$out/bench-transformer-large.json"

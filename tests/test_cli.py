@@ -174,8 +174,34 @@ def test_python_dash_m_ampcore_info_shows_a_broken_plugin(tmp_path, run_python):
 def test_train_one_epoch_prints_accuracy(capsys):
     assert main(["train", "--epochs", "1", "--device", "cpu"]) == 0
     out = " ".join(capsys.readouterr().out.split())  # rich wraps lines at the terminal width
-    assert "training on cpu in bfloat16: autocast to bfloat16, no loss scaling needed; 1 epoch," in out
-    assert "test accuracy 0." in out and "train accuracy 0." in out and "1.00 host syncs/step" in out
+    assert "training on cpu in bfloat16: autocast to bfloat16, no loss scaling needed; step captured" in out
+    assert "test accuracy 0." in out and "train accuracy 0." in out and "0.00 host syncs/step" in out
+    assert "20 of 23 steps replayed captured" in out
+
+
+def test_train_eager_reads_the_host_once_per_step(capsys):
+    assert main(["train", "--epochs", "1", "--device", "cpu", "--eager"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "no loss scaling needed; eager; 1 epoch," in out and "1.00 host syncs/step" in out
+    assert "replayed captured" not in out
+
+
+def test_train_compile_prints_captured_beside_eager(capsys):
+    assert main(["train", "--epochs", "1", "--device", "cpu", "--dtype", "float16", "--compile"]) == 0
+    raw = capsys.readouterr().out
+    assert "the step captured (ampcore.compile) vs eager (same seed and batches)\n" in raw
+    out = " ".join(raw.split())
+    assert re.search(r"float16 \(AMP\) captured .* float16 \(AMP\) eager", out)
+    assert "float16: captured " in out and "x faster than eager" in out
+    assert main(["train", "--epochs", "1", "--batch-size", "256", "--compile", "--compare", "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)
+    assert [(r["dtype"], r["compiled"]) for r in runs] == [
+        ("bfloat16", True),
+        ("bfloat16", False),
+        ("float32", True),
+        ("float32", False),
+    ]
+    assert runs[0]["final_loss"] == runs[1]["final_loss"] and runs[2]["final_loss"] == runs[3]["final_loss"]
 
 
 def test_train_compare_prints_amp_beside_the_float32_baseline(capsys):
@@ -236,6 +262,7 @@ def test_train_json_reports_the_result(capsys):
         ),
         (["train", "--epochs", "0"], "epochs must be a positive integer, got 0"),
         (["train", "--float8", "blockwise"], "float8 recipe 'blockwise': unknown recipe 'blockwise'; the recipes are"),
+        (["train", "--eager", "--compile"], "--compile trains a captured run beside an eager one, but --eager"),
     ],
 )
 def test_bad_train_options_exit_2_with_one_line_and_no_traceback(capsys, argv, message):

@@ -271,6 +271,55 @@ def test_autocast_and_grad_scaler_skip_back_off_and_resume_bit_identically(profi
     assert out["resumed"] == out["cont"], "a resumed run continues bit-identically"
 
 
+CAPTURED_STEP = """
+import json, numpy as np, ampcore
+from ampcore import nn, optim
+from ampcore.nn import functional as F
+rng = np.random.default_rng(0)
+xs = [rng.standard_normal((5, 8)).astype(np.float32) for _ in range(6)]
+xs[3][0, 0] = np.inf
+data = [(ampcore.tensor(x, device="cuda"), ampcore.tensor(rng.integers(0, 4, 5), device="cuda")) for x in xs]
+def step(model, opt, scaler, x, y):
+    opt.zero_grad()
+    with ampcore.autocast("cuda", dtype="float16"):
+        loss = F.cross_entropy(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    return loss.detach()
+runs = []
+for compiled in (False, True):
+    ampcore.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Dropout(0.1), nn.LayerNorm(16), nn.Linear(16, 4)).to("cuda")
+    opt, scaler = optim.AdamW(model.parameters(), lr=1e-2), ampcore.GradScaler("cuda")
+    fn = ampcore.compile(step) if compiled else step
+    ampcore.manual_seed(1)
+    reads = []
+    losses = []
+    for x, y in data:
+        with ampcore.count_host_syncs() as syncs:
+            losses.append(fn(model, opt, scaler, x, y))
+        reads.append(syncs.count)
+    runs.append(dict(losses=[l.numpy().tobytes().hex() for l in losses], reads=reads, scale=scaler.get_scale(),
+                     skipped=scaler.skipped_steps, params=[p.numpy().tobytes().hex() for p in model.parameters()],
+                     replays=fn._compiled.stats.replays if compiled else 0))
+print(json.dumps(runs))
+"""
+
+
+@needs_gxx
+def test_a_captured_amp_step_replays_bit_identical_with_no_host_read_on_the_simulator():
+    """ampcore.compile on cuda (the core's reference runner, kernel by kernel): a float16 AMP step with an
+    overflowing batch replays eager's bits, skips the same step, and reads nothing on the host."""
+    proc = _python(CAPTURED_STEP, "h100")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    eager, captured = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert captured["replays"] == 4 and captured["reads"][2:] == [0, 0, 0, 0]
+    for key in ("losses", "params", "scale", "skipped"):
+        assert captured[key] == eager[key], key
+    assert eager["skipped"] == 1
+
+
 @needs_gxx
 @pytest.mark.slow
 @pytest.mark.parametrize("profile", PROFILES)

@@ -139,6 +139,10 @@ DOCUMENTED = {
     "GradScaler",
     "count_host_syncs",
     "op",
+    # captured steps (torch.compile)
+    "compile",
+    "capture",
+    "compiler",
     # devices and backends
     "Device",
     "device",
@@ -213,6 +217,8 @@ def test_exported_modules_are_modules_and_the_rest_are_not():
         "distributed",
         "distributions",
         "multiprocessing",
+        "capture",
+        "compiler",
         "version",
     }
 

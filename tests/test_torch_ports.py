@@ -136,6 +136,19 @@ def test_checkpoint_written_mid_run_resumes_with_bit_identical_losses(port: str,
     assert resumed == uninterrupted[2:]  # bit for bit: float equality, no tolerance
 
 
+def test_the_compiled_gpt_port_trains_and_resumes_with_eager_bits(tmp_path: Path) -> None:
+    """``--compile`` (``torch.compile(model)``, ampcore.compile after the rename): the captured forward and
+    backward give the eager port's losses bit for bit, and a resumed compiled run the uninterrupted one's."""
+    _require_features("gpt")
+    ckpt = str(tmp_path / "mid.pt")
+    common = ["--epochs", "3", "--batches-per-epoch", "3", "--sample", "4", "--device", "cpu", "--checkpoint", ckpt]
+    eager, _ = harness.run("gpt", "ampcore", common)
+    uninterrupted, _ = harness.run("gpt", "ampcore", [*common, "--compile", "--save-at-epoch", "0"])
+    resumed, _ = harness.run("gpt", "ampcore", [*common, "--compile", "--resume", ckpt])
+    assert uninterrupted == eager  # float equality: the same bits
+    assert resumed == uninterrupted[3:]
+
+
 @pytest.mark.parametrize("port", harness.PORTS)
 def test_port_resumes_bit_identically_on_torch_itself(port: str, tmp_path: Path) -> None:
     """The port's own resume logic, checked on real torch (the test command installs torch's CPU wheel)."""

@@ -41,6 +41,7 @@ from ..backend import BackendUnavailableError
 from ..creation import full
 from ..device import Device
 from ..dispatch import guarded_kernels
+from ..hooks import CAPTURE
 from ..plugins import get_backend, get_default_device, resolve_device
 from ..syncs import read_with_checks
 from ..tensor import Tensor
@@ -437,7 +438,10 @@ class GradScaler:
                 ),
             )
         group = self._group_for(optimizer)
-        if group is None and active() is None and getattr(optimizer, "_step_supports_amp_scaling", False):
+        on_device = getattr(optimizer, "_step_supports_amp_scaling", False) or (
+            CAPTURE.active and getattr(optimizer, "_captures_amp_step", False)
+        )
+        if group is None and active() is None and on_device:
             return self._step_on_device(optimizer, state, kwargs)
         skipped = self._skip_decision(state, group)
         state.skipped = skipped
@@ -470,9 +474,24 @@ class GradScaler:
         finally:
             del optimizer.grad_scale, optimizer.found_inf
         count = (total > 0).to(dtype=dt.float32).reshape(1)
-        self._skipped_device = count if self._skipped_device is None else self._skipped_device + count
+        if self._skipped_device is None:
+            self._skipped_device = count
+        else:  # in place: a captured step reads and writes this one tensor (ampcore.compile)
+            self._skipped_device._data = (self._skipped_device + count)._data
         state.stage = OptState.STEPPED
         return result
+
+    def _take_skipped(self, value: float) -> None:
+        """Move ``value`` steps skipped on the device (just read from :attr:`_skipped_device`) to the host count,
+        and restart the device count from zero in place."""
+        counter = self._skipped_device
+        if counter is None:
+            return
+        self._skipped_steps += int(value)
+        if value:
+            counter._data = guarded_kernels(counter._backend, "GradScaler").full(
+                (1,), 0.0, dt.float32, counter.device.index
+            )
 
     def _group_for(self, optimizer: Any) -> Any:
         """The process group whose ranks must agree on skipping: the scaler's, else a sharded optimizer's."""
@@ -535,7 +554,7 @@ class GradScaler:
             return
         scale = self._require_scale("update")
         if new_scale is not None:
-            self._scale = self._checked_new_scale(new_scale, scale.device)
+            scale._data = self._checked_new_scale(new_scale, scale.device)._data
         else:
             self._apply_rule(scale)
         self._per_optimizer = {}
@@ -567,8 +586,9 @@ class GradScaler:
             new = k.maximum(new, self._min_scale)
         if self._max_scale is not None:
             new = k.minimum(new, self._max_scale)
-        self._scale = Tensor._wrap(new, scale.device, scale._backend)
-        self._growth_tracker = Tensor._wrap(tracker, scale.device, scale._backend)
+        # In place (torch's _amp_update_scale_ is too): a captured step reads and writes these same tensors.
+        scale._data = new
+        self._growth_tracker._data = tracker
         self._watch_for_stall()
 
     def _watch_for_stall(self) -> None:
@@ -661,8 +681,7 @@ class GradScaler:
 
         Steps a fused optimizer skipped on the device are counted there; reading them is a host read."""
         if self._skipped_device is not None:
-            self._skipped_steps += int(self._skipped_device.item())
-            self._skipped_device = None
+            self._take_skipped(float(self._skipped_device.item()))
         return self._skipped_steps
 
     def state_dict(self) -> dict[str, Any]:
@@ -710,11 +729,13 @@ class GradScaler:
             raise ValueError(f"GradScaler: skipped_steps must be a non-negative int, got {skipped!r}")
         self._init_scale, self._growth_factor, self._backoff_factor = scale, growth, backoff
         self._growth_interval, self._init_growth_tracker = interval, tracker
-        self._skipped_steps, self._skipped_device = skipped, None
-        if self._scale is not None:
-            device = self._scale.device
-            self._scale = full((1,), scale, dtype=dt.float32, device=device)
-            self._growth_tracker = full((1,), tracker, dtype=dt.int32, device=device)
+        self._skipped_steps = skipped
+        if self._skipped_device is not None:  # the device count restarts (in place, as _take_skipped)
+            self._skipped_device._data = full((1,), 0.0, dtype=dt.float32, device=self._skipped_device.device)._data
+        if self._scale is not None and self._growth_tracker is not None:
+            device = self._scale.device  # rebound in place: a captured step reads these tensors
+            self._scale._data = full((1,), scale, dtype=dt.float32, device=device)._data
+            self._growth_tracker._data = full((1,), tracker, dtype=dt.int32, device=device)._data
 
     def __repr__(self) -> str:
         if not self._enabled:

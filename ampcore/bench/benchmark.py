@@ -88,6 +88,7 @@ class BenchSettings:
     batch: int | None = None
     torch: bool = True
     float8: tuple[str, ...] = ()  # float8 recipes: one more ampcore row per recipe and device
+    compile: bool = False  # also each ampcore configuration with its step captured (ampcore.compile)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "float8", tuple(str(parse_recipe(r)) for r in self.float8))
@@ -200,6 +201,8 @@ def configurations(settings: BenchSettings, refusals: Refusals | None = None) ->
             if settings.float8 and dtypes:  # float8 Linears beside bfloat16 (else the device's AMP dtype)
                 base = "bfloat16" if "bfloat16" in dtypes else dtypes[0]
                 configs += [Config("ampcore", name, base, recipe) for recipe in settings.float8]
+            if settings.compile:  # each one again, captured, timed interleaved with the eager ones
+                configs += [Config("ampcore", name, p, compiled=True) for p in ["float32", *dtypes]]
     if settings.torch:
         named = {d.split(":")[0] for d in settings.devices} if settings.devices else None
         for device in torch_reference.devices():
@@ -306,6 +309,7 @@ def _config_result(
         "device": config.device,
         "precision": config.precision,
         "float8": config.float8,
+        "compiled": config.compiled,
         "amp": config.amp,
         "loss_scaling": config.loss_scaling,
         "step_seconds": stats,
@@ -356,6 +360,8 @@ def _add_ratios(rows: dict[Config, dict[str, Any]]) -> None:
             if reference and row["peak_memory_bytes"] and reference["peak_memory_bytes"]
             else None
         )
+        eager = rows.get(config.eager) if config.compiled else None
+        row["speedup_vs_eager"] = eager["step_seconds"]["median"] / median if eager else None
         twin = Config("torch", config.device.split(":")[0], config.precision)
         row["step_time_vs_torch"] = (
             median / rows[twin]["step_seconds"]["median"] if config.framework == "ampcore" and twin in rows else None
@@ -440,6 +446,7 @@ def _result(
             "batches": BATCH_COUNT,
             "torch": settings.torch,
             "float8": list(settings.float8),
+            "compile": settings.compile,
             "torch_missing": torch_reference.missing() if settings.torch else None,
             "timing": "round-robin within each (framework, device) phase; phases in turn",
         },

@@ -17,13 +17,15 @@ class Config:
     ``precision`` float32 is the baseline; float16 and bfloat16 train under
     autocast, float16 with a GradScaler (bfloat16 has float32's range).
     ``float8`` names a float8 recipe (ampcore only): the model's Linear layers
-    train in float8 and the rest under autocast to ``precision``.
+    train in float8 and the rest under autocast to ``precision``.  ``compiled``
+    (ampcore only): the whole step captured with :func:`ampcore.compile`.
     """
 
     framework: str
     device: str
     precision: str
     float8: str | None = None
+    compiled: bool = False  # the step captured with ampcore.compile (ampcore bench --compile)
 
     @property
     def amp(self) -> bool:
@@ -36,7 +38,8 @@ class Config:
     @property
     def label(self) -> str:
         float8 = f" + float8 {self.float8}" if self.float8 else ""
-        return f"{self.framework} {self.device} {self.precision}{' AMP' if self.amp else ''}{float8}"
+        captured = " captured" if self.compiled else ""
+        return f"{self.framework} {self.device} {self.precision}{' AMP' if self.amp else ''}{float8}{captured}"
 
     @property
     def phase(self) -> tuple[str, str]:
@@ -45,13 +48,18 @@ class Config:
 
     @property
     def baseline(self) -> Config:
-        """The float32 configuration of the same framework and device."""
-        return Config(self.framework, self.device, "float32")
+        """The float32 configuration of the same framework and device (captured too, for a captured one)."""
+        return Config(self.framework, self.device, "float32", compiled=self.compiled)
+
+    @property
+    def eager(self) -> Config:
+        """This configuration without capture (a captured row's reference)."""
+        return Config(self.framework, self.device, self.precision, self.float8)
 
     @property
     def without_float8(self) -> Config:
         """The same configuration with its Linear layers in ``precision`` (a float8 row's reference)."""
-        return Config(self.framework, self.device, self.precision)
+        return Config(self.framework, self.device, self.precision, compiled=self.compiled)
 
 
 @dataclass

@@ -49,6 +49,7 @@ def table(result: dict[str, Any]) -> Any:
     )
     t = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), caption_justify="left")
     with_torch = any(row["framework"] == "torch" for row in result["configs"])
+    with_captured = any(row.get("compiled") for row in result["configs"])
     columns = (
         "",
         "device",
@@ -58,6 +59,7 @@ def table(result: dict[str, Any]) -> Any:
         "samples/s",
         "vs fp32",
         "vs torch",
+        "vs eager",
         "peak MiB",
         "saved MiB",
         "final loss",
@@ -66,19 +68,22 @@ def table(result: dict[str, Any]) -> Any:
         "skipped",
     )
     for i, name in enumerate(columns):
-        if name != "vs torch" or with_torch:  # without torch the column would be all '-': setup_lines says why
+        if (name != "vs torch" or with_torch) and (name != "vs eager" or with_captured):  # no all-'-' columns
             t.add_column(name, justify="left" if i < 3 else "right", no_wrap=i < 3)
     for row in result["configs"]:
         diff = row["final_loss_diff_vs_float32"]
         cells = (
             row["framework"],
             row["device"],
-            SHORT.get(row["precision"], row["precision"]) + (f" + f8 {row['float8']}" if row.get("float8") else ""),
+            SHORT.get(row["precision"], row["precision"])
+            + (f" + f8 {row['float8']}" if row.get("float8") else "")
+            + (" captured" if row.get("compiled") else ""),
             _ms(row["step_seconds"]["median"]),
             _ms(row["step_seconds"]["iqr"]),
             f"{row['samples_per_second']:.0f}",
             _ratio(row["speedup_vs_float32"]) if row["amp"] else "",
             *([_ratio(row["step_time_vs_torch"])] if with_torch else []),
+            *([_ratio(row.get("speedup_vs_eager")) if row.get("compiled") else ""] if with_captured else []),
             _mib(row["peak_memory_bytes"]),
             _mib(row["saved_for_backward_bytes"]),
             "-" if row["final_loss"] is None else f"{row['final_loss']:.4f}",
@@ -88,6 +93,11 @@ def table(result: dict[str, Any]) -> Any:
         )
         t.add_row(*cells)
     vs_torch = "  vs torch: ampcore step time / torch's in the same precision (<1: faster)." if with_torch else ""
+    if with_captured:
+        vs_torch += (
+            "\ncaptured: the whole step replayed as one program (ampcore.compile); vs eager: its speedup over the "
+            "same configuration run eagerly (>1: faster); its memory is not measured ('-')."
+        )
     t.caption = (
         f"vs fp32: speedup over float32 on the same framework and device (>1: faster).{vs_torch}\npeak: device "
         "memory of building the configuration and training two steps ('-': not measurable).  saved: bytes kept "

@@ -18,6 +18,7 @@ from .. import dtypes as dt
 from .. import optim
 from ..amp import autocast
 from ..autograd import saved_bytes
+from ..compiler import compile as capture
 from ..creation import from_numpy
 from ..float8 import convert_to_float8_training
 from ..grad_scaler import GradScaler
@@ -29,7 +30,7 @@ from . import torch_reference
 from .config import LR, Config, History
 from .models import ModelSpec
 
-__all__ = ["AmpcoreRun", "make_run", "footprint"]
+__all__ = ["AmpcoreRun", "make_run", "footprint", "train_step"]
 
 
 class AmpcoreRun:
@@ -54,6 +55,7 @@ class AmpcoreRun:
         self.scaler = GradScaler.for_dtype(self.dtype, self.device)
         self.batches = [(from_numpy(x, device=self.device), from_numpy(y, device=self.device)) for x, y in batches]
         self.steps = 0
+        self._compiled = capture(train_step) if config.compiled else None
         self._losses: list[Any] = []
         self._scales: list[Any] = []
         self._host_syncs = 0
@@ -85,9 +87,27 @@ class AmpcoreRun:
         return saved_bytes(loss, self.model.parameters())
 
     def step(self) -> None:
+        if self._compiled is not None:
+            return self._captured_step()
         with count_host_syncs() as syncs:
             self.zero_grad()
             self.finish(self.forward())
+            self.synchronize()
+        self._host_syncs += syncs.count
+        return None
+
+    def _captured_step(self) -> None:
+        """The same step, captured (``ampcore.compile``): forward, backward, the scaler and the optimizer step
+        replayed as one program; the loss and the scale are kept as device values, as the eager step keeps them."""
+        assert self._compiled is not None
+        with count_host_syncs() as syncs:
+            x, y = self.batches[self.steps % len(self.batches)]
+            loss = self._compiled(self.model, self.optimizer, self.scaler, x, y, self.dtype, self.config.amp)
+            self.steps += 1
+            self._losses.append(loss.reshape(1))
+            scale = self.scaler._get_scale_async()
+            if scale is not None:
+                self._scales.append(scale.reshape(1) * 1.0)
             self.synchronize()
         self._host_syncs += syncs.count
 
@@ -95,6 +115,18 @@ class AmpcoreRun:
         losses = [float(v) for v in cat(self._losses).numpy()] if self._losses else []
         scales = [float(v) for v in cat(self._scales).numpy()] if self._scales else None
         return History(losses, scales, self.scaler.skipped_steps, self._host_syncs)
+
+
+def train_step(model: Any, optimizer: Any, scaler: Any, x: Any, y: Any, dtype: Any, amp: bool) -> Any:
+    """One training step as :class:`AmpcoreRun`'s eager one (zero_grad, forward under autocast, scaled
+    backward, the scaler's step and update), returning the detached loss: what ``--compile`` captures."""
+    optimizer.zero_grad()
+    with autocast(x.device.type, dtype=dtype, enabled=amp):
+        loss = F.cross_entropy(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return loss.detach()
 
 
 def footprint(
@@ -111,6 +143,8 @@ def footprint(
     is not counted as this configuration's memory: the cpu backend's float16
     rows measured 1.4-1.9x float32's peak from that alone.
     """
+    if config.compiled:  # a captured step's first two calls run eagerly: their memory is the eager row's
+        return None, 0
     saved = 0
     warm = make_run(spec, config, weights, batches)
     warm.step()

@@ -62,6 +62,12 @@ def add_parser(subparsers: Any) -> None:
         help="also train with the Linear layers in float8 under this recipe (tensorwise, rowwise, delayed, "
         "mxfp8, with ',key=value' fields), beside bfloat16; repeat for more, or 'all' for the four recipes",
     )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="also time each ampcore configuration with its whole step captured (ampcore.compile), beside the "
+        "eager one",
+    )
     parser.add_argument("--steps", type=int, default=_DEFAULTS.steps, help="timed steps per configuration")
     parser.add_argument("--warmup", type=int, default=_DEFAULTS.warmup, help="untimed steps per configuration first")
     parser.add_argument("--batch", type=int, default=None, help="batch size (default: the model's)")
@@ -107,6 +113,7 @@ def _settings(args: argparse.Namespace) -> benchmark.BenchSettings:
             args.batch,
             args.torch,
             _float8(args.float8),
+            compile=args.compile,
         )
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
@@ -134,6 +141,7 @@ def _measuring_options(args: argparse.Namespace) -> list[str]:
         "--batch": args.batch is not None,
         "--seed": args.seed != _DEFAULTS.seed,
         "--no-torch": not args.torch,
+        "--compile": args.compile,
     }
     return [option for option, on in given.items() if on]
 

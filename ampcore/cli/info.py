@@ -85,6 +85,14 @@ def _plugins(records: list[BackendRecord]) -> list[dict[str, Any]]:
     return out
 
 
+def _capture(backend: Any) -> str:
+    """What a captured step (ampcore.compile) does on this backend: its own runner or fusion, or the core's."""
+    try:
+        return str(backend.capture_support())
+    except Exception as exc:  # noqa: BLE001 - a backend bug must not hide the rest of the report
+        return f"unknown ({type(exc).__name__}: {exc})"
+
+
 def _backend_info(record: BackendRecord) -> dict[str, Any]:
     backend = record.backend
     status = record.availability()
@@ -100,6 +108,7 @@ def _backend_info(record: BackendRecord) -> dict[str, Any]:
         "entry_point": record.entry_point,
         "devices": [],
         "kernels": _kernels(backend),
+        "capture": _capture(backend),
     }
     if status.ok:
         try:
@@ -221,6 +230,8 @@ def _backend_panel(b: dict[str, Any]) -> Any:
     grid.add_row("source", _e(origin))
     k = b["kernels"]
     grid.add_row("kernels", f"{k['native']} native, primitives {k['primitives']}/{len(PRIMITIVES)}")
+    if b.get("capture"):
+        grid.add_row("capture", _e(b["capture"]))
     by_provider: dict[str, list[str]] = {}
     for name, provider in k["fused"].items():
         by_provider.setdefault(provider, []).append(name)

@@ -1,7 +1,9 @@
 """``ampcore train``: train the digits MLP with AMP on a backend, with a progress bar, and report accuracy.
 
 ``--compare`` trains the float32 baseline too (same seed, same batches) and
-prints the two runs side by side.  ``--nproc N`` trains data parallel on N MPI
+prints the two runs side by side.  Each step is captured by default
+(:func:`ampcore.compile`); ``--eager`` runs it through the op layer, and
+``--compile`` trains each run both ways and prints them side by side.  ``--nproc N`` trains data parallel on N MPI
 ranks: it starts ``mpiexec -n N`` (the one installed with ``ampcore[mpi]``) on
 this same command, or runs as one rank when ``mpiexec -n N ampcore train``
 started it; rank 0 prints the summary.
@@ -29,6 +31,7 @@ __all__ = ["add_parser", "run"]
 
 _DEFAULTS = training.TrainConfig()
 COMPARE_TITLE = "mixed precision vs the float32 baseline (same seed and batches)"
+COMPILE_TITLE = "the step captured (ampcore.compile) vs eager (same seed and batches)"
 
 
 def add_parser(subparsers: Any) -> None:
@@ -50,6 +53,14 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("--no-amp", dest="amp", action="store_false", help="train the float32 baseline only")
     parser.add_argument("--compare", action="store_true", help="also train the float32 baseline and print both")
+    parser.add_argument(
+        "--eager", action="store_true", help="run each step through the op layer (default: capture the step)"
+    )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="train each run both ways, the step captured (ampcore.compile) and eager, and print them side by side",
+    )
     parser.add_argument("--epochs", type=int, default=_DEFAULTS.epochs, help="passes over the training set")
     parser.add_argument("--batch-size", type=int, default=_DEFAULTS.batch_size, help="rows per step")
     parser.add_argument("--lr", type=float, default=_DEFAULTS.lr, help="AdamW learning rate")
@@ -89,18 +100,21 @@ def run(args: argparse.Namespace) -> int:
             lr=args.lr,
             seed=args.seed,
             float8=args.float8,
+            compile=not args.eager,
         )
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
     if nproc > 1 and job_size == 1:
         return _launch(nproc, args.argv)  # options checked once, here, before any rank starts
     configs = [config, replace(config, amp=False, float8=None)] if args.compare else [config]
+    if args.compile:  # each run captured, then eager
+        configs = [replace(c, compile=mode) for c in configs for mode in (True, False)]
     group = _join_job() if job_size > 1 else None
     quiet = group is not None and group.rank != 0  # one summary, from rank 0
     if args.json:
         rows = [training.train(c, process_group=group).as_dict() for c in configs]
         if not quiet:
-            print(json.dumps(rows if args.compare else rows[0], indent=2))
+            print(json.dumps(rows if len(rows) > 1 else rows[0], indent=2))
         return 0
     out = console()
     out.quiet = quiet
@@ -108,8 +122,8 @@ def run(args: argparse.Namespace) -> int:
     if tip:  # a backend's one line on what would make this device faster (cpu: the mkl extra)
         out.print(f"tip: {tip}", markup=False)
     results = [_train_with_progress(out, c, group) for c in configs]
-    if args.compare:
-        out.print(COMPARE_TITLE)
+    if len(results) > 1:
+        out.print(COMPARE_TITLE if args.compare else COMPILE_TITLE)
         out.print(_comparison(results))
     return 0
 
@@ -175,6 +189,10 @@ def _normalize_dtype(args: argparse.Namespace) -> None:
 def _check_conflicts(args: argparse.Namespace) -> None:
     """CommandError for options that ask for contradictory runs (one of them would be silently ignored); the
     message names only the options the user gave."""
+    if args.eager and args.compile:
+        raise CommandError(
+            "--compile trains a captured run beside an eager one, but --eager turns capture off; drop one"
+        )
     if not args.amp and args.dtype not in (None, "float32"):
         given = args.dtype_given
         raise CommandError(f"--no-amp trains in float32 but --dtype asks for {given!r}; drop one of them")
@@ -198,8 +216,9 @@ def _train_with_progress(out: Any, config: training.TrainConfig, group: Any = No
     if config.float8 is not None:
         mode += f"; Linear layers in float8 (recipe {config.float8})"
     ranks = "" if group is None else f" x {group.size} ranks (data parallel)"
+    capture = "step captured (ampcore.compile)" if config.compile else "eager"
     out.print(
-        f"training on {config.device} in {dtype}: {mode}; {_count(config.epochs, 'epoch')}, batch size "
+        f"training on {config.device} in {dtype}: {mode}; {capture}; {_count(config.epochs, 'epoch')}, batch size "
         f"{config.batch_size}{ranks}, lr {config.lr:g}, seed {config.seed}"
     )
     columns = (
@@ -235,7 +254,7 @@ def _train_with_progress(out: Any, config: training.TrainConfig, group: Any = No
         f"train accuracy {result.train_accuracy:.4f}  test accuracy {result.test_accuracy:.4f}  "
         f"final loss {result.final_loss:.4f}  {result.steps} steps ({result.skipped_steps} skipped) in "
         f"{result.seconds:.1f} s on {result.device} ({result.dtype}){scale}  "
-        f"{result.host_syncs_per_step:.2f} host syncs/step{_progress_reads(result)}"
+        f"{result.host_syncs_per_step:.2f} host syncs/step{_progress_reads(result)}{_captured(result)}"
     )
     if result.float8_stats:
         out.print(_float8_table(result))
@@ -265,6 +284,12 @@ def _float8_table(result: training.TrainResult) -> Any:
     return table
 
 
+def _captured(result: training.TrainResult) -> str:
+    if not result.compiled:
+        return ""
+    return f"  {result.captured_steps} of {result.steps} steps replayed captured"
+
+
 def _progress_reads(result: training.TrainResult) -> str:
     reads = result.host_syncs_by_reason.get(training.PROGRESS, 0)
     return f" (+{reads} progress-bar reads)" if reads else ""
@@ -276,9 +301,11 @@ def _comparison(results: list[training.TrainResult]) -> Any:
     # The title as a line of its own: a table title wraps at the table's width, mid-phrase.
     table = Table(title=None)
     table.add_column("")
+    modes = {r.compiled for r in results}
     for r in results:
         float8 = f" + float8 {r.float8}" if r.float8 else ""
-        table.add_column(f"{r.dtype}{' (AMP)' if r.amp else ''}{float8}", justify="right")
+        capture = (" captured" if r.compiled else " eager") if len(modes) > 1 else ""
+        table.add_column(f"{r.dtype}{' (AMP)' if r.amp else ''}{float8}{capture}", justify="right")
     rows = [
         ("test accuracy", lambda r: f"{r.test_accuracy:.4f}"),
         ("train accuracy", lambda r: f"{r.train_accuracy:.4f}"),
@@ -290,6 +317,16 @@ def _comparison(results: list[training.TrainResult]) -> Any:
     ]
     for label, cell in rows:
         table.add_row(label, *(cell(r) for r in results))
-    diff = 100 * (results[0].test_accuracy - results[1].test_accuracy)
-    table.caption = f"test accuracy difference: {diff:+.2f} points"
+    captions = []
+    amp = [r for r in results if r.amp]
+    base = [r for r in results if not r.amp]
+    if amp and base:  # AMP against float32, both captured or both eager
+        a, b = amp[0], next((r for r in base if r.compiled == amp[0].compiled), base[0])
+        captions.append(f"test accuracy difference: {100 * (a.test_accuracy - b.test_accuracy):+.2f} points")
+        captions.append(f"AMP seconds / float32 seconds: {a.seconds / b.seconds:.2f}x" if b.seconds else "")
+    for captured in (r for r in results if r.compiled):
+        eager = next((r for r in results if not r.compiled and r.dtype == captured.dtype), None)
+        if eager is not None and captured.seconds:
+            captions.append(f"{captured.dtype}: captured {eager.seconds / captured.seconds:.2f}x faster than eager")
+    table.caption = "; ".join(c for c in captions if c)
     return table

@@ -113,7 +113,9 @@ EPS: dict[dt.DType, float] = {dt.float64: 2.0**-52, dt.float32: 2.0**-23, dt.flo
 
 # Exact or correctly rounded in every dtype: the result must be the float64 value rounded once to D.  So is every
 # declared op whose program is one correctly rounded operation on its operands (program.exact: relu, where, ...).
-CORRECTLY_ROUNDED = frozenset({"add", "sub", "mul", "div", "sqrt", "neg", "abs", "sign", "maximum", "minimum"})
+CORRECTLY_ROUNDED = frozenset(
+    {"add", "sub", "mul", "div", "sqrt", "neg", "abs", "sign", "maximum", "minimum", "round_float16", "round_bfloat16"}
+)
 
 # function or op -> (k32, k64, ref64): the maximum error in ulps from the correctly rounded result of the float32
 # and the float64 function (CUDA C++ Programming Guide's tables: expf 2, exp 1; logf 1, log 1; tanhf 2, tanh 2;

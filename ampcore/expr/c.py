@@ -92,6 +92,7 @@ def _ipow(d: Dialect, t: str, u: str) -> tuple[str, str]:
 
 _COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _ARITH = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+_ROUND = {"round_float16": ("float_to_half", "half_to_float"), "round_bfloat16": ("float_to_bf16", "bf16_to_float")}
 
 
 def _spell(d: Dialect, compute: str, op: str, a: Sequence[str], helpers: dict[str, str]) -> str:
@@ -106,6 +107,10 @@ def _spell(d: Dialect, compute: str, op: str, a: Sequence[str], helpers: dict[st
         return f"({a[0]} || {a[1]})"
     if op == "not":
         return f"(!{a[0]})"
+    if op in _ROUND:  # the conversions of ampcore.cgen (every kernel's prelude has them)
+        narrow, widen = _ROUND[op]
+        value = f"double_to_float_odd({a[0]})" if compute == "double" else a[0]
+        return f"(({compute}){widen}({narrow}({value})))"
     if is_integer(d, compute):
         t, u = compute, _unsigned(d, compute)
         if op in ("add", "sub", "mul"):

@@ -52,6 +52,9 @@ __all__ = [
     "logical_and",
     "logical_or",
     "logical_not",
+    "round_float16",
+    "round_bfloat16",
+    "ROUNDINGS",
 ]
 
 Number = int | float | bool
@@ -87,6 +90,11 @@ class Function:
         return len(self.args)
 
 
+ROUNDINGS = {"round_float16": "float16", "round_bfloat16": "bfloat16"}
+"""The rounding functions, by name: each rounds its argument to the named 16-bit dtype (to nearest even, NaN
+kept NaN) and widens the result back to the compute type."""
+
+
 def _table() -> dict[str, Function]:
     f: list[Function] = []
     for name in ("neg", "abs", "sign"):  # sign changes and selections: nothing rounds
@@ -102,6 +110,10 @@ def _table() -> dict[str, Function]:
         f.append(Function(name, "T", "T", ints=False, exact=False))
     for name in ("eq", "ne", "lt", "le", "gt", "ge"):
         f.append(Function(name, "TT", "b", ints=True, exact=True, arithmetic=False))
+    # Where eager stores an intermediate in 16 bits, a fused program rounds it there and widens it back (the
+    # capture engine's fusion, ampcore.capture.fusion): correctly rounded, so a fused chain keeps eager's bits.
+    for name in ROUNDINGS:
+        f.append(Function(name, "T", "T", ints=False, exact=True))
     f.append(Function("select", "bTT", "T", ints=True, exact=True, arithmetic=False))
     f.append(Function("and", "bb", "b", ints=True, exact=True, arithmetic=False))
     f.append(Function("or", "bb", "b", ints=True, exact=True, arithmetic=False))
@@ -263,6 +275,7 @@ add, sub, mul, div, pow_ = (_binary(n) for n in ("add", "sub", "mul", "div", "po
 maximum, minimum = _binary("maximum"), _binary("minimum")
 eq, ne, lt, le, gt, ge = (_binary(n) for n in ("eq", "ne", "lt", "le", "gt", "ge"))
 logical_and, logical_or, logical_not = _binary("and"), _binary("or"), _unary("not")
+round_float16, round_bfloat16 = _unary("round_float16"), _unary("round_bfloat16")
 
 
 def select(cond: Any, a: Any, b: Any) -> Expr:

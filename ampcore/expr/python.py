@@ -18,6 +18,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from .ir import FUNCTIONS, Expr, Program
@@ -36,6 +37,14 @@ def _erf(x: Any) -> Any:
     """erf in float64 (math.erf per element, correctly rounded to ~1 ulp): NumPy has no erf ufunc."""
     x = np.asarray(x, np.float64)
     return _ERF(x) if x.size else np.zeros(x.shape)
+
+
+def _rounding(dtype: Any) -> Callable[[Any], Any]:
+    def round_to(x: Any) -> Any:
+        x = np.asarray(x)
+        return x.astype(dtype).astype(x.dtype)
+
+    return round_to
 
 
 NUMPY: dict[str, Callable[..., Any]] = {
@@ -68,6 +77,8 @@ NUMPY: dict[str, Callable[..., Any]] = {
     "and": np.logical_and,
     "or": np.logical_or,
     "not": np.logical_not,
+    "round_float16": _rounding(np.float16),
+    "round_bfloat16": _rounding(ml_dtypes.bfloat16),
 }
 """Each function of the expression language as NumPy computes it (erf: math.erf in float64)."""
 

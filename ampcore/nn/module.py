@@ -66,6 +66,16 @@ def _parse_to_args(args: tuple[Any, ...], device: Any, dtype: Any) -> tuple[Any,
     return device, (dt.as_dtype(dtype) if dtype is not None else None)
 
 
+# Bumped whenever any module's parameters, buffers, children or training flags change: a compiled module
+# (ampcore.compile) guards on it, so a replay never runs a program recorded for other parameters or modes.
+_STRUCTURE = [0]
+
+
+def structure_version() -> int:
+    """A number that changes whenever a module's parameters, buffers, child modules or training mode change."""
+    return _STRUCTURE[0]
+
+
 class Module:
     """Base class of layers: assign Parameters, Modules and buffers as attributes and
     they are registered, found by ``parameters()``, saved by ``state_dict()`` and
@@ -123,6 +133,7 @@ class Module:
 
     def _forget(self, name: str) -> None:
         """Drop ``name`` from every registry and the instance dict."""
+        _STRUCTURE[0] += 1
         self.__dict__.pop(name, None)
         for store in ("_parameters", "_buffers", "_modules"):
             self.__dict__[store].pop(name, None)
@@ -146,6 +157,7 @@ class Module:
         self._check_free(name, "_parameters")
         self._forget(name)
         store[name] = param
+        _STRUCTURE[0] += 1
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """Register a non-learnable tensor (running statistics, masks) under ``name``.
@@ -160,6 +172,7 @@ class Module:
         self._check_free(name, "_buffers")
         self._forget(name)
         store[name] = tensor
+        _STRUCTURE[0] += 1
         if not persistent:
             self._non_persistent_buffers.add(name)
 
@@ -174,12 +187,15 @@ class Module:
         if name not in store:  # a child replaced keeps its place (torch's rule; a Sequential's order)
             self._forget(name)
         store[name] = module
+        _STRUCTURE[0] += 1
 
     register_module = add_module
 
     def __setattr__(self, name: str, value: Any) -> None:
         d = self.__dict__
         params, modules, buffers = d.get("_parameters"), d.get("_modules"), d.get("_buffers")
+        if isinstance(value, (Parameter, Module)) or any(name in (store or ()) for store in (params, modules, buffers)):
+            _STRUCTURE[0] += 1
         if isinstance(value, Parameter):
             params = self._store("_parameters")
             if name in params:  # replaced where it stands, as torch does: parameters() keeps its order
@@ -223,6 +239,7 @@ class Module:
 
     def __delattr__(self, name: str) -> None:
         d = self.__dict__
+        _STRUCTURE[0] += 1
         for store in ("_parameters", "_buffers", "_modules"):
             if name in d.get(store, ()):
                 del d[store][name]
@@ -320,6 +337,7 @@ class Module:
             raise ValueError(f"training mode must be a bool, got {mode!r}")
         for m in self.modules():
             object.__setattr__(m, "training", mode)
+        _STRUCTURE[0] += 1
         return self
 
     def eval(self) -> Module:

@@ -16,17 +16,24 @@ A low-precision parameter is widened to float32, updated, and rounded once.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import dtypes as dt
+from ..capture.dynamic import dynamic
 from ..creation import full
 from ..dispatch import guarded_kernels
+from ..plugins.capabilities import capabilities_of
 from ..tensor import Tensor
 from .optimizer import Optimizer, check_foreach_fused, check_hyper, grad_data
 
 __all__ = ["Adam", "AdamW", "adamw_step_amp_reference", "adamw_step_reference"]
+
+
+def _storable(p: Tensor) -> frozenset[Any]:
+    return capabilities_of(p._backend, p.device.index).storable
 
 
 def _widen(k: Any, x: Any, dtype: Any) -> Any:
@@ -210,6 +217,16 @@ class Adam(Optimizer):
             for group in self.param_groups
         )
 
+    @property
+    def _captures_amp_step(self) -> bool:
+        """A compiled step (ampcore.compile) steps on the device (``adamw_step_amp``, or its reference
+        composition where a backend lacks it and stores float64), except with amsgrad."""
+        return not any(group["amsgrad"] for group in self.param_groups) and all(
+            p._backend.kernels.has("adamw_step_amp") or dt.float64 in _storable(p)
+            for g in self.param_groups
+            for p in g["params"]
+        )
+
     def _validate_group(self, group: dict[str, Any]) -> None:
         check_hyper("learning rate", group["lr"])
         check_hyper("epsilon value", group["eps"])
@@ -321,14 +338,17 @@ class Adam(Optimizer):
                     raise RuntimeError(
                         f"{type(self).__name__}.step: the GradScaler found no gradients on {str(ps[0].device)!r}"
                     )
-                results[key] = k.adamw_step_amp(
-                    [self._private(p) for p in ps],
+                fused = ps[0]._backend.kernels.has("adamw_step_amp")
+                step = k.adamw_step_amp if fused else functools.partial(adamw_step_amp_reference, k)
+                results[key] = step(
+                    [self._private(p) if fused else p._data for p in ps],
                     [grad_data(p) for p in ps],
                     [states[p]["exp_avg"]._data for p in ps],
                     [states[p]["exp_avg_sq"]._data for p in ps],
                     states[ps[0]]["step"]._data,
                     flag._data,
-                    lr=float(group["lr"]),
+                    # read afresh by every replay of a compiled step: a scheduler may change it between steps
+                    lr=dynamic(float(group["lr"]), functools.partial(group.__getitem__, "lr")),
                     beta1=beta1,
                     beta2=beta2,
                     eps=float(group["eps"]),

@@ -35,6 +35,7 @@ from typing import (
     Any,
 )
 
+from ..hooks import CAPTURE
 from ..names import missing_names_getattr as _missing_names_getattr
 from .optimizer import Optimizer
 
@@ -108,6 +109,12 @@ class LRScheduler:
         self._apply(self.get_lr())
 
     def _apply(self, lrs: Sequence[float]) -> None:
+        recorder = CAPTURE.recorder
+        if recorder is not None:  # a captured call's replay runs no Python: the new lr would never be set
+            recorder.add_break(
+                "an LR scheduler stepped inside the captured call (a replay would not step it): call "
+                "scheduler.step() outside the compiled function; the optimizer reads the lr afresh on every replay"
+            )
         for group, lr in zip(self.optimizer.param_groups, lrs):
             group["lr"] = lr
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]

@@ -38,6 +38,7 @@ from .. import dtypes as dt
 from ..autograd import enable_grad, no_grad, zero_grads
 from ..creation import zeros
 from ..dispatch import guarded_kernels
+from ..hooks import CAPTURE
 from ..syncs import pending_flag, run_deferred_checks
 from ..tensor import Tensor
 
@@ -179,12 +180,16 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        found_inf: dict[Any, Tensor] | None = getattr(self, "found_inf", None)
+        found_inf: dict[Any, Tensor | None] | None = getattr(self, "found_inf", None)
+        if found_inf is None and CAPTURE.active and self._captures_amp_step:
+            # A compiled step (ampcore.compile): a queued check skips the update on the device, as under a
+            # GradScaler's fused path, instead of a host read (it raises at the next read all the same).
+            found_inf = dict.fromkeys(p.device for group in self.param_groups for p in group["params"])
         if found_inf is None:
             run_deferred_checks()
             self._skip = None
         else:  # a GradScaler's fused path: skip on the device where inf/NaN was found or a queued check failed
-            self._skip = {d: _skip_flag(f, pending_flag(d)) for d, f in found_inf.items()}
+            self._skip = {d: _skip_flag(f, pending_flag(d), d) for d, f in found_inf.items()}
         plan = [(group, [p for p in group["params"] if p.grad is not None]) for group in self.param_groups]
         for _, params in plan:
             for p in params:
@@ -198,6 +203,12 @@ class Optimizer:
         finally:
             self._skip = None
         return loss
+
+    @property
+    def _captures_amp_step(self) -> bool:
+        """Whether a compiled step (ampcore.compile) can take this optimizer's step on the device: step counts
+        there and the update skipped there (no host read).  False here; Adam and SGD say True."""
+        return False
 
     def _private(self, p: Tensor) -> Any:
         """``p``'s array if this optimizer wrote it last step, else a copy (so an in-place kernel
@@ -322,9 +333,13 @@ class Optimizer:
         return "\n".join(lines + [")"])
 
 
-def _skip_flag(found_inf: Tensor, checks: Any) -> Tensor:
-    """found_inf (1-element float32), plus the failed-check flag when input checks are queued, on the device."""
-    flag = found_inf.detach().reshape(1).to(dtype=dt.float32)
+def _skip_flag(found_inf: Tensor | None, checks: Any, device: Any) -> Tensor:
+    """found_inf (1-element float32; zeros where there is none), plus the failed-check flag when input checks
+    are queued, on the device."""
+    if found_inf is None:
+        flag = zeros(1, dtype=dt.float32, device=device)
+    else:
+        flag = found_inf.detach().reshape(1).to(dtype=dt.float32)
     return flag if checks is None else flag + checks.to(device=flag.device, dtype=dt.float32).reshape(1)
 
 

@@ -23,9 +23,11 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..backend import Availability, Backend, Capabilities
+from ..expr import NUMPY, evaluator
 from ..kernels import BINARY, COMPARISON
 from . import numpy_kernels
 from .defects import Disguised, apply_defects, check_defects, disguise
+from .planted import without_roundings
 
 __all__ = ["FakeBackend"]
 
@@ -270,6 +272,26 @@ class FakeBackend(Backend):
 
         kernel.__name__ = name
         return kernel
+
+    def fused_kernel(self, program: Any, operand_dtypes: Any, result_dtype: Any) -> Any:
+        """A captured step's fused chain (:meth:`ampcore.Backend.fused_kernel`) evaluated with NumPy: each operand
+        widened to the compute type (float32, float64 for float64), each node a ufunc there, the rounding
+        nodes' ``astype`` round trips, the result rounded once."""
+        if "fusion_drops_rounding" in self.defects:
+            program = without_roundings(program)
+        compute = np.float64 if dt.float64 in (*operand_dtypes, result_dtype) else np.float32
+        fn = evaluator(program, NUMPY)
+        out = result_dtype.numpy
+
+        def kernel(*operands: Any) -> np.ndarray:
+            widened = [a.astype(compute) if a.dtype != np.bool_ else a for a in operands]
+            with np.errstate(all="ignore"):
+                return np.asarray(fn(*widened)).astype(out)
+
+        return kernel
+
+    def capture_support(self) -> str:
+        return "kernels called back to back (the core's runner); elementwise chains fused (NumPy, one node a time)"
 
     def from_numpy(self, array: np.ndarray, dtype: Any, device_index: int = 0) -> np.ndarray:
         dtype = dt.as_dtype(dtype)

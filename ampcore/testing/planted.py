@@ -21,7 +21,10 @@ The defects (:data:`PLANTED`):
   CuPy's ``-ftz=true`` kernels do);
 - ``exp_2ulps_off``: exp's finite nonzero results moved 2 ulps of their dtype away from zero (in float32 that
   is within the 2 ulps CUDA documents for expf, so only the other dtypes fail: see ELEMENTWISE_ULPS);
-- ``sum_16bit_naive``: a 16-bit sum that adds one term at a time in the 16-bit dtype.
+- ``sum_16bit_naive``: a 16-bit sum that adds one term at a time in the 16-bit dtype;
+- ``fusion_drops_rounding``: not a kernel but a captured step's fusion (:meth:`ampcore.Backend.fused_kernel`):
+  the backend compiles each fused chain without its rounding nodes, so an intermediate eager stores in 16 bits
+  stays in float32 (the captured mode of the suite, ``checks/test_capture.py``, must catch it).
 """
 
 from __future__ import annotations
@@ -35,7 +38,17 @@ import numpy as np
 from .. import dtypes as dt
 from ..plugins import hookimpl
 
-__all__ = ["PLANTED", "Planted", "plant", "PlantedPlugin", "pytest_addoption", "pytest_configure"]
+__all__ = [
+    "FUSION_DEFECTS",
+    "PLANTED",
+    "Planted",
+    "plant",
+    "plant_fusion",
+    "PlantedPlugin",
+    "pytest_addoption",
+    "pytest_configure",
+    "without_roundings",
+]
 
 _LOW = (dt.float16.numpy, dt.bfloat16.numpy)
 # (host result, host inputs...) -> the wrong host result, or None to keep the right one
@@ -131,8 +144,39 @@ PLANTED: dict[str, Planted] = {
         ),
         Planted("exp_2ulps_off", ("exp",), _exp_2ulps_off, "exp 2 ulps of its dtype away from zero"),
         Planted("sum_16bit_naive", ("sum",), _sum_16bit_naive, "16-bit sum, one term at a time in 16 bits"),
+        Planted("fusion_drops_rounding", (), lambda *a: None, "fused chains skip eager's 16-bit roundings"),
     )
 }
+FUSION_DEFECTS = frozenset({"fusion_drops_rounding"})
+"""Defects planted on a backend's fusion (:meth:`ampcore.Backend.fused_kernel`) rather than on a kernel."""
+
+
+def without_roundings(program: Any) -> Any:
+    """``program`` with its rounding nodes (``round_float16``, ``round_bfloat16``) removed: the fusion defect."""
+    from .. import expr as E
+
+    done: dict[Any, Any] = {}
+
+    def strip(node: Any) -> Any:
+        if not node.args:
+            return node
+        if node.op in E.ROUNDINGS:
+            return strip(node.args[0])
+        if node not in done:
+            done[node] = E.Expr(node.op, tuple(strip(a) for a in node.args))
+        return done[node]
+
+    return E.Program(program.name, program.inputs, strip(program.root))
+
+
+def plant_fusion(name: str, backend: Any) -> None:
+    """Plant the fusion defect ``name`` on ``backend`` (its ``fused_kernel``, replaced on the instance)."""
+    own = backend.fused_kernel
+
+    def fused_kernel(program: Any, operand_dtypes: Any, result_dtype: Any) -> Any:
+        return own(without_roundings(program), operand_dtypes, result_dtype)
+
+    backend.fused_kernel = fused_kernel
 
 
 def _planted(name: str) -> Planted:
@@ -177,6 +221,9 @@ class PlantedPlugin:
     @hookimpl
     def ampcore_kernels(self, backend: Any) -> dict[str, Callable[..., Any]] | None:
         if backend.name != self.backend:
+            return None
+        if self.name in FUSION_DEFECTS:
+            plant_fusion(self.name, backend)
             return None
         table = backend.kernels
 

@@ -168,6 +168,7 @@ def parse_args(argv=None):
     parser.add_argument("--save-at-epoch", type=int, default=None, help="write a checkpoint after this epoch")
     parser.add_argument("--resume", default=None, help="continue from this checkpoint")
     parser.add_argument("--sample", type=int, default=80, help="characters to generate at the end")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model (forward and backward)")
     return parser.parse_args(argv)
 
 
@@ -180,6 +181,8 @@ def main(argv=None):
 
     train_set, val_set, chars = load_text(args.block_size)
     model = CharGPT(len(chars), args.block_size).to(device)
+    if args.compile:
+        model = torch.compile(model)
     steps_per_epoch = len(train_set) // args.batch_size
     if args.batches_per_epoch is not None:
         steps_per_epoch = min(steps_per_epoch, args.batches_per_epoch)

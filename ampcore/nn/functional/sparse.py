@@ -8,10 +8,12 @@ import numpy as np
 
 from ... import dtypes as dt
 from ...dispatch import composite
+from ...hooks import CAPTURE
 from ...ops import elementwise as ew
 from ...ops import take
 from ...ops.declare import Example, Input
 from ...ops.declare import composite as declared
+from ...syncs import defer_check
 from ...tensor import Tensor
 from ._utils import check_tensor
 
@@ -44,7 +46,10 @@ def embedding(
         raise TypeError(f"embedding() needs int64 or int32 indices, got dtype {input.dtype.name}")
     if weight.ndim != 2:
         raise ValueError(f"embedding() needs a 2-D weight (num_embeddings, embedding_dim), got shape {weight.shape}")
-    _check_index_range(input, weight.shape[0])
+    if CAPTURE.active:  # a compiled call (ampcore.compile) reads nothing on the host: the check waits on the device
+        input = _deferred_index_check(input, weight.shape[0])  # noqa: A001
+    else:
+        _check_index_range(input, weight.shape[0])
     out = take(weight, input, 0)
     if padding_idx is None:
         return out
@@ -62,6 +67,23 @@ def _check_index_range(input: Tensor, num: int) -> None:  # noqa: A002
         raise IndexError(
             f"embedding(): index {int(bad.flat[0])} is out of range for {num} embeddings (valid: 0..{num - 1})"
         )
+
+
+def _deferred_index_check(input: Tensor, num: int) -> Tensor:  # noqa: A002
+    """The indices with a device-side range check queued (raised at the next host read, as cross_entropy's
+    class check), clamped so that an index out of range reads a real row until then."""
+    clamped = input.clamp(0, num - 1)
+
+    def error() -> IndexError:
+        idx = input.numpy()
+        first = idx[(idx < 0) | (idx >= num)].flat[0]
+        return IndexError(
+            f"embedding(): index {int(first)} is out of range for {num} embeddings (valid: 0..{num - 1}); found "
+            "by a check on the device, raised at the next host read or optimizer step"
+        )
+
+    defer_check((clamped != input).sum() > 0, error)
+    return clamped
 
 
 def _padding_index(padding_idx: Any, num: int) -> int:

@@ -53,6 +53,7 @@ __all__ = ["SAFE", "MIN_ELEMENTS", "applies", "loop", "plan", "source", "warm"]
 SAFE = frozenset(
     {"add", "sub", "mul", "div", "neg", "abs", "sign", "maximum", "minimum", "sqrt", "select", "and", "or", "not"}
     | E.COMPARISONS
+    | set(E.ROUNDINGS)
 )
 MIN_ELEMENTS = 1 << 12  # below this the NumPy path's fixed cost is as low as the call into the loop
 _LOW = (np.dtype(np.float16), np.dtype("bfloat16"))
@@ -140,6 +141,8 @@ def _spell(op: str, a: Sequence[str]) -> str:
         "and": "({0} and {1})",
         "or": "({0} or {1})",
         "not": "(not {0})",
+        "round_float16": "widen_f16(narrow_f16({0}))",
+        "round_bfloat16": "widen_bf16(narrow_bf16({0}))",
     }
     return simple[op].format(*a)
 
@@ -174,7 +177,7 @@ def source(prog: E.Program, modes: Sequence[str]) -> str:
         "from ampcore_cpu._lowp_numba import narrow_bf16, narrow_f16, widen_bf16, widen_f16",
         "",
         "ZERO, ONE = np.float32(0.0), np.float32(1.0)",
-        *(f"{name} = np.float32({float(value)!r})" for value, name in consts.items()),
+        *(f"{name} = np.float32(float('{float(value)!r}'))" for value, name in consts.items()),
         "",
     ]
     for kind in ("f16", "bf16"):

@@ -18,7 +18,7 @@ import ampcore
 from ampcore import dtypes as dt
 from ampcore.plugins import hookimpl
 
-from . import compiled, float8, lowp_gemm, mkl, threads
+from . import compiled, float8, fusion, lowp_gemm, mkl, threads
 from .elementwise import elementwise
 from .kernels import BF16, F16, gemm_choice, primitive_table
 from .malloc import tune_malloc
@@ -144,6 +144,15 @@ class CPUBackend(ampcore.Backend):
 
     def thread_counts(self) -> Mapping[str, int]:
         return threads.counts()
+
+    def fused_kernel(self, program: Any, operand_dtypes: Any, result_dtype: Any) -> Any:
+        """A captured step's fused elementwise chain as one numba pass (:mod:`.fusion`), eager's bits."""
+        return fusion.fused_kernel(program, operand_dtypes, result_dtype)
+
+    def capture_support(self) -> str:
+        if compiled.status().enabled:
+            return "kernels called back to back (the core's runner); elementwise chains fused into numba loops"
+        return "kernels called back to back (the core's runner); fused chains evaluated with NumPy (no numba)"
 
     def to_numpy(self, array: np.ndarray) -> np.ndarray:
         return np.array(array, copy=True)

@@ -1,0 +1,278 @@
+"""Fusing a captured program's chains of elementwise kernels into one kernel each, keeping eager's bits.
+
+A chain is a run of elementwise steps (each a registered program of
+:mod:`ampcore.expr` made only of correctly rounded functions, or a cast between
+float and bool dtypes) whose intermediates nothing else reads.  It becomes one
+program, composed with :meth:`ampcore.expr.Program.__call__` (each step's
+program applied to the expressions of its operands), with a rounding node
+(:data:`ampcore.expr.ROUNDINGS`) wherever eager stores an intermediate in
+float16 or bfloat16.  Every function of such a chain is correctly rounded and
+computed in float32 (float64 for float64 chains) as eager computes it, each
+rounded on its own, so the fused kernel gives eager's bits: fusion changes where
+values live, never what they are.  Transcendental functions (exp, tanh, erf,
+pow) end a chain: a backend's SIMD implementation and its compiled loop's libm
+need not agree on their last bit.
+
+The backend compiles the fused program (:meth:`ampcore.Backend.fused_kernel`,
+given each operand's dtype and the result's); a backend that declines keeps the
+chain's kernels one by one.  ``relaxed=True`` leaves the intermediate roundings
+out (faster, fewer passes of rounding code, not bit-identical: opt-in, and
+``explain`` says so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import dtypes as dt
+from .. import expr as E
+from .program import IN_PLACE_KERNELS, Program, refs_in
+from .record import Ref, Step
+
+__all__ = ["FUSIBLE", "FusedStep", "fuse", "MAX_OPERANDS"]
+
+FUSIBLE = frozenset(
+    {"add", "sub", "mul", "div", "sqrt", "neg", "abs", "sign", "maximum", "minimum", "select", "and", "or", "not"}
+    | E.COMPARISONS
+    | set(E.ROUNDINGS)
+)
+"""The functions a fused chain may hold: correctly rounded or exact, so any backend gives them eager's bits."""
+
+MAX_OPERANDS = 8
+_FLOAT32_FAMILY = (dt.float32, dt.float16, dt.bfloat16)
+_ROUND = {dt.float16: E.round_float16, dt.bfloat16: E.round_bfloat16}
+
+
+@dataclass
+class _Chain:
+    root: E.Expr
+    leaves: list[int]  # slots, in operand order
+    dtypes: list[Any]  # each leaf's dtype
+    steps: list[int]  # indices of the steps it replaces
+    family: Any  # float32 or float64: the compute type
+    roundings: int = 0
+    names: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FusedStep(Step):
+    """A fused chain: ``fn`` (the backend's kernel of ``program``) on the chain's operands."""
+
+    fn: Callable[..., Any] | None = None
+    program: Any = None
+    replaces: int = 0
+
+
+def _family(dtype: Any) -> Any:
+    if dtype in _FLOAT32_FAMILY:
+        return dt.float32
+    if dtype == dt.float64:
+        return dt.float64
+    return None
+
+
+def _step_program(step: Step) -> E.Program | None:
+    if step.kwargs or step.name in IN_PLACE_KERNELS:
+        return None
+    prog = E.get(step.name)
+    if prog is None or not all(n.op in FUSIBLE for n in prog.nodes):
+        return None
+    return prog
+
+
+def fuse(program: Program, compile_kernel: Callable[..., Any], *, relaxed: bool = False) -> Program:
+    """``program`` with each fusible chain of two or more steps replaced by one :class:`FusedStep` whose kernel
+    ``compile_kernel(fused_program, operand_dtypes, result_dtype, table)`` returns (None: the chain stays as it
+    was; ``table`` is the kernel table of the chain's last step)."""
+    slots = program.slots
+    uses: dict[int, int] = {}
+    for step in program.steps:
+        for s in (*refs_in(step.args), *refs_in(step.kwargs)):
+            uses[s] = uses.get(s, 0) + 1
+    for s in program.results:
+        uses[s] = uses.get(s, 0) + 1
+    pending: dict[int, _Chain] = {}  # output slot -> the chain ending there (not yet read by another chain)
+    closed: list[tuple[int, _Chain]] = []
+    for i, step in enumerate(program.steps):
+        if step.name in IN_PLACE_KERNELS:  # never fuse across a kernel that may write its inputs in place
+            closed += pending.items()
+            pending.clear()
+            continue
+        extended = _extend(step, i, slots, pending, uses, relaxed)
+        if extended is None:
+            continue
+        chain, inlined = extended
+        for s in inlined:
+            del pending[s]
+        assert isinstance(step.outs, Ref)
+        pending[step.outs.slot] = chain
+    replaced: dict[int, FusedStep] = {}
+    drop: set[int] = set()
+    fusions: list[str] = []
+    for slot, chain in [*closed, *pending.items()]:
+        if len(chain.steps) < 2:
+            continue
+        sink = chain.steps[-1]
+        fused = _compile(chain, slot, slots, compile_kernel, program.steps[sink])
+        if fused is None:
+            continue
+        replaced[sink] = fused
+        drop |= set(chain.steps[:-1])
+        fusions.append(_describe(chain, program.steps, relaxed))
+    steps = [replaced.get(i, step) for i, step in enumerate(program.steps) if i not in drop]
+    return Program(
+        program.slots,
+        steps,
+        program.inputs,
+        program.results,
+        program.seeds,
+        program.dynamics,
+        fusions,
+        program.removed,
+    )
+
+
+def _extend(
+    step: Step, index: int, slots: list[Any], pending: dict[int, _Chain], uses: dict[int, int], relaxed: bool
+) -> tuple[_Chain, list[int]] | None:
+    """The chain ``step`` ends: its own program over its operands, each operand an earlier chain (read only
+    here: inlined) or a leaf; and the slots of the chains it inlined.  None if the step is not fusible."""
+    out = step.outs
+    if not isinstance(out, Ref):
+        return None
+    out_dtype = slots[out.slot].dtype
+    if step.name == "cast":
+        if len(step.args) != 2 or not isinstance(step.args[0], Ref):
+            return None
+        src = slots[step.args[0].slot].dtype
+        target = step.args[1]
+        if not isinstance(target, dt.DType) or target != out_dtype:
+            return None
+        apply: Callable[..., E.Expr] | None = _cast(src, target)
+        if apply is None:
+            return None
+        dtypes_in = [src]
+    else:
+        prog = _step_program(step)
+        if prog is None or len(step.args) != prog.arity:
+            return None
+        apply = prog
+        dtypes_in = [slots[a.slot].dtype if isinstance(a, Ref) else None for a in step.args]
+    operand_dtypes = [d for d in dtypes_in if d is not None and d != dt.bool_]
+    families = {_family(d) for d in operand_dtypes} | ({_family(out_dtype)} if out_dtype != dt.bool_ else set())
+    if len(families) != 1 or None in families:
+        return None
+    family = families.pop()
+    leaves: list[int] = []
+    leaf_dtypes: list[Any] = []
+    steps: list[int] = []
+    names: list[str] = []
+    roundings = 0
+    inputs: list[Any] = []
+    inlined: list[int] = []
+    args = step.args[:1] if step.name == "cast" else step.args
+    for a in args:
+        if isinstance(a, Ref):
+            inner = pending.get(a.slot)
+            if inner is not None and uses.get(a.slot, 0) == 1 and inner.family == family and a.slot not in inlined:
+                inlined.append(a.slot)
+                mapping = []
+                for s, d in zip(inner.leaves, inner.dtypes):
+                    if s in leaves:
+                        mapping.append(leaves.index(s))
+                    else:
+                        leaves.append(s)
+                        leaf_dtypes.append(d)
+                        mapping.append(len(leaves) - 1)
+                inputs.append(_relabel(inner.root, mapping))
+                steps += inner.steps
+                names += inner.names
+                roundings += inner.roundings
+                continue
+            if a.slot not in leaves:
+                leaves.append(a.slot)
+                leaf_dtypes.append(slots[a.slot].dtype)
+            inputs.append(E.Expr("input", (), leaves.index(a.slot)))
+        elif isinstance(a, (bool, int, float)):
+            inputs.append(E.const(a))
+        else:
+            return None
+    if len(leaves) > MAX_OPERANDS:
+        return None
+    try:
+        root = apply(*inputs)
+    except E.ProgramError:
+        return None
+    if out_dtype in _ROUND and not relaxed:
+        root = _ROUND[out_dtype](root)
+        roundings += 1
+    steps.append(index)
+    names.append(step.name)
+    return _Chain(root, leaves, leaf_dtypes, sorted(steps), family, roundings, names), inlined
+
+
+def _cast(src: Any, target: Any) -> Callable[[E.Expr], E.Expr] | None:
+    """A cast as an expression over a value already in the compute type (float16/bfloat16 widened exactly)."""
+    if src == target:
+        return lambda x: x
+    if src == dt.bool_ and _family(target) is not None:
+        return lambda x: E.select(x, 1.0, 0.0)
+    if target == dt.bool_ and _family(src) is not None:
+        return lambda x: E.ne(x, 0.0)
+    if _family(src) is not None and _family(src) == _family(target):
+        return lambda x: x  # widening is exact; narrowing is the rounding node the caller adds
+    return None
+
+
+def _relabel(root: E.Expr, mapping: list[int]) -> E.Expr:
+    """``root`` with input ``i`` renamed ``mapping[i]`` (shared nodes stay shared)."""
+    done: dict[E.Expr, E.Expr] = {}
+
+    def sub(node: E.Expr) -> E.Expr:
+        if node.is_input:
+            return E.Expr("input", (), mapping[node.value])
+        if node.is_const:
+            return node
+        if node not in done:
+            done[node] = E.Expr(node.op, tuple(sub(a) for a in node.args))
+        return done[node]
+
+    return sub(root)
+
+
+def _compile(
+    chain: _Chain, slot: int, slots: list[Any], compile_kernel: Callable[..., Any], sink: Step
+) -> FusedStep | None:
+    kinds = "".join("b" if d == dt.bool_ else "T" for d in chain.dtypes)
+    try:
+        prog = E.Program(f"fused_{len(chain.steps)}", kinds, chain.root)
+    except E.ProgramError:
+        return None
+    fn = compile_kernel(prog, list(chain.dtypes), slots[slot].dtype, sink.table)
+    if fn is None:
+        return None
+    return FusedStep(
+        sink.table,
+        f"fused[{'+'.join(chain.names)}]",
+        tuple(Ref(s) for s in chain.leaves),
+        {},
+        Ref(slot),
+        sink.where,
+        fn=fn,
+        program=prog,
+        replaces=len(chain.steps),
+    )
+
+
+def _describe(chain: _Chain, steps: list[Step], relaxed: bool) -> str:
+    rounding = (
+        "intermediate roundings dropped (relaxed)"
+        if relaxed
+        else f"{chain.roundings} rounding{'s' if chain.roundings != 1 else ''} to 16 bits kept"
+    )
+    where = steps[chain.steps[-1]].where
+    return f"{' -> '.join(chain.names)}: {len(chain.steps)} kernels as one ({rounding})" + (
+        f"  # {where}" if where else ""
+    )

@@ -1,0 +1,187 @@
+"""A captured program's fused elementwise chains (:mod:`ampcore.capture.fusion`) as one compiled pass each.
+
+The core hands over a chain as one program of :mod:`ampcore.expr` (the chain's
+ops composed, with a rounding node where eager stores an intermediate in 16
+bits), each operand's dtype and the result's.  Operands may differ in dtype
+(a float32 residual beside a bfloat16 activation): each element is loaded
+widened to the compute type (float16/bfloat16 to float32 exactly), every node
+is computed in float32 as NumPy computes it one kernel at a time (the chain
+holds only correctly rounded functions: numba gives them NumPy's bits, and
+contracts no multiply-add), the rounding nodes round and widen back, and the
+result is rounded once to its dtype.  So the fused pass gives the chain's
+eager bits (``tests/test_capture_fusion.py`` checks chains against eager).
+
+Layouts are those of :mod:`.loops` (an operand the output's shape, a trailing
+block of it, a channel column, one element, or a Python number); any other
+layout, and everything without numba, evaluates the same program with NumPy
+ufuncs in float32, a node at a time: the same bits, without the speed.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ampcore import dtypes as dt
+from ampcore import expr as E
+
+from . import compiled, loops
+from .elementwise import FUNCTIONS
+from .kernels import BF16, F16, F32, F64, _down, _quiet, _up
+
+__all__ = ["fused_kernel", "source"]
+
+_FLOAT32_FAMILY = frozenset({F32, F16, BF16})
+_TAG = {F32: "f32", F16: "f16", BF16: "bf16", np.dtype(np.bool_): "b", F64: "f64"}
+
+
+def fused_kernel(prog: E.Program, operand_dtypes: Sequence[Any], result_dtype: Any) -> Callable[..., Any] | None:
+    """The kernel of a fused chain: a function of the operands (NumPy arrays of ``operand_dtypes``, in order)
+    returning a new array of ``result_dtype``; None for a chain it cannot compute (integer operands)."""
+    in_np = [d.numpy for d in operand_dtypes]
+    out_np = result_dtype.numpy
+    if any(d not in _TAG for d in [*in_np, out_np]):
+        return None
+    family = F64 if F64 in in_np or out_np == F64 else F32
+    slow = _quiet(_numpy_kernel(prog, family, out_np))
+    if family is F64 or not compiled.status().enabled:
+        return slow
+    tags = tuple(_TAG[d] for d in in_np)
+    out_tag = _TAG[out_np]
+
+    def kernel(*operands: Any) -> Any:
+        planned = _plan(operands)
+        if planned is None:
+            return slow(*operands)
+        shape, (rows, cols), modes, views = planned
+        out = np.empty(shape, out_np)
+        flat = out.view(np.uint16) if out_tag in ("f16", "bf16") else out
+        _loop(prog.key, prog, modes, tags, out_tag)(*views, flat.reshape(rows, cols))
+        return out
+
+    return kernel
+
+
+def _numpy_kernel(prog: E.Program, family: np.dtype, out_np: np.dtype) -> Callable[..., Any]:
+    """The program with NumPy ufuncs, each node in the compute type (float32 for the float32 family)."""
+    fn = E.evaluator(prog, FUNCTIONS, name="fused")
+
+    def kernel(*operands: Any) -> Any:
+        widened = [
+            _up(a) if isinstance(a, np.ndarray) and a.dtype != family and a.dtype != np.bool_ else a for a in operands
+        ]
+        result = np.asarray(fn(*widened))
+        if result.dtype == out_np:
+            return result
+        return _down(result, out_np) if result.dtype == F32 else result.astype(out_np)
+
+    return kernel
+
+
+# --------------------------------------------------------------------------- layouts
+def _plan(operands: Sequence[Any]) -> tuple[tuple[int, ...], tuple[int, int], tuple[str, ...], list[Any]] | None:
+    arrays = [v for v in operands if isinstance(v, np.ndarray)]
+    if not arrays or any(not a.flags.c_contiguous for a in arrays):
+        return None
+    if any(not isinstance(v, np.ndarray) and type(v) not in (float, int, bool) for v in operands):
+        return None
+    shape = tuple(np.broadcast_shapes(*(a.shape for a in arrays)))
+    n = math.prod(shape)
+    if n == 0:
+        return None
+    modes: list[str] = []
+    cols_needed: set[int] = set()
+    for v in operands:
+        mode, cols = loops._mode(v, shape)
+        if mode is None:
+            return None
+        modes.append(mode)
+        if cols is not None:
+            cols_needed.add(cols)
+    if len(cols_needed) > 1:
+        return None
+    cols = cols_needed.pop() if cols_needed else (shape[-1] if shape else 1)
+    rows = n // cols if cols else 0
+    views = [_view(v, m, rows, cols) for v, m in zip(operands, modes)]
+    return shape, (rows, cols), tuple(modes), views
+
+
+def _view(v: Any, mode: str, rows: int, cols: int) -> Any:
+    if mode == "scalar":
+        return np.float32(v) if not isinstance(v, bool) else v
+    shape = {"full": (rows, cols), "row": (1, cols), "col": (v.size, 1), "one": (1, 1)}[mode]
+    bits = v.view(np.uint16) if v.dtype in (F16, BF16) else v
+    return bits.reshape(shape)
+
+
+# --------------------------------------------------------------------------- source
+def _load(tag: str, mode: str, i: int) -> str:
+    index = {"one": "[0, 0]", "row": "[0, c]", "full": "[r, c]", "col": "[r % x{i}.shape[0], 0]"}[mode]
+    element = f"x{i}{index.format(i=i)}"
+    if tag == "f16":
+        return f"widen_f16({element})"
+    if tag == "bf16":
+        return f"widen_bf16({element})"
+    return element
+
+
+def source(prog: E.Program, modes: Sequence[str], tags: Sequence[str], out_tag: str) -> str:
+    """The Python source of a module with one numba function ``kernel(*operands, out)`` computing ``prog``
+    over operands laid out as ``modes`` with dtype tags ``tags``, storing ``out_tag`` into ``out``."""
+    consts: dict[Any, str] = {}
+
+    def leaf(node: E.Expr) -> str:
+        if node.is_input:
+            return f"v{node.value}"
+        value = node.value
+        if isinstance(value, bool):
+            return repr(value)
+        if value not in consts:
+            consts[value] = f"C{len(consts)}"
+        return consts[value]
+
+    names: dict[E.Expr, str] = {}
+    body: list[str] = []
+    for i, node in enumerate(prog.nodes):
+        args = [names.get(a) or leaf(a) for a in node.args]
+        body.append(f"t{i} = {loops._spell(node.op, args)}")
+        names[node] = f"t{i}"
+    result = names.get(prog.root) or leaf(prog.root)
+    store = {"f16": "narrow_f16({})", "bf16": "narrow_bf16({})", "f32": "{}", "b": "{}"}[out_tag].format(result)
+    params = ", ".join(f"x{i}" for i in range(prog.arity))
+    scalars = [i for i, m in enumerate(modes) if m == "scalar"]
+    lines = [
+        "import numba",
+        "import numpy as np",
+        "from ampcore_cpu._lowp_numba import narrow_bf16, narrow_f16, widen_bf16, widen_f16",
+        "",
+        "ZERO, ONE = np.float32(0.0), np.float32(1.0)",
+        *(f"{name} = np.float32(float('{float(value)!r}'))" for value, name in consts.items()),
+        "",
+        "",
+        "@numba.njit(nogil=True, cache=True, error_model='numpy')",
+        f"def kernel({params}, out):  # pragma: no cover - compiled",
+        "    rows, cols = out.shape",
+        *(f"    v{i} = x{i}" for i in scalars),
+        *(f"    v{i} = {_load(t, m, i)}" for i, (m, t) in enumerate(zip(modes, tags)) if m == "one"),
+        "    for r in range(rows):",
+        *(f"        v{i} = {_load(t, m, i)}" for i, (m, t) in enumerate(zip(modes, tags)) if m == "col"),
+        "        for c in range(cols):",
+        *(f"            v{i} = {_load(t, m, i)}" for i, (m, t) in enumerate(zip(modes, tags)) if m in ("full", "row")),
+        *(f"            {line}" for line in body),
+        f"            out[r, c] = {store}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+@functools.cache
+def _loop(key: str, prog: E.Program, modes: tuple[str, ...], tags: tuple[str, ...], out_tag: str) -> Callable[..., Any]:
+    return loops._import(source(prog, modes, tags, out_tag)).kernel  # type: ignore[no-any-return]
+
+
+_ = dt  # the dtype names the module docstring speaks of
