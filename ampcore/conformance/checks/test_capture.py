@@ -103,6 +103,12 @@ def _copies(tensors: list[ampcore.Tensor], grad: bool) -> list[ampcore.Tensor]:
     return out
 
 
+def _weights(shape: tuple[int, ...], k: int) -> np.ndarray:
+    """A fixed pattern to weigh output ``k`` by, in float32: every backend stores it (float64 is optional)."""
+    n = int(np.prod(shape)) if shape else 1
+    return (np.linspace(-1.0, 1.0, max(n, 1)) * (k + 1)).astype(np.float32).reshape(shape)
+
+
 def _run(case: Callable[..., Any], tensors: list[ampcore.Tensor], device: str) -> tuple[list[Any], list[Any]]:
     """The case's outputs (host arrays) and the gradients of its float inputs after ``backward`` of each output
     with weights of ones... times a fixed pattern (host arrays; None where no gradient arrived)."""
@@ -114,7 +120,7 @@ def _run(case: Callable[..., Any], tensors: list[ampcore.Tensor], device: str) -
     if differentiable:
         total = None
         for k, o in enumerate(differentiable):
-            w = ampcore.tensor(np.linspace(-1.0, 1.0, max(o.numel(), 1)).reshape(o.shape) * (k + 1), device=device)
+            w = ampcore.tensor(_weights(o.shape, k), device=device)
             term = (o * w.to(o.dtype)).sum()
             total = term if total is None else total + term
         assert total is not None
