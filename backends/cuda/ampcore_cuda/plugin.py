@@ -105,6 +105,20 @@ class CUDABackend(ampcore.Backend):
             cupy.cuda.Device(device_index).synchronize()
             return max(int(pool.total_bytes()) - base, 0)
 
+    # --- captured steps (ampcore.compile) -------------------------------
+    def fused_kernel(self, program: Any, operand_dtypes: Any, result_dtype: Any) -> Any:
+        """A fused chain as one CUDA kernel (:mod:`.fusion`), operands of mixed dtypes, compiled with
+        ``--ftz=false``."""
+        from .fusion import fused_kernel
+
+        return fused_kernel(program, operand_dtypes, result_dtype)
+
+    def capture_support(self) -> str:
+        return (
+            "kernel-by-kernel replay (the core's reference runner); elementwise chains fused into one CUDA "
+            "kernel each (mixed dtypes, broadcast operands, eager's 16-bit roundings kept, --ftz=false)"
+        )
+
 
 @hookimpl
 def ampcore_backends() -> list[ampcore.Backend]:
