@@ -40,7 +40,7 @@ _UNARY_FNS, _BINARY_FNS, _COMPARE_FNS = numpy_kernels.UNARY, numpy_kernels.BINAR
 def _elementwise(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Compute in float32 (or the input's own type) and return the first array operand's dtype."""
 
-    def kernel(*args: Any) -> np.ndarray:
+    def kernel(*args: Any) -> Any:
         dtype = next((a.dtype for a in args if isinstance(a, np.ndarray)), None)
         if dtype is None:  # only numbers (a composed program's node on a scalar operand): a number again
             with np.errstate(all="ignore"):
