@@ -96,7 +96,8 @@ def _conv2d(
     return out if bias is None else out + bias.reshape(1, o, 1, 1)
 
 
-def _check_args(op: str, x: Any, weight: Any, bias: Any, groups: Any, spatial: int) -> None:
+def _check_args(op: str, x: Any, weight: Any, bias: Any, groups: Any, spatial: int, transposed: bool = False) -> None:
+    """The checks every convolution shares; a transposed one's weight is (C_in, C_out/groups, k...)."""
     check_float(x, "input", op)
     check_tensor(weight, "weight", op)
     if x.ndim not in (spatial + 1, spatial + 2) or weight.ndim != spatial + 2:
@@ -107,19 +108,22 @@ def _check_args(op: str, x: Any, weight: Any, bias: Any, groups: Any, spatial: i
     if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
         raise ValueError(f"{op}(): groups must be a positive int, got {groups!r}")
     channels = x.shape[-spatial - 1]
-    if channels != weight.shape[1] * groups:
+    expected = weight.shape[0] if transposed else weight.shape[1] * groups
+    if channels != expected:
         raise ValueError(
             f"{op}(): input of shape {x.shape} has {channels} channels, but weight of shape "
-            f"{weight.shape} with groups={groups} expects {weight.shape[1] * groups}"
+            f"{weight.shape} with groups={groups} expects {expected}"
         )
     if weight.shape[0] % groups:
+        name = "in_channels" if transposed else "out_channels"
         raise ValueError(
-            f"{op}(): out_channels {weight.shape[0]} (weight shape {weight.shape}) is not divisible by groups={groups}"
+            f"{op}(): {name} {weight.shape[0]} (weight shape {weight.shape}) is not divisible by groups={groups}"
         )
-    if bias is not None and (check_tensor(bias, "bias", op).shape != (weight.shape[0],)):
+    out_channels = weight.shape[1] * groups if transposed else weight.shape[0]
+    if bias is not None and (check_tensor(bias, "bias", op).shape != (out_channels,)):
         raise ValueError(
             f"{op}(): bias of shape {bias.shape} does not match weight of shape {weight.shape}; "
-            f"expected ({weight.shape[0]},)"
+            f"expected ({out_channels},)"
         )
 
 

@@ -21,34 +21,12 @@ from ...ops import pad as constant_pad
 from ...ops import stack
 from ...ops.declare import Example, Input, composite
 from ...tensor import Tensor
-from ._utils import check_float, check_tensor, ntuple
+from ._utils import ntuple
 from ._windows import output_size
-from .conv import conv1d, conv2d
+from .conv import _check_args, _padding, conv1d, conv2d
 from .padding import pad
 
 __all__ = ["conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"]
-
-
-def _check(op: str, x: Any, weight: Any, bias: Any, groups: Any, spatial: int, transposed: bool) -> None:
-    check_float(x, "input", op)
-    check_tensor(weight, "weight", op)
-    if x.ndim not in (spatial + 1, spatial + 2) or weight.ndim != spatial + 2:
-        raise ValueError(
-            f"{op}() needs a {spatial + 2}-D (or unbatched {spatial + 1}-D) input and a {spatial + 2}-D weight, got "
-            f"shapes {x.shape} and {weight.shape}"
-        )
-    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
-        raise ValueError(f"{op}(): groups must be a positive int, got {groups!r}")
-    channels = x.shape[-spatial - 1]
-    expected = weight.shape[0] if transposed else weight.shape[1] * groups
-    if channels != expected or weight.shape[0] % groups:
-        raise ValueError(
-            f"{op}(): input of shape {x.shape} has {channels} channels, but weight of shape {weight.shape} with "
-            f"groups={groups} expects {expected}"
-        )
-    out_channels = weight.shape[1] * groups if transposed else weight.shape[0]
-    if bias is not None and check_tensor(bias, "bias", op).shape != (out_channels,):
-        raise ValueError(f"{op}(): bias of shape {bias.shape} does not match {out_channels} output channels")
 
 
 @composite(
@@ -76,19 +54,11 @@ def conv3d(
 ) -> Tensor:
     """3-D cross-correlation of (N, C, D, H, W) (or unbatched (C, D, H, W)) input with an (O, C/groups, kd, kh, kw)
     weight (torch.nn.functional.conv3d).  ``padding``: an int, a triple, 'valid' or 'same'."""
-    _check("conv3d", input, weight, bias, groups, 3, transposed=False)
+    _check_args("conv3d", input, weight, bias, groups, 3)
     s = ntuple(stride, 3, "stride", "conv3d", minimum=1)
     d = ntuple(dilation, 3, "dilation", "conv3d", minimum=1)
     kd, kh, kw = weight.shape[2:]
-    if padding == "same":
-        if s != (1, 1, 1):
-            raise ValueError(f"conv3d(): padding='same' needs stride 1, got stride {s}")
-        totals = [di * (k - 1) for di, k in zip(d, (kd, kh, kw))]
-        pads = [(t // 2, t - t // 2) for t in totals]
-    elif padding == "valid":
-        pads = [(0, 0)] * 3
-    else:
-        pads = [(p, p) for p in ntuple(padding, 3, "padding", "conv3d")]
+    pads = _padding(padding, (kd, kh, kw), s, d, "conv3d")
     unbatched = input.ndim == 4
     x = input.unsqueeze(0) if unbatched else input
     x = constant_pad(x, [w for lo_hi in reversed(pads) for w in lo_hi]) if any(map(any, pads)) else x
@@ -141,7 +111,7 @@ def _conv_transpose(
     dilation: Any,
     dims: int,
 ) -> Tensor:
-    _check(op, x, weight, bias, groups, dims, transposed=True)
+    _check_args(op, x, weight, bias, groups, dims, transposed=True)
     s = ntuple(stride, dims, "stride", op, minimum=1)
     p = ntuple(padding, dims, "padding", op)
     op_ = ntuple(output_padding, dims, "output_padding", op)

@@ -100,15 +100,7 @@ def batch_norm(
     check_float(input, "input", "batch_norm")
     if input.ndim < 2:
         raise ValueError(f"batch_norm() needs an (N, C, *) input, got shape {input.shape}")
-    c = input.shape[1]
-    for name, value in (
-        ("running_mean", running_mean),
-        ("running_var", running_var),
-        ("weight", weight),
-        ("bias", bias),
-    ):
-        _check_param_shape("batch_norm", name, value, (c,))
-    stat = _channel_shape(input)
+    stat = _check_channel_params("batch_norm", input, running_mean, running_var, weight, bias)
     axes = tuple(i for i in range(input.ndim) if i != 1)
     x = opmath(input)
     if training:
@@ -116,9 +108,7 @@ def batch_norm(
     else:
         if running_mean is None or running_var is None:
             raise ValueError("batch_norm(): running_mean and running_var are needed when training=False")
-        mean = ew.cast(running_mean, x.dtype).reshape(stat)
-        var = ew.cast(running_var, x.dtype).reshape(stat)
-        out = (x - mean) * (var + eps).rsqrt()
+        out = _normalize_by_running(x, running_mean, running_var, eps, stat)
     return ew.cast(_affine(out, weight, bias, stat), input.dtype)
 
 
@@ -161,6 +151,30 @@ def _channel_shape(x: Tensor) -> tuple[int, ...]:
     return (1, x.shape[1]) + (1,) * (x.ndim - 2)
 
 
+def _check_channel_params(
+    op: str, x: Tensor, running_mean: Any, running_var: Any, weight: Any, bias: Any
+) -> tuple[int, ...]:
+    """Each given per-channel tensor must be (C,); returns the shape they broadcast in, (1, C, 1, ..., 1)."""
+    c = x.shape[1]
+    for name, value in (
+        ("running_mean", running_mean),
+        ("running_var", running_var),
+        ("weight", weight),
+        ("bias", bias),
+    ):
+        _check_param_shape(op, name, value, (c,))
+    return _channel_shape(x)
+
+
+def _normalize_by_running(
+    x: Tensor, running_mean: Tensor, running_var: Tensor, eps: float, stat: tuple[int, ...]
+) -> Tensor:
+    """(x - running_mean) / sqrt(running_var + eps), the stats cast to x's dtype."""
+    mean = ew.cast(running_mean, x.dtype).reshape(stat)
+    var = ew.cast(running_var, x.dtype).reshape(stat)
+    return (x - mean) * (var + eps).rsqrt()
+
+
 def _check_param_shape(op: str, name: str, value: Any, shape: tuple[int, ...]) -> None:
     if value is not None and check_tensor(value, name, op).shape != shape:
         raise ValueError(f"{op}(): {name} of shape {value.shape} does not match the expected shape {shape}")
@@ -199,15 +213,7 @@ def instance_norm(
     check_float(input, "input", "instance_norm")
     if input.ndim < 3:
         raise ValueError(f"instance_norm() needs an (N, C, *) input with spatial dimensions, got shape {input.shape}")
-    c = input.shape[1]
-    for name, value in (
-        ("running_mean", running_mean),
-        ("running_var", running_var),
-        ("weight", weight),
-        ("bias", bias),
-    ):
-        _check_param_shape("instance_norm", name, value, (c,))
-    stat = _channel_shape(input)
+    stat = _check_channel_params("instance_norm", input, running_mean, running_var, weight, bias)
     axes = tuple(range(2, input.ndim))
     x = opmath(input)
     if use_input_stats:
@@ -225,9 +231,7 @@ def instance_norm(
     else:
         if running_mean is None or running_var is None:
             raise ValueError("instance_norm(): running_mean and running_var are needed when use_input_stats=False")
-        out = (x - ew.cast(running_mean, x.dtype).reshape(stat)) * (
-            ew.cast(running_var, x.dtype).reshape(stat) + eps
-        ).rsqrt()
+        out = _normalize_by_running(x, running_mean, running_var, eps, stat)
     return ew.cast(_affine(out, weight, bias, stat), input.dtype)
 
 

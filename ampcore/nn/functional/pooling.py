@@ -3,6 +3,8 @@ are declared ops, :mod:`ampcore.ops.declare`)."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -73,21 +75,18 @@ def avg_pool2d(
     """
     _unsupported("avg_pool2d", ceil_mode=ceil_mode)
     kernel, stride_, pads, dilation = _args("avg_pool2d", input, kernel_size, stride, padding, 1)
-    if divisor_override is not None and (not isinstance(divisor_override, int) or divisor_override <= 0):
-        raise ValueError(f"avg_pool2d(): divisor_override must be a positive int, got {divisor_override!r}")
+    _check_divisor("avg_pool2d", divisor_override)
     # float16/bfloat16 windows are summed and divided in float32 and rounded once, as torch's kernel:
     # a rounded float16 window sum overflows (65504) long before the mean does.
     x = opmath(input)
     total = windows(pad2d(x, pads), kernel, stride_, dilation).sum(x.ndim - 2)
-    if divisor_override is not None:
-        mean = total / float(divisor_override)
-    elif count_include_pad or pads == ((0, 0), (0, 0)):
-        mean = total / float(kernel[0] * kernel[1])
-    else:
-        # Per-position count of real (non-padding) elements: pool a padded image of ones.
+
+    def real_counts() -> Tensor:  # per position, the real (non-padding) elements: pool a padded image of ones
         mask = pad2d(ones(x.shape[-2:], dtype=x.dtype, device=x.device), pads)
-        mean = total / windows(mask, kernel, stride_, dilation).sum(0)
-    return ew.cast(mean, input.dtype)
+        return windows(mask, kernel, stride_, dilation).sum(0)
+
+    whole = count_include_pad or pads == ((0, 0), (0, 0))
+    return ew.cast(_divide(total, divisor_override, whole, kernel, real_counts), input.dtype)
 
 
 def _first_real_maximum(
@@ -193,18 +192,32 @@ def avg_pool3d(
     pad = ntuple(padding, 3, "padding", "avg_pool3d")
     if any(2 * p > k for p, k in zip(pad, kernel)):
         raise ValueError(f"avg_pool3d(): padding {padding!r} must be at most half the kernel size {kernel}")
-    if divisor_override is not None and (not isinstance(divisor_override, int) or divisor_override <= 0):
-        raise ValueError(f"avg_pool3d(): divisor_override must be a positive int, got {divisor_override!r}")
+    _check_divisor("avg_pool3d", divisor_override)
     x = opmath(input)
     total = _window_sums3d(x, kernel, stride_, pad)
+
+    def real_counts() -> Tensor:
+        return _window_sums3d(ones(x.shape[-3:], dtype=x.dtype, device=x.device), kernel, stride_, pad)
+
+    whole = count_include_pad or not any(pad)
+    return ew.cast(_divide(total, divisor_override, whole, kernel, real_counts), input.dtype)
+
+
+def _check_divisor(op: str, divisor_override: Any) -> None:
+    if divisor_override is not None and (not isinstance(divisor_override, int) or divisor_override <= 0):
+        raise ValueError(f"{op}(): divisor_override must be a positive int, got {divisor_override!r}")
+
+
+def _divide(
+    total: Tensor, divisor_override: int | None, whole: bool, kernel: tuple[int, ...], real_counts: Callable[[], Tensor]
+) -> Tensor:
+    """Each window's mean: its sum over ``divisor_override``, over the kernel's size (``whole``: padding counts),
+    or over its real (non-padding) elements."""
     if divisor_override is not None:
-        mean = total / float(divisor_override)
-    elif count_include_pad or not any(pad):
-        mean = total / float(kernel[0] * kernel[1] * kernel[2])
-    else:
-        real = ones(x.shape[-3:], dtype=x.dtype, device=x.device)
-        mean = total / _window_sums3d(real, kernel, stride_, pad)
-    return ew.cast(mean, input.dtype)
+        return total / float(divisor_override)
+    if whole:
+        return total / float(math.prod(kernel))
+    return total / real_counts()
 
 
 def _window_sums3d(x: Tensor, kernel: Any, stride: Any, pad: Any) -> Tensor:

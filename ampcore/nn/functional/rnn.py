@@ -84,6 +84,14 @@ _W = Domain(-0.4, 0.4)
 _X = Domain(-1, 1)
 
 
+def _cell_inputs(gates: int, states: int) -> tuple[Input, ...]:
+    """A cell's example operands: x (3, 5), the ``states`` hidden states (3, 6), then w_ih, w_hh, b_ih, b_hh for
+    ``gates`` gates of hidden size 6."""
+    rows = gates * 6
+    weights = (Input((rows, 5), _W), Input((rows, 6), _W), Input((rows,), _W), Input((rows,), _W))
+    return (Input((3, 5), _X), *(Input((3, 6), _X) for _ in range(states)), *weights)
+
+
 # --------------------------------------------------------------------------- the cells
 @composite(
     "RNNCell",
@@ -92,7 +100,7 @@ _X = Domain(-1, 1)
     category="lower",
     signature="RNNCell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None, nonlinearity='tanh') -> Tensor",
     example=Example(
-        (Input((3, 5), _X), Input((3, 6), _X), Input((6, 5), _W), Input((6, 6), _W), Input((6,), _W), Input((6,), _W)),
+        _cell_inputs(gates=1, states=1),
         n=13,
         n_grad=(6, 6, 3, 3, 3, 3),
     ),
@@ -122,15 +130,7 @@ def rnn_cell(
     aten="lstm_cell",
     signature="LSTMCell(input, hx, cx, w_ih, w_hh, b_ih=None, b_hh=None) -> (Tensor, Tensor)",
     example=Example(
-        (
-            Input((3, 5), _X),
-            Input((3, 6), _X),
-            Input((3, 6), _X),
-            Input((24, 5), _W),
-            Input((24, 6), _W),
-            Input((24,), _W),
-            Input((24,), _W),
-        ),
+        _cell_inputs(gates=4, states=2),
         n=13,
         n_grad=(24, 24, 1, 3, 3, 3, 3),
         call=lambda op, *tensors: op(*tensors)[0],  # the suite judges h; c is inside it
@@ -163,14 +163,7 @@ def _lstm_update(gates: Tensor, cx: Tensor) -> tuple[Tensor, Tensor]:
     aten="gru_cell",
     signature="GRUCell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None) -> Tensor",
     example=Example(
-        (
-            Input((3, 5), _X),
-            Input((3, 6), _X),
-            Input((18, 5), _W),
-            Input((18, 6), _W),
-            Input((18,), _W),
-            Input((18,), _W),
-        ),
+        _cell_inputs(gates=3, states=1),
         n=13,
         n_grad=(18, 18, 3, 3, 3, 3),
     ),

@@ -1,5 +1,13 @@
-"""The layer classes of :mod:`ampcore.nn`."""
+"""The layer classes of :mod:`ampcore.nn`.
 
+Each layer is listed once, in its own module's ``__all__``; this package re-exports them by name (for readers and
+type checkers) and derives its ``__all__`` from those lists.
+"""
+
+# ruff: noqa: F401 - the imports below are the re-exports; __all__ is derived from the submodules' lists
+from types import ModuleType as _ModuleType
+
+from ..module import Module as _Module
 from .activation import (
     ELU,
     GELU,
@@ -76,108 +84,16 @@ from .transformer import (
 )
 from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
-__all__ = [
-    "Transformer",
-    "TransformerEncoder",
-    "TransformerDecoder",
-    "TransformerEncoderLayer",
-    "TransformerDecoderLayer",
-    "Conv1d",
-    "BatchNorm1d",
-    "BatchNorm3d",
-    "MaxPool2d",
-    "AvgPool2d",
-    "NonDynamicallyQuantizableLinear",
-    "DataParallel",
-    "GELU",
-    "LogSoftmax",
-    "ReLU",
-    "Sigmoid",
-    "SiLU",
-    "Softmax",
-    "Tanh",
-    "MultiheadAttention",
-    "ModuleList",
-    "ModuleDict",
-    "Sequential",
-    "Conv2d",
-    "Dropout",
-    "Flatten",
-    "Identity",
-    "Linear",
-    "BCELoss",
-    "BCEWithLogitsLoss",
-    "CrossEntropyLoss",
-    "L1Loss",
-    "MSELoss",
-    "NLLLoss",
-    "SmoothL1Loss",
-    "BatchNorm2d",
-    "GroupNorm",
-    "LayerNorm",
-    "Embedding",
-    "PReLU",
-    "Softplus",
-    "Softmin",
-    "CosineSimilarity",
-    "Bilinear",
-    "KLDivLoss",
-    "HuberLoss",
-    "MarginRankingLoss",
-    "SoftMarginLoss",
-    "HingeEmbeddingLoss",
-    "PoissonNLLLoss",
-    "CosineEmbeddingLoss",
-    "TripletMarginLoss",
-    # issue 37's layers
-    "Conv3d",
-    "ConvTranspose1d",
-    "ConvTranspose2d",
-    "ConvTranspose3d",
-    "AvgPool1d",
-    "AvgPool3d",
-    "AdaptiveAvgPool1d",
-    "AdaptiveAvgPool2d",
-    "AdaptiveAvgPool3d",
-    "Upsample",
-    "UpsamplingNearest2d",
-    "UpsamplingBilinear2d",
-    "ReflectionPad1d",
-    "ReflectionPad2d",
-    "ReflectionPad3d",
-    "ReplicationPad1d",
-    "ReplicationPad2d",
-    "ReplicationPad3d",
-    "ZeroPad1d",
-    "ZeroPad2d",
-    "ZeroPad3d",
-    "ConstantPad1d",
-    "ConstantPad2d",
-    "ConstantPad3d",
-    "CircularPad1d",
-    "CircularPad2d",
-    "CircularPad3d",
-    "PixelShuffle",
-    "PixelUnshuffle",
-    "LeakyReLU",
-    "ELU",
-    "SELU",
-    "Hardtanh",
-    "ReLU6",
-    "Hardsigmoid",
-    "Hardswish",
-    "Dropout1d",
-    "Dropout2d",
-    "Dropout3d",
-    "InstanceNorm1d",
-    "InstanceNorm2d",
-    "InstanceNorm3d",
-    "RNNBase",
-    "RNN",
-    "LSTM",
-    "GRU",
-    "RNNCellBase",
-    "RNNCell",
-    "LSTMCell",
-    "GRUCell",
+# The layers: the Module classes each submodule lists in its own __all__ (which may also hold helpers such as
+# check_sizes), so a new layer is listed once, in its own module.
+_SUBMODULES = [
+    m for m in list(globals().values()) if isinstance(m, _ModuleType) and m.__name__.startswith(f"{__name__}.")
 ]
+__all__ = list(
+    dict.fromkeys(
+        name
+        for submodule in _SUBMODULES
+        for name in submodule.__all__
+        if isinstance(getattr(submodule, name), type) and issubclass(getattr(submodule, name), _Module)
+    )
+)

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ... import dtypes as dt
 from ...autograd import no_grad
-from ...creation import ones, tensor, zeros
 from ...tensor import Tensor
 from .. import functional as F
 from ..module import Module
-from ..parameter import Parameter
+from .normalization import add_affine_and_running_stats
 
 __all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
 
@@ -38,23 +36,7 @@ class _InstanceNorm(Module):
     ) -> None:
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = Parameter(ones(num_features, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(zeros(num_features, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        if track_running_stats:
-            self.register_buffer("running_mean", zeros(num_features, device=device, dtype=dt.float32))
-            self.register_buffer("running_var", ones(num_features, device=device, dtype=dt.float32))
-            self.register_buffer("num_batches_tracked", tensor(0, dtype=dt.int64, device=device))
-        else:
-            for name in ("running_mean", "running_var", "num_batches_tracked"):
-                self.register_buffer(name, None)
+        add_affine_and_running_stats(self, num_features, affine, bias, track_running_stats, device, dtype)
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002 - torch's argument name
         n = self._SPATIAL

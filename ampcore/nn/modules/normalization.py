@@ -16,6 +16,27 @@ from ..parameter import Parameter
 __all__ = ["LayerNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
 
 
+def add_affine_and_running_stats(
+    module: Module, num_features: int, affine: bool, bias: bool, track_running_stats: bool, device: Any, dtype: Any
+) -> None:
+    """torch's per-channel state of batch and instance norm: ``weight`` (ones) and ``bias`` (zeros, unless ``bias``
+    is False) when ``affine``; float32 ``running_mean``/``running_var`` and an int64 ``num_batches_tracked`` when
+    ``track_running_stats``; the absent ones registered as None, as torch does."""
+    module.affine, module.track_running_stats = affine, track_running_stats
+    weight = Parameter(ones(num_features, device=device, dtype=dtype)) if affine else None
+    module.register_parameter("weight", weight)
+    module.register_parameter(
+        "bias", Parameter(zeros(num_features, device=device, dtype=dtype)) if affine and bias else None
+    )
+    if track_running_stats:
+        module.register_buffer("running_mean", zeros(num_features, device=device, dtype=dt.float32))
+        module.register_buffer("running_var", ones(num_features, device=device, dtype=dt.float32))
+        module.register_buffer("num_batches_tracked", tensor(0, dtype=dt.int64, device=device))
+    else:
+        for name in ("running_mean", "running_var", "num_batches_tracked"):
+            module.register_buffer(name, None)
+
+
 class LayerNorm(Module):
     """Normalise over the trailing ``normalized_shape`` dimensions, then scale and shift
     (``weight`` ones, ``bias`` zeros)."""
@@ -99,20 +120,7 @@ class _BatchNorm(Module):
     ) -> None:
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = Parameter(ones(num_features, device=device, dtype=dtype))
-            self.bias = Parameter(zeros(num_features, device=device, dtype=dtype))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        if track_running_stats:
-            self.register_buffer("running_mean", zeros(num_features, device=device, dtype=dt.float32))
-            self.register_buffer("running_var", ones(num_features, device=device, dtype=dt.float32))
-            self.register_buffer("num_batches_tracked", tensor(0, dtype=dt.int64, device=device))
-        else:
-            for name in ("running_mean", "running_var", "num_batches_tracked"):
-                self.register_buffer(name, None)
+        add_affine_and_running_stats(self, num_features, affine, True, track_running_stats, device, dtype)
 
     def reset_running_stats(self) -> None:
         """Running mean to zeros, variance to ones, batch count to 0."""

@@ -54,9 +54,10 @@ class MaxPool2d(Module):
         )
 
 
-class AvgPool2d(Module):
-    """``AvgPool2d(kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-    divisor_override=None)``: the mean of each window of (N, C, H, W) or (C, H, W) input."""
+class _AvgPoolNd(Module):
+    """The average pooling layers' shared state, forward and repr; a subclass names its functional."""
+
+    _FUNCTION: Any = None
 
     def __init__(
         self,
@@ -72,21 +73,21 @@ class AvgPool2d(Module):
         self.ceil_mode, self.count_include_pad, self.divisor_override = ceil_mode, count_include_pad, divisor_override
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002 - torch's argument name
-        return F.avg_pool2d(
-            input,
-            self.kernel_size,
-            self.stride,
-            self.padding,
-            self.ceil_mode,
-            self.count_include_pad,
-            self.divisor_override,
-        )
+        args = (self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
+        return type(self)._FUNCTION(input, *args, self.divisor_override)
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class AvgPool1d(Module):
+class AvgPool2d(_AvgPoolNd):
+    """``AvgPool2d(kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+    divisor_override=None)``: the mean of each window of (N, C, H, W) or (C, H, W) input."""
+
+    _FUNCTION = staticmethod(F.avg_pool2d)
+
+
+class AvgPool1d(_AvgPoolNd):
     """``AvgPool1d(kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True)``: the mean of
     each window of (N, C, L) or (C, L) input."""
 
@@ -98,47 +99,17 @@ class AvgPool1d(Module):
         ceil_mode: bool = False,
         count_include_pad: bool = True,
     ) -> None:
-        super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride or kernel_size, padding
-        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+        super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002 - torch's argument name
         return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
 
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
-
-class AvgPool3d(Module):
+class AvgPool3d(_AvgPoolNd):
     """``AvgPool3d(kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
     divisor_override=None)``: the mean of each window of (N, C, D, H, W) or (C, D, H, W) input."""
 
-    def __init__(
-        self,
-        kernel_size: Any,
-        stride: Any = None,
-        padding: Any = 0,
-        ceil_mode: bool = False,
-        count_include_pad: bool = True,
-        divisor_override: int | None = None,
-    ) -> None:
-        super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride or kernel_size, padding
-        self.ceil_mode, self.count_include_pad, self.divisor_override = ceil_mode, count_include_pad, divisor_override
-
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002 - torch's argument name
-        return F.avg_pool3d(
-            input,
-            self.kernel_size,
-            self.stride,
-            self.padding,
-            self.ceil_mode,
-            self.count_include_pad,
-            self.divisor_override,
-        )
-
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+    _FUNCTION = staticmethod(F.avg_pool3d)
 
 
 class _AdaptiveAvgPoolNd(Module):
