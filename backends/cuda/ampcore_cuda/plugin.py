@@ -53,6 +53,19 @@ class CUDABackend(ampcore.Backend):
 
         return kernel_table()
 
+    # --- captured steps (ampcore.compile) -------------------------------
+    def capture_runner(self, program: Any) -> Any:
+        """The program as one CUDA-graph launch per replay (:mod:`.graph_runner`), or None where it cannot be
+        graphed (random draws, no CUDA graphs here): the core's reference runner replays it then."""
+        from .graph_runner import runner
+
+        return runner(program)
+
+    def capture_support(self) -> str:
+        from .graph_runner import support
+
+        return support()
+
     # --- array I/O -----------------------------------------------------
     def from_numpy(self, array: np.ndarray, dtype: Any, device_index: int = 0) -> CuArray:
         cupy = runtime.import_cupy()
