@@ -489,7 +489,10 @@ def _build(
             if ref is None:
                 return ("const", value)
             bw = None
-            if value.requires_grad and value.grad_fn is not None and id(value.grad_fn) in rec.region_nodes:
+            fn = value.grad_fn
+            # An output whose graph a backward inside the call freed (a step returning its loss) has no backward
+            # to capture: eager's would raise on a second backward, and the replayed output has none.
+            if value.requires_grad and fn is not None and id(fn) in rec.region_nodes and not fn.freed:
                 bw = len(backward_of)
                 backward_of.append((value, ref.slot))
             elif value.requires_grad and value.grad_fn is None:
