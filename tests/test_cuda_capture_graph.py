@@ -189,6 +189,7 @@ def test_a_compiled_modules_forward_and_backward_are_graph_launches_with_an_eage
 def declines() -> dict[str, Any]:
     """Programs a graph cannot replay, each replayed by the core's runner with eager's bits."""
     import ampcore
+    from ampcore.compiler import explain
     from ampcore_cuda import blas
 
     out: dict[str, Any] = {}
@@ -208,6 +209,8 @@ def declines() -> dict[str, Any]:
             want.append(_bits(model(x)))
     (entry,) = net._compiled.entries.values()
     out["dropout"] = {"same": got == want, "runner": _runner_report(entry.run), "differ": len(set(want)) == 4}
+    with ampcore.no_grad():
+        out["explain"] = {"dropout": explain(net, x).runner, "plain": explain(lambda t: t * 2.0, x).runner}
 
     # A float64 GEMM declines inside the capture: the runner says why and the core's runner replays.
     a = ampcore.tensor(np.random.default_rng(1).standard_normal((4, 4)), device="cuda", dtype="float64")
@@ -241,6 +244,8 @@ def test_what_a_graph_cannot_replay_runs_through_the_cores_runner_with_eagers_bi
     got = _run(run_python, "declines")
     assert got["dropout"]["same"] and got["dropout"]["differ"], got["dropout"]
     assert got["dropout"]["runner"]["type"] == "function", got["dropout"]  # the core's reference runner
+    assert got["explain"]["dropout"] == "the core's reference runner (kernel by kernel)", got["explain"]
+    assert got["explain"]["plain"].startswith("the cuda backend's CUDA graph: one launch per replay"), got["explain"]
     f64 = got["float64"]
     assert f64["same"] and f64["runner"]["type"] == "GraphRunner", f64
     assert "float64 GEMM cannot run inside a CUDA graph" in f64["runner"]["declined"], f64

@@ -105,6 +105,13 @@ class GraphRunner:
         self._results: list[tuple[str, Any]] = []  # ("input", position) or ("graph", array)
         self._dynamics: tuple[str, ...] = ()
 
+    @property
+    def description(self) -> str:
+        """What ``ampcore.compiler.explain`` says replays the program."""
+        if self.declined is not None:
+            return f"the core's reference runner (kernel by kernel); the cuda backend's graph declined: {self.declined}"
+        return "the cuda backend's CUDA graph: one launch per replay (captured at the first replay)"
+
     def __repr__(self) -> str:
         state = f"declined: {self.declined}" if self.declined else f"{self.launches} launches"
         return f"<GraphRunner {len(self.program.steps)} kernels, {state}>"
@@ -119,17 +126,19 @@ class GraphRunner:
             self.reference_calls += 1
             return self.reference(inputs, seeds, dynamics)
         cupy = import_cupy()
-        for i, buffer in self._static.items():
-            cupy.copyto(buffer.data, inputs[i].data)
-        assert self._graph is not None
-        self._graph.replay()
-        self.launches += 1
-        for i in self._copy_back:
-            cupy.copyto(inputs[i].data, self._static[i].data)
-        return tuple(
-            inputs[where] if kind == "input" else CuArray(where.data.copy(order="K"), where.dtype)
-            for kind, where in self._results
-        )
+        graph = self._graph
+        assert graph is not None
+        with cupy.cuda.Device(graph.device):
+            for i, buffer in self._static.items():
+                cupy.copyto(buffer.data, inputs[i].data)
+            graph.replay()
+            self.launches += 1
+            for i in self._copy_back:
+                cupy.copyto(inputs[i].data, self._static[i].data)
+            return tuple(
+                inputs[where] if kind == "input" else CuArray(where.data.copy(order="K"), where.dtype)
+                for kind, where in self._results
+            )
 
     def _stale(self, inputs: Sequence[Any], dynamics: Sequence[float]) -> set[int] | None:
         """None where the graph can replay these inputs, else the positions to make static at the recapture."""
