@@ -5,7 +5,8 @@ Whole float16 and bfloat16 AMP steps (autocast, scaler.scale(loss).backward(), s
 scaler.update(), zero_grad) and a compiled module's forward and backward with an eager optimizer replay through
 the graph runner (the tests assert it launched, so a silent fallback to the core's runner fails them), bit for bit
 the eager steps, a step skipped on an injected inf included, reading the host 0 times per replay.  What a graph
-cannot replay (random draws, a learning rate that keeps changing, a float64 GEMM, no nvmath-python) replays
+cannot replay (random draws, a learning rate that keeps changing, a float32 or float64 GEMM, whose eager path is
+CuPy's matmul, no nvmath-python) replays
 through the core's runner with eager's bits, and says why.  On a GPU, benchmarks/gpu_checks.sh times it.
 """
 
@@ -212,12 +213,14 @@ def declines() -> dict[str, Any]:
     with ampcore.no_grad():
         out["explain"] = {"dropout": explain(net, x).runner, "plain": explain(lambda t: t * 2.0, x).runner}
 
-    # A float64 GEMM declines inside the capture: the runner says why and the core's runner replays.
-    a = ampcore.tensor(np.random.default_rng(1).standard_normal((4, 4)), device="cuda", dtype="float64")
-    mm = ampcore.compile(lambda t: (t @ t) * 2.0)
-    results = [_bits(mm(a)) for _ in range(4)]
-    (entry,) = mm._compiled.entries.values()
-    out["float64"] = {"same": results == [_bits((a @ a) * 2.0)] * 4, "runner": _runner_report(entry.run)}
+    # A float32 or float64 GEMM runs through CuPy's matmul eagerly and cublasGemmEx in a graph: the capture
+    # declines, the runner says why and the core's runner replays, with eager's bits.
+    for dtype in ("float32", "float64"):
+        a = ampcore.tensor(np.random.default_rng(1).standard_normal((4, 4)), device="cuda", dtype=dtype)
+        mm = ampcore.compile(lambda t: (t @ t) * 2.0)
+        results = [_bits(mm(a)) for _ in range(4)]
+        (entry,) = mm._compiled.entries.values()
+        out[dtype] = {"same": results == [_bits((a @ a) * 2.0)] * 4, "runner": _runner_report(entry.run)}
 
     # Without nvmath-python there are no graphs: no runner, and `ampcore info` says so.
     backend = ampcore.plugins.get_backend("cuda")
@@ -246,10 +249,11 @@ def test_what_a_graph_cannot_replay_runs_through_the_cores_runner_with_eagers_bi
     assert got["dropout"]["runner"]["type"] == "function", got["dropout"]  # the core's reference runner
     assert got["explain"]["dropout"] == "the core's reference runner (kernel by kernel)", got["explain"]
     assert got["explain"]["plain"].startswith("the cuda backend's CUDA graph: one launch per replay"), got["explain"]
-    f64 = got["float64"]
-    assert f64["same"] and f64["runner"]["type"] == "GraphRunner", f64
-    assert "float64 GEMM cannot run inside a CUDA graph" in f64["runner"]["declined"], f64
-    assert f64["runner"]["launches"] == 0 and f64["runner"]["reference_calls"] == 2, f64
+    for dtype in ("float32", "float64"):
+        gemm = got[dtype]
+        assert gemm["same"] and gemm["runner"]["type"] == "GraphRunner", gemm
+        assert f"a {dtype} GEMM runs through CuPy's matmul eagerly" in gemm["runner"]["declined"], gemm
+        assert gemm["runner"]["launches"] == 0 and gemm["runner"]["reference_calls"] == 2, gemm
     assert got["support"].startswith("each replay one CUDA-graph launch") and "dropout" in got["support"]
     assert got["no_nvmath"]["same"] and got["no_nvmath"]["runner"]["type"] == "function", got["no_nvmath"]
     support = got["no_nvmath"]["support"]

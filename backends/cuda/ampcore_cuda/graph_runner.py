@@ -15,14 +15,17 @@ graph once.  A graph's addresses are fixed, so each input of the program is, at 
   kernel of the program writes it in place, the buffer is copied back into the caller's array after the launch.
 
 Results: one that is an input's array (an in-place kernel's output) is handed back as the caller's array, as the
-reference runner hands it; every other result lives in the graph's pool, rewritten by the next launch, so each
-call returns a fresh copy of it (a loss or gradient kept from an earlier step must not change).
+reference runner hands it, and a view of a bound input as it is (it views the caller's memory); every other
+result lives in the graph's pool, rewritten by the next launch, so each call returns a fresh copy of it (a loss
+or gradient kept from an earlier step must not change).
 
 A graph freezes its kernels' host arguments, so it must decline what changes them: random seeds (dropout draws
 a new one per call) and, after :data:`MAX_DYNAMIC_RECAPTURES` recaptures, :mod:`ampcore.capture.dynamic`
 numbers (a learning rate a scheduler changes: a new value captures again).  It also declines where
-:func:`.graphs.capture` declines or the capture fails (nvmath-python missing, a float64 GEMM, a kernel that reads
-the host).  Declined, the reference runner replays, with the same bits; :attr:`GraphRunner.declined` says why.
+:func:`.graphs.capture` declines or the capture fails (nvmath-python missing, a kernel that reads the host), and
+where a kernel would run another path in the graph than eagerly (``eager_bits=True``: a float32 or float64 GEMM,
+a bfloat16 one without bfloat16 tensor cores: CuPy's matmul eagerly, cublasGemmEx in a graph).  Declined, the
+reference runner replays, with the same bits; :attr:`GraphRunner.declined` says why.
 """
 
 from __future__ import annotations
@@ -136,7 +139,11 @@ class GraphRunner:
             for i in self._copy_back:
                 cupy.copyto(inputs[i].data, self._static[i].data)
             return tuple(
-                inputs[where] if kind == "input" else CuArray(where.data.copy(order="K"), where.dtype)
+                inputs[where]
+                if kind == "input"
+                else where
+                if kind == "view"
+                else CuArray(where.data.copy(order="K"), where.dtype)
                 for kind, where in self._results
             )
 
@@ -202,12 +209,12 @@ class GraphRunner:
                 arrays = calls.pop(0) if len(calls) > 1 else calls[0]
                 return self.reference(arrays, [], frozen)
 
-            graph = graphs.capture(body, device=device, warmup=1)
+            graph = graphs.capture(body, device=device, warmup=1, eager_bits=True)
         except Exception as exc:  # noqa: BLE001 - any failure to capture replays kernel by kernel, with the reason
             reason = exc.reason if isinstance(exc, graphs.CaptureDeclinedError) else f"{type(exc).__name__}: {exc}"
             self._decline(f"the capture failed: {reason}")
             return
-        results = self._place(graph.outputs, real)
+        results = self._place(graph.outputs, real, set(bound))
         if results is None:
             return
         self._graph, self._bound, self._static, self._results = graph, bound, static, results
@@ -218,9 +225,10 @@ class GraphRunner:
         self._dynamics = tuple(float(v).hex() for v in dynamics)
         self.captures += 1
 
-    def _place(self, outputs: tuple[Any, ...], real: list[Any]) -> list[tuple[str, Any]] | None:
-        """Each result as ``("input", position)`` (an input's own array) or ``("graph", array)`` (copied out at
-        each call); None (declined) where a result is part of an input or two results share memory."""
+    def _place(self, outputs: tuple[Any, ...], real: list[Any], bound: set[int]) -> list[tuple[str, Any]] | None:
+        """Each result as ``("input", position)`` (an input's own array), ``("view", array)`` (a view of a bound
+        input: the caller's own memory, handed back as it is) or ``("graph", array)`` (copied out at each call);
+        None (declined) where a result is part of a static input or two results share memory."""
         spans = [_span(a) for a in real]
         placed: list[tuple[str, Any]] = []
         seen: list[tuple[int, int]] = []
@@ -233,6 +241,10 @@ class GraphRunner:
                 placed.append(("input", whole[0]))
                 continue
             lo, hi = _span(r)
+            inside = [i for i, (a, b) in enumerate(spans) if a <= lo and hi <= b]
+            if hi > lo and inside and all(i in bound for i in inside):
+                placed.append(("view", r))
+                continue
             if hi > lo and any(lo < b and a < hi for a, b in (*spans, *seen)):
                 self._decline("a result is a view of an input or of another result (a graph's buffers are fixed)")
                 return None
@@ -247,7 +259,7 @@ def support() -> str:
     if not ok:
         return f"kernels called back to back (the core's runner): no CUDA graphs here, {how}"
     return (
-        f"each replay one CUDA-graph launch ({how}); programs that draw random numbers (dropout), run a float64 GEMM "
-        f"or whose learning rate changes more than {MAX_DYNAMIC_RECAPTURES} times replay kernel by kernel (the "
-        "core's runner)"
+        f"each replay one CUDA-graph launch ({how}); programs that draw random numbers (dropout), run a GEMM through "
+        f"CuPy's matmul eagerly (float32, float64) or whose learning rate changes more than {MAX_DYNAMIC_RECAPTURES} "
+        "times replay kernel by kernel (the core's runner)"
     )
