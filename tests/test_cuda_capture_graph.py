@@ -269,3 +269,50 @@ def test_a_learning_rate_that_keeps_changing_recaptures_twice_then_replays_kerne
     # Replays 1-5 launched the graph (recaptured at the 2e-3 and 5e-3 changes); 1e-3 and 5e-4 run kernel by kernel.
     assert runner["launches"] == 5 and runner["reference_calls"] == 2, runner
     assert got["reads"][2:] == [0] * 7
+
+
+def parameters_as_arguments(steps: int = 6) -> dict[str, Any]:
+    """A step taking its parameters as arguments: they are the call's inputs (copied into the graph's buffers),
+    which AdamW updates in place, so each replay copies them back into the caller's arrays."""
+    import ampcore
+    from ampcore import nn, optim
+    from ampcore.nn import functional as F
+
+    data = _data(steps, inf_at=3)
+    runs = []
+    report: dict[str, Any] = {}
+    for compiled in (False, True):
+        ampcore.manual_seed(0)
+        w = nn.Parameter(ampcore.randn(4, 8, device="cuda") * 0.3)
+        b = nn.Parameter(ampcore.zeros(4, device="cuda"))
+        arrays = (w._data, b._data)
+        opt = optim.AdamW([w, b], lr=1e-2)
+        scaler = ampcore.GradScaler("cuda", init_scale=2.0**10)
+
+        def step(x: Any, y: Any, w: Any, b: Any, opt: Any = opt, scaler: Any = scaler) -> Any:
+            opt.zero_grad()
+            with ampcore.autocast("cuda", dtype="float16"):
+                loss = F.cross_entropy(F.linear(x, w, b), y)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            return loss.detach()
+
+        fn = ampcore.compile(step) if compiled else step
+        losses = [_bits(fn(x, y, w, b)) for x, y in data]
+        runs.append((losses, _bits(w), _bits(b), scaler.skipped_steps, (w._data, b._data) == arrays))
+        if compiled:
+            (entry,) = fn._compiled.entries.values()
+            run = entry.run
+            report = {
+                "runner": _runner_report(run),
+                "copied_back": len(getattr(run, "_copy_back", ())),
+            }
+    return {"same": runs[0] == runs[1], "skipped": runs[0][3], "same_arrays": runs[0][4], **report}
+
+
+def test_parameters_passed_as_arguments_are_copied_in_and_back_bit_for_bit(run_python):
+    got = _run(run_python, "parameters_as_arguments")
+    assert got["same"] and got["skipped"] == 1, got  # bits, and whether the parameters' arrays stayed, as eager
+    assert got["runner"]["type"] == "GraphRunner" and got["runner"]["declined"] is None, got
+    assert got["runner"]["launches"] == 4 and got["copied_back"] >= 2, got  # w and b at least
