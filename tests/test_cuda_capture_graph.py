@@ -235,6 +235,7 @@ def declines() -> dict[str, Any]:
     y = ampcore.ones(5, device="cuda")
     values = [_bits(f(y)) for _ in range(3)]
     (entry,) = f._compiled.entries.values()
+    out["explain"]["no_nvmath"] = explain(lambda t: t * 2.0, y).runner
     out["no_nvmath"] = {
         "same": values == [_bits(y * 3.0 + 1.0)] * 3,
         "runner": _runner_report(entry.run),
@@ -246,8 +247,13 @@ def declines() -> dict[str, Any]:
 def test_what_a_graph_cannot_replay_runs_through_the_cores_runner_with_eagers_bits_and_says_why(run_python):
     got = _run(run_python, "declines")
     assert got["dropout"]["same"] and got["dropout"]["differ"], got["dropout"]
-    assert got["dropout"]["runner"]["type"] == "function", got["dropout"]  # the core's reference runner
-    assert got["explain"]["dropout"] == "the core's reference runner (kernel by kernel)", got["explain"]
+    dropout = got["dropout"]["runner"]
+    assert dropout["type"] == "GraphRunner" and "draws random numbers" in dropout["declined"], dropout
+    assert dropout["launches"] == 0 and dropout["reference_calls"] == 2, dropout  # the core's runner replayed
+    assert got["explain"]["dropout"].startswith(
+        "the core's reference runner (kernel by kernel); the cuda backend's graph declined: it draws random numbers"
+    ), got["explain"]
+    assert got["explain"]["no_nvmath"] == "the core's reference runner (kernel by kernel)", got["explain"]
     assert got["explain"]["plain"].startswith("the cuda backend's CUDA graph: one launch per replay"), got["explain"]
     for dtype in ("float32", "float64"):
         gemm = got[dtype]

@@ -54,17 +54,20 @@ def decline_reason(program: Program) -> str | None:
         return "the program has no kernels"
     if program.seeds:
         return "it draws random numbers (dropout): each replay needs a new seed, which a graph would freeze"
-    ok, why = graphs.support()
-    if not ok:
-        return why
     return None
 
 
 def runner(program: Program) -> GraphRunner | None:
-    """A :class:`GraphRunner` for ``program``, or None where it cannot be graphed (the reference replays it)."""
-    if decline_reason(program) is not None:
+    """A :class:`GraphRunner` for ``program``; one declined from the start (the reference replays, and the runner
+    says why) where the program cannot be graphed; None where this backend has no CUDA graphs at all (its
+    ``capture_support`` says why)."""
+    if not graphs.support()[0]:
         return None
-    return GraphRunner(program)
+    run = GraphRunner(program)
+    why = decline_reason(program)
+    if why is not None:
+        run.declined = why
+    return run
 
 
 def _key(array: Any) -> tuple[Any, ...]:
@@ -105,7 +108,7 @@ class GraphRunner:
         self._bound: dict[int, tuple[Any, tuple[Any, ...]]] = {}  # position -> (array, its key)
         self._static: dict[int, Any] = {}  # position -> the graph's own buffer
         self._copy_back: list[int] = []
-        self._results: list[tuple[str, Any]] = []  # ("input", position) or ("graph", array)
+        self._results: list[tuple[str, Any]] = []  # ("input", position), ("view", array) or ("graph", array)
         self._dynamics: tuple[str, ...] = ()
 
     @property
