@@ -295,7 +295,8 @@ def convert(array: Any, dtype: Any) -> np.ndarray:
     target = as_dtype(dtype).numpy
     a = np.asarray(array)
     if a.dtype != np.float64 or target not in _VIA_ODD_FLOAT32:
-        return a.astype(target)
+        with np.errstate(over="ignore", invalid="ignore"):  # IEEE: too large rounds to inf, quietly
+            return a.astype(target)
     with np.errstate(over="ignore", invalid="ignore"):
         f = a.astype(np.float32)
         wide = f.astype(np.float64)

@@ -208,7 +208,7 @@ from typing import Any
 import numpy as np
 
 from . import expr
-from .dtypes import FLOAT_DTYPES, DType, float32, float64
+from .dtypes import FLOAT_DTYPES, DType, bfloat16, float16, float32, float64
 from .expr.python import evaluator
 from .forwarding import exact_wrapper
 from .kernel_outputs import describe_args, rule_for
@@ -612,7 +612,8 @@ class KernelTable:
 
     def program_kernel(self, prog: expr.Program) -> Callable[..., Any]:
         """The kernel running ``prog`` on this backend: its ``elementwise`` primitive's rendering, or (a backend
-        without it) a composition of its one-by-one elementwise kernels, each rounding to the dtype."""
+        without it) a composition of its one-by-one elementwise kernels: a 16-bit program's computed by its float32
+        kernels and rounded once."""
         factory = self._entries.get("elementwise")
         if factory is not None:
             return factory.fn(prog)
@@ -632,7 +633,11 @@ class KernelTable:
             fns.setdefault("and", lambda a, b: where.fn(a, b, False))
             fns.setdefault("or", lambda a, b: where.fn(a, True, b))
             fns.setdefault("not", lambda a: eq.fn(a, False))
-        return evaluator(prog, fns)
+        composed = evaluator(prog, fns)
+        cast = self._entries.get("cast")
+        if prog.roundings < 2 or cast is None or self._array_info is None:
+            return composed  # one kernel rounds once already
+        return _widened(composed, cast.fn, self._array_info[1])
 
     def names(self) -> list[str]:
         return sorted(self._entries)
@@ -657,6 +662,33 @@ class KernelTable:
         self._entries[name] = _Entry(fn, provider)
         self._install(name, fn)
         return self.__dict__[name]
+
+
+_WIDENED = (float16, bfloat16)
+
+
+def _widened(
+    composed: Callable[..., Any], cast: Callable[..., Any], dtype_of: Callable[[Any], Any]
+) -> Callable[..., Any]:
+    """A composed program on float16/bfloat16 operands computed by the backend's float32 kernels and rounded
+    once, as the ``elementwise`` primitive's contract says: each 16-bit kernel would round every node."""
+
+    def kernel(*args: Any) -> Any:
+        low = None
+        for a in args:
+            if not isinstance(a, (bool, int, float, np.generic)) and dtype_of(a) in _WIDENED:
+                low = dtype_of(a)
+                break
+        if low is None:
+            return composed(*args)
+        wide = [
+            cast(a, float32) if not isinstance(a, (bool, int, float, np.generic)) and dtype_of(a) == low else a
+            for a in args
+        ]
+        out = composed(*wide)
+        return cast(out, low) if dtype_of(out) == float32 else out
+
+    return kernel
 
 
 def adamw_moment_dtype(param_dtype: DType) -> DType:

@@ -24,6 +24,8 @@
 #   conformance-capture, bench-*-compile  issue 36's captured steps on the GPU (see below): `ampcore bench
 #                       --compile` captured fp16/bf16 AMP rows of mlp-large and transformer-large beside torch eager
 #                       AMP (goal <= 1.0x) with 0 host reads per captured step
+#   fusion-tests, bench-fusion-*  issue 36's fused elementwise chains on cuda: fused for real, eager's bits, and the
+#                       captured step's kernels and ms per step with and without fusion
 # Each step's output goes to OUTDIR (JSON where the step writes one); a failing or timed-out step is reported
 # and the next one still runs.  GPU_CHECKS_STEP_TIMEOUT (seconds, default 300) bounds each step.
 set -uo pipefail
@@ -125,6 +127,11 @@ fi
 step bench-transformer-large-compile "$python" -m ampcore bench --device cuda:0 --model transformer-large --steps 20 \
                                 --compile --json "$out/bench-transformer-large-compile.json"
 step captured-vs-torch-transformer-large captured_vs_torch "$out/bench-transformer-large-compile.json"
+# issue 36, fused chains on cuda (ampcore_cuda.fusion, NVRTC-compiled): really fused and eager's bits on the GPU, then
+# transformer-large's captured AMP step with and without fusion (kernels per step, ms per step)
+step fusion-tests     "$python" -m pytest -q -p no:cacheprovider tests/test_capture_fusion_devices.py -k cuda
+step bench-fusion-fp16 "$python" benchmarks/bench_fusion.py --device cuda:0 --model transformer-large --dtype float16
+step bench-fusion-bf16 "$python" benchmarks/bench_fusion.py --device cuda:0 --model transformer-large --dtype bfloat16
 step bench-transformer-large "$python" -m ampcore bench --device cuda:0 --model transformer-large --steps 20 \
                                 --json "$out/bench-transformer-large.json"
 step bench-transformer-large-ran-ampcore bench_ran_ampcore "$out/bench-transformer-large.json"

@@ -71,11 +71,13 @@ CASES: dict[str, Case] = {
     ),
     "sum_16bit_naive": Case(("kernels_reductions",), "test_sum and not integer", _cells("kernels", ("sum",), LOW)),
     # a captured step's fusion that keeps a 16-bit chain's intermediates in float32: the captured mode's fused
-    # chains must catch it in both 16-bit dtypes (chains whose every intermediate eager rounds)
+    # chains must catch it in both 16-bit dtypes (chains whose every intermediate eager rounds, and the chains
+    # over mixed dtypes with a bias row)
     "fusion_drops_rounding": Case(
         ("capture",),
-        "test_fused_chain",
-        _cells("capture", ("chain.arith", "chain.sqrt_abs", "chain.casts"), LOW),
+        "test_fused_chain or test_fused_mixed_chain",
+        _cells("capture", ("chain.arith", "chain.sqrt_abs", "chain.casts"), LOW)
+        | _cells("capture", ("mixed.bias_residual", "mixed.promote", "mixed.select"), LOW),
     ),
 }
 

@@ -33,7 +33,7 @@ imports the rest of ampcore: this module is the bottom of the house.
 """
 
 from . import ir
-from .c import Override, Rendered, constant, render
+from .c import FUSED_TAGS, Fused, Override, Rendered, constant, fused, render
 from .ir import *  # noqa: F403 - the language itself (nodes, functions, programs, the registry): ir.__all__
 from .python import NUMPY, direct_call, evaluator
 
@@ -47,4 +47,8 @@ __all__ = [
     "Rendered",
     "Override",
     "constant",
+    # a captured step's fused chain as the body of a C kernel (expr.c)
+    "fused",
+    "Fused",
+    "FUSED_TAGS",
 ]

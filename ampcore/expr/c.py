@@ -14,6 +14,12 @@ propagate NaN from either side and give the second operand on a tie,
 ``overrides`` for a function it computes differently on its device (the
 opencl backend's float32 ``erf`` in double, the cuda backend's ``log`` of a
 negative subnormal), each with its reason beside it.
+
+:func:`fused` is the body of a captured step's fused chain
+(:meth:`ampcore.Backend.fused_kernel`), the same for every C dialect: each
+operand loaded with its own dtype (widened exactly), the program's locals, the
+result stored rounded once.  Each backend puts it in its own kernel template
+(the indexing, the launch).
 """
 
 from __future__ import annotations
@@ -22,10 +28,11 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from .. import cgen
 from ..cgen import Dialect
 from .ir import Expr, Program
 
-__all__ = ["Rendered", "Override", "render", "is_integer", "constant"]
+__all__ = ["Rendered", "Override", "render", "is_integer", "constant", "Fused", "FUSED_TAGS", "fused"]
 
 Override = Callable[[Sequence[str], str], "str | None"]
 """``(argument expressions, compute type) -> C expression``, or None to keep the default spelling."""
@@ -182,3 +189,67 @@ def render(
         lines.append(f"const {ctype} {prefix}{i} = {spelled};")
         names[node] = f"{prefix}{i}"
     return Rendered(tuple(lines), text(prog.root), "".join(helpers.values()))
+
+
+# --------------------------------------------------------------------------- fused chains
+FUSED_TAGS = ("f32", "f64", "f16", "bf16", "b8")
+"""The dtype tags a fused chain's operands and result may have (:func:`fused`)."""
+
+
+@dataclass(frozen=True)
+class Fused:
+    """The dialect-independent parts of a fused chain's kernel: ``params`` (the result's pointer ``out``, then
+    each operand's ``x0, x1, ...`` with its own element type), ``lines`` (C statements: each operand loaded,
+    the program's locals, the result stored), ``helpers`` (what goes before the kernel: the pragma that stops
+    contraction where the dialect has one, and the program's helper functions) and ``compute`` (the C type
+    the program computes in)."""
+
+    params: tuple[str, ...]
+    lines: tuple[str, ...]
+    helpers: str
+    compute: str
+
+
+def fused(
+    prog: Program,
+    d: Dialect,
+    tags: Sequence[str],
+    result_tag: str,
+    indices: Sequence[str],
+    *,
+    out_index: str = "i",
+    overrides: Mapping[str, Override] | None = None,
+) -> Fused:
+    """The body of a kernel computing ``prog`` over operands of dtype tags ``tags`` (read at ``indices``, C
+    expressions of the kernel's index) into a result of ``result_tag`` (written at ``out_index``).
+
+    Operands may differ in dtype: each is loaded with :func:`ampcore.cgen.load` of its own tag (float16 and
+    bfloat16 widened exactly to float), the program computes in float (double when a float64 is involved),
+    each node rounded on its own (its rounding nodes with :mod:`ampcore.cgen`'s conversions), and the result
+    is rounded once by :func:`ampcore.cgen.store`.  A bool operand (tag ``b8``) is an int 0 or 1.  ValueError
+    naming the bad value for a tag outside :data:`FUSED_TAGS`, a bool where the program wants a value (or the
+    reverse), or a count of tags or indices that is not the program's arity."""
+    if len(tags) != prog.arity or len(indices) != prog.arity:
+        raise ValueError(
+            f"program {prog.name!r} takes {prog.arity} operands, got {len(tags)} dtype tags and {len(indices)} indices"
+        )
+    for k, tag in enumerate([*tags, result_tag]):
+        if tag not in FUSED_TAGS:
+            what = "the result" if k == len(tags) else f"operand {k}"
+            raise ValueError(f"{what} of a fused chain has dtype tag {tag!r}; fused chains take {FUSED_TAGS}")
+    for k, (tag, kind) in enumerate(zip(tags, prog.inputs)):
+        if (tag == "b8") != (kind == "b"):
+            want = "a bool (tag 'b8')" if kind == "b" else "a float"
+            raise ValueError(f"operand {k} of program {prog.name!r} must be {want}, got dtype tag {tag!r}")
+    compute = "double" if "f64" in (*tags, result_tag) else "float"
+    storage = [cgen.element_type(d, t) for t in (result_tag, *tags)]
+    params = [f"{d.global_}{storage[0]} *{d.restrict} out"]
+    params += [f"{d.global_}const {s} *{d.restrict} x{k}" for k, s in enumerate(storage[1:])]
+    loads = [
+        f"const {'int' if tag == 'b8' else compute} v{k} = {cgen.load(tag, f'x{k}', index)};"
+        for k, (tag, index) in enumerate(zip(tags, indices))
+    ]
+    rendered = render(prog, d, compute, [f"v{k}" for k in range(prog.arity)], overrides=overrides)
+    value_type = "double" if compute == "double" else ""
+    store = cgen.store(result_tag, storage[0], "out", out_index, rendered.result, value_type)
+    return Fused(tuple(params), (*loads, *rendered.lines, store), d.no_contract + rendered.helpers, compute)

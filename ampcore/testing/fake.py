@@ -40,8 +40,11 @@ _UNARY_FNS, _BINARY_FNS, _COMPARE_FNS = numpy_kernels.UNARY, numpy_kernels.BINAR
 def _elementwise(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Compute in float32 (or the input's own type) and return the first array operand's dtype."""
 
-    def kernel(*args: Any) -> np.ndarray:
-        dtype = next(a.dtype for a in args if isinstance(a, np.ndarray))
+    def kernel(*args: Any) -> Any:
+        dtype = next((a.dtype for a in args if isinstance(a, np.ndarray)), None)
+        if dtype is None:  # only numbers (a composed program's node on a scalar operand): a number again
+            with np.errstate(all="ignore"):
+                return np.float64(fn(*[np.float64(a) for a in args]))
         with np.errstate(all="ignore"):  # IEEE results (and the rounding to float16 that overflows) are quiet
             return np.asarray(fn(*[_up(a) for a in args])).astype(dtype, copy=False)
 

@@ -7,7 +7,9 @@ fuses, else the core's reference runner, kernel by kernel.  Whatever the route, 
 bits: every op of the autocast policies and every declared op (``op_cases.CASES``), its output and the
 gradients of its float inputs; and fused chains in every float dtype, with operands of the output's shape, a
 row, a column and one element, holding infinities, NaN, signed zeros, subnormals and values whose 16-bit
-rounding is a tie (a fused kernel that skips a rounding eager makes, or rounds twice, fails here).  NaNs
+rounding is a tie (a fused kernel that skips a rounding eager makes, or rounds twice, fails here); and chains
+whose operands differ in dtype (a 16-bit activation, a float32 residual, a 16-bit bias row), as an AMP step's
+epilogues are.  NaNs
 compare as NaN (IEEE leaves their payload to the implementation); every other value by its bits.  An op whose
 call cannot be captured (it reads the host, as sort does) is skipped with the reason.
 """
@@ -103,6 +105,12 @@ def _copies(tensors: list[ampcore.Tensor], grad: bool) -> list[ampcore.Tensor]:
     return out
 
 
+def _weights(shape: tuple[int, ...], k: int) -> np.ndarray:
+    """A fixed pattern to weigh output ``k`` by, in float32: every backend stores it (float64 is optional)."""
+    n = int(np.prod(shape)) if shape else 1
+    return (np.linspace(-1.0, 1.0, max(n, 1)) * (k + 1)).astype(np.float32).reshape(shape)
+
+
 def _run(case: Callable[..., Any], tensors: list[ampcore.Tensor], device: str) -> tuple[list[Any], list[Any]]:
     """The case's outputs (host arrays) and the gradients of its float inputs after ``backward`` of each output
     with weights of ones... times a fixed pattern (host arrays; None where no gradient arrived)."""
@@ -114,7 +122,7 @@ def _run(case: Callable[..., Any], tensors: list[ampcore.Tensor], device: str) -
     if differentiable:
         total = None
         for k, o in enumerate(differentiable):
-            w = ampcore.tensor(np.linspace(-1.0, 1.0, max(o.numel(), 1)).reshape(o.shape) * (k + 1), device=device)
+            w = ampcore.tensor(_weights(o.shape, k), device=device)
             term = (o * w.to(o.dtype)).sum()
             total = term if total is None else total + term
         assert total is not None
@@ -202,3 +210,37 @@ def test_fused_chain_replays_eager_bits(backend, dtype, op, layout):
     stats = compiled._compiled.stats
     assert stats.replays == 1 and not stats.breaks, f"chain {chain!r} was not replayed: {stats}"
     _same_bits(replayed.numpy(), fn(a, b, c).numpy(), f"chain {chain!r} in {dtype}, c {layout}")
+
+
+MIXED_CHAINS: dict[str, Callable[..., Any]] = {
+    # 16-bit bias add and scaling (each stored in 16 bits eagerly), widened, times a float32 tensor, narrowed
+    "mixed.bias_residual": lambda x, r, bias: (((x + bias) * 1.5).relu().float() * r).to(x.dtype) - bias,
+    # promotion: the 16-bit operands widened exactly into float32 arithmetic, then two 16-bit roundings
+    "mixed.promote": lambda x, r, bias: ((x * r + bias) * 0.5).to(x.dtype) * 3.0 + bias,
+    # a float32 mask chosen on 16-bit values, then 16-bit arithmetic
+    "mixed.select": lambda x, r, bias: ampcore.where(r > 0, x * 2.0, (x - bias).abs()).sqrt() + bias,
+}
+"""Chains over a value ``x`` of the checked dtype, a float32 ``r`` of its shape and a bias row of its dtype."""
+
+
+@pytest.mark.parametrize("op", list(MIXED_CHAINS))
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_fused_mixed_chain_replays_eager_bits(backend, dtype, op):
+    """A chain over operands of mixed dtypes and layouts (``x`` of the checked dtype, a float32 ``r``, a bias row
+    of ``x``'s dtype), fused where the backend fuses, gives eager's bits on hard values."""
+    backend.require_compute(dtype)
+    backend.require_compute("float32")
+    d = dt.as_dtype(dtype)
+    rng = np.random.default_rng(SEED + 1)
+    shape = (33, 70)
+    with np.errstate(over="ignore"):
+        x = ampcore.tensor(_edge_values(d, rng, 33 * 70).reshape(shape), dtype=d, device=backend.device)
+        r = ampcore.tensor(_edge_values(dt.float32, rng, 33 * 70).reshape(shape), device=backend.device)
+        bias = ampcore.tensor(_edge_values(d, rng, 70), dtype=d, device=backend.device)
+    fn = MIXED_CHAINS[op]
+    compiled = ampcore.compiler.compile(fn, options={"warmup": 0})
+    compiled(x, r, bias)
+    replayed = compiled(x, r, bias)
+    stats = compiled._compiled.stats
+    assert stats.replays == 1 and not stats.breaks, f"chain {op!r} was not replayed: {stats}"
+    _same_bits(replayed.numpy(), fn(x, r, bias).numpy(), f"chain {op!r} in {dtype} with float32 r and a bias row")

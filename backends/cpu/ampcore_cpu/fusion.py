@@ -132,25 +132,7 @@ def _load(tag: str, mode: str, i: int) -> str:
 def source(prog: E.Program, modes: Sequence[str], tags: Sequence[str], out_tag: str) -> str:
     """The Python source of a module with one numba function ``kernel(*operands, out)`` computing ``prog``
     over operands laid out as ``modes`` with dtype tags ``tags``, storing ``out_tag`` into ``out``."""
-    consts: dict[Any, str] = {}
-
-    def leaf(node: E.Expr) -> str:
-        if node.is_input:
-            return f"v{node.value}"
-        value = node.value
-        if isinstance(value, bool):
-            return repr(value)
-        if value not in consts:
-            consts[value] = f"C{len(consts)}"
-        return consts[value]
-
-    names: dict[E.Expr, str] = {}
-    body: list[str] = []
-    for i, node in enumerate(prog.nodes):
-        args = [names.get(a) or leaf(a) for a in node.args]
-        body.append(f"t{i} = {loops._spell(node.op, args)}")
-        names[node] = f"t{i}"
-    result = names.get(prog.root) or leaf(prog.root)
+    body, result, constants = loops.body(prog)
     store = {"f16": "narrow_f16({})", "bf16": "narrow_bf16({})", "f32": "{}", "b": "{}"}[out_tag].format(result)
     params = ", ".join(f"x{i}" for i in range(prog.arity))
     scalars = [i for i, m in enumerate(modes) if m == "scalar"]
@@ -159,8 +141,7 @@ def source(prog: E.Program, modes: Sequence[str], tags: Sequence[str], out_tag: 
         "import numpy as np",
         "from ampcore_cpu._lowp_numba import narrow_bf16, narrow_f16, widen_bf16, widen_f16",
         "",
-        "ZERO, ONE = np.float32(0.0), np.float32(1.0)",
-        *(f"{name} = np.float32(float('{float(value)!r}'))" for value, name in consts.items()),
+        *constants,
         "",
         "",
         "@numba.njit(nogil=True, cache=True, error_model='numpy')",

@@ -147,9 +147,9 @@ def _spell(op: str, a: Sequence[str]) -> str:
     return simple[op].format(*a)
 
 
-def source(prog: E.Program, modes: Sequence[str]) -> str:
-    """The Python source of a module with one numba function ``kernel(*operands, out, f16)`` computing
-    ``prog`` for operands laid out as ``modes``."""
+def body(prog: E.Program) -> tuple[list[str], str, list[str]]:
+    """``prog`` as numba statements over ``v0``, ``v1``, ... (the loaded operands): the statements, the name
+    holding the result, and the module-level lines defining its float32 constants (``ZERO``/``ONE`` too)."""
     consts: dict[Any, str] = {}
 
     def leaf(node: E.Expr) -> str:
@@ -163,12 +163,23 @@ def source(prog: E.Program, modes: Sequence[str]) -> str:
         return consts[value]
 
     names: dict[E.Expr, str] = {}
-    body: list[str] = []
+    lines: list[str] = []
     for i, node in enumerate(prog.nodes):
         args = [names.get(a) or leaf(a) for a in node.args]
-        body.append(f"t{i} = {_spell(node.op, args)}")
+        lines.append(f"t{i} = {_spell(node.op, args)}")
         names[node] = f"t{i}"
     result = names.get(prog.root) or leaf(prog.root)
+    constants = [
+        "ZERO, ONE = np.float32(0.0), np.float32(1.0)",
+        *(f"{name} = np.float32(float('{float(value)!r}'))" for value, name in consts.items()),
+    ]
+    return lines, result, constants
+
+
+def source(prog: E.Program, modes: Sequence[str]) -> str:
+    """The Python source of a module with one numba function ``kernel(*operands, out, f16)`` computing
+    ``prog`` for operands laid out as ``modes``."""
+    body_lines, result, constants = body(prog)
     store = "out[r, c] = {}" if prog.result == "b" else "out[r, c] = narrow({})"
     params = ", ".join(f"x{i}" for i in range(prog.arity))
     lines = [
@@ -176,8 +187,7 @@ def source(prog: E.Program, modes: Sequence[str]) -> str:
         "import numpy as np",
         "from ampcore_cpu._lowp_numba import narrow_bf16, narrow_f16, widen_bf16, widen_f16",
         "",
-        "ZERO, ONE = np.float32(0.0), np.float32(1.0)",
-        *(f"{name} = np.float32(float('{float(value)!r}'))" for value, name in consts.items()),
+        *constants,
         "",
     ]
     for kind in ("f16", "bf16"):
@@ -192,7 +202,7 @@ def source(prog: E.Program, modes: Sequence[str]) -> str:
         per_kind += [f"        v{i} = widen(x{i}[r % x{i}.shape[0], 0])" for i, m in enumerate(modes) if m == "col"]
         per_kind += ["        for c in range(cols):"]
         per_kind += [f"            v{i} = {_load(m, i)}" for i, m in enumerate(modes) if m in ("full", "row")]
-        per_kind += [f"            {line}" for line in body]
+        per_kind += [f"            {line}" for line in body_lines]
         per_kind += [f"            {store.format(result)}"]
         lines += [line.replace("widen(", f"widen_{kind}(").replace("narrow(", f"narrow_{kind}(") for line in per_kind]
     lines += [

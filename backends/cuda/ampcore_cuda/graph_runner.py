@@ -256,13 +256,19 @@ class GraphRunner:
         return placed
 
 
+_FUSED = (
+    "elementwise chains fused into one CUDA kernel each (mixed dtypes, broadcast operands, eager's 16-bit roundings "
+    "kept, --ftz=false)"
+)
+
+
 def support() -> str:
     """What ``ampcore info`` says this backend's captured steps do."""
     ok, how = graphs.support()
     if not ok:
-        return f"kernels called back to back (the core's runner): no CUDA graphs here, {how}"
+        return f"kernels called back to back (the core's runner): no CUDA graphs here, {how}; {_FUSED}"
     return (
         f"each replay one CUDA-graph launch ({how}); programs that draw random numbers (dropout), run a GEMM through "
         f"CuPy's matmul eagerly (float32, float64) or whose learning rate changes more than {MAX_DYNAMIC_RECAPTURES} "
-        "times replay kernel by kernel (the core's runner)"
+        f"times replay kernel by kernel (the core's runner); {_FUSED}"
     )

@@ -54,6 +54,13 @@ class CUDABackend(ampcore.Backend):
         return kernel_table()
 
     # --- captured steps (ampcore.compile) -------------------------------
+    def fused_kernel(self, program: Any, operand_dtypes: Any, result_dtype: Any) -> Any:
+        """A fused chain as one CUDA kernel (:mod:`.fusion`), operands of mixed dtypes, compiled with
+        ``--ftz=false``."""
+        from .fusion import fused_kernel
+
+        return fused_kernel(program, operand_dtypes, result_dtype)
+
     def capture_runner(self, program: Any) -> Any:
         """The program as one CUDA-graph launch per replay (:mod:`.graph_runner`), or None where it cannot be
         graphed (random draws, no CUDA graphs here): the core's reference runner replays it then."""

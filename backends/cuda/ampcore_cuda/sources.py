@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-SOURCE_FAMILIES = ("convert", "elementwise", "amp", "softmax", "gelu", "optim", "norm", "loss", "float8")
+SOURCE_FAMILIES = ("convert", "elementwise", "amp", "softmax", "gelu", "optim", "norm", "loss", "float8", "fusion")
 
 
 def all_sources() -> dict[str, str]:

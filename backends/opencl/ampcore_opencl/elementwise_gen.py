@@ -30,6 +30,7 @@ __all__ = [
     "Operand",
     "Plan",
     "plan",
+    "addressing",
     "source",
     "kernel_pair",
     "launch_linear",
@@ -166,28 +167,8 @@ def source(
     """The OpenCL source of one elementwise kernel pair (see :func:`kernel_pair`): ``out[i] = expr(v0, ...)``,
     ``lines`` (statements over the operands ``v0, ...``) computed first."""
     params = [f"__global {out.storage} *restrict out"] + [op.param(k) for k, op in enumerate(operands)]
-    broadcast = [k for k, op in enumerate(operands) if op.mode == "b"]
-    body: list[str] = []
-    if strided:  # range (inner, mid, rest) over the collapsed shape (..., mid, inner); meta = shape, strides
-        params += ["long inner", "long mid", "int nd", "__global const long *restrict meta"]
-        params += [f"long sj{k}, long sm{k}" for k in broadcast]  # strides of the two inner axes
-        index = "long j = get_global_id(0), m = get_global_id(1), o = get_global_id(2);"
-        check = "j >= inner || m >= mid"
-        body += ["long i = (o * mid + m) * inner + j;"]
-        body += [f"long off{k} = j * sj{k} + m * sm{k};" for k in broadcast]
-        body += [
-            "if (nd > 2) {",
-            "    long r = o;",
-            "    for (int d = nd - 3; d > 0; --d) {",
-            "        long s = meta[d], c = r % s;",
-            "        r /= s;",
-        ]
-        body += [f"        off{k} += c * meta[{b + 1} * nd + d];" for b, k in enumerate(broadcast)]
-        body += ["    }"] + [f"    off{k} += r * meta[{b + 1} * nd];" for b, k in enumerate(broadcast)]
-        body += ["}"]
-    else:
-        params += ["long base", "long n"]
-        index, check = "long i = base + get_global_id(0);", "i >= n"
+    extra, index, check, body = addressing("".join(op.mode for op in operands), strided)
+    params += extra
     for k, op in enumerate(operands):
         var_type = op.ct.storage if op.raw else op.work
         body.append(f"{var_type} v{k} = {op.read(k, f'off{k}' if op.mode == 'b' else 'i')};")
@@ -199,6 +180,32 @@ def source(
         + helpers
         + kernel_pair(name, params, index, check, "\n    ".join(body))
     )
+
+
+def addressing(modes: str, strided: bool) -> tuple[list[str], str, str, list[str]]:
+    """How a kernel over operands addressed as ``modes`` finds its elements: (the parameters after the
+    operands', the index statement, the bounds check, the statements defining ``i`` (the output's element)
+    and ``off{k}`` (broadcast operand ``k``'s))."""
+    broadcast = [k for k, mode in enumerate(modes) if mode == "b"]
+    if not strided:
+        return ["long base", "long n"], "long i = base + get_global_id(0);", "i >= n", []
+    # range (inner, mid, rest) over the collapsed shape (..., mid, inner); meta = shape, strides
+    params = ["long inner", "long mid", "int nd", "__global const long *restrict meta"]
+    params += [f"long sj{k}, long sm{k}" for k in broadcast]  # strides of the two inner axes
+    index = "long j = get_global_id(0), m = get_global_id(1), o = get_global_id(2);"
+    body = ["long i = (o * mid + m) * inner + j;"]
+    body += [f"long off{k} = j * sj{k} + m * sm{k};" for k in broadcast]
+    body += [
+        "if (nd > 2) {",
+        "    long r = o;",
+        "    for (int d = nd - 3; d > 0; --d) {",
+        "        long s = meta[d], c = r % s;",
+        "        r /= s;",
+    ]
+    body += [f"        off{k} += c * meta[{b + 1} * nd + d];" for b, k in enumerate(broadcast)]
+    body += ["    }"] + [f"    off{k} += r * meta[{b + 1} * nd];" for b, k in enumerate(broadcast)]
+    body += ["}"]
+    return params, index, "j >= inner || m >= mid", body
 
 
 def launch_linear(

@@ -187,6 +187,19 @@ class OpenCLBackend(ampcore.Backend):
         self.synchronize(device_index)
         return max(int(pool.managed_bytes) - base, 0)
 
+    # --- captured steps (ampcore.compile) -------------------------------
+    def fused_kernel(self, program: Any, operand_dtypes: Any, result_dtype: Any) -> Any:
+        """A fused chain as one OpenCL kernel (:mod:`.fusion`), operands of mixed dtypes and layouts."""
+        from .fusion import fused_kernel
+
+        return fused_kernel(program, operand_dtypes, result_dtype)
+
+    def capture_support(self) -> str:
+        return (
+            "kernel-by-kernel replay (the core's reference runner); elementwise chains fused into one OpenCL "
+            "kernel each (mixed dtypes, broadcast operands, eager's 16-bit roundings kept)"
+        )
+
     def conformance_known_gaps(self) -> str | None:
         path = resources.files("ampcore_opencl") / "known_gaps.toml"
         return str(path) if path.is_file() else None
