@@ -116,6 +116,7 @@ def amp_steps(dtype: str, steps: int = 7, inf_at: int = 4, lrs: list[float] | No
             stats = fn._compiled.stats
             (entry,) = fn._compiled.entries.values()
             run.update(reads=reads, replays=stats.replays, runner=_runner_report(entry.run))
+            run["fused"] = len(entry.program.fusions)
         runs.append(run)
     eager, graph = runs
     return {
@@ -125,6 +126,7 @@ def amp_steps(dtype: str, steps: int = 7, inf_at: int = 4, lrs: list[float] | No
         "reads": graph["reads"],
         "replays": graph["replays"],
         "runner": graph["runner"],
+        "fused": graph["fused"],
     }
 
 
@@ -138,6 +140,7 @@ def test_a_whole_amp_step_replays_as_one_graph_launch_bit_for_bit_skip_included(
     assert runner["type"] == "GraphRunner" and runner["declined"] is None, runner
     assert got["replays"] == 5 and runner["launches"] == 5 and runner["reference_calls"] == 0, (got, runner)
     assert runner["captures"] <= 2, runner  # the first replay, and once more for state the step rebinds
+    assert got["fused"] > 0, "the graph should hold the backend's fused elementwise kernels"
     assert got["reads"][2:] == [0] * 5, got["reads"]  # 0 host reads per replayed step (capture included)
 
 
