@@ -8,8 +8,10 @@ step count stay on the device), ``opt.zero_grad()``.  Eager: the step as Python 
 function recorded once by ``graphs.capture`` and replayed, the batch written into the static input.  Printed
 per row: ms per step (median of ``--steps`` after warm-up, the device synchronised around each timed loop),
 host reads per step (``ampcore.count_host_syncs``), and whether the parameters after the same steps from the
-same initialisation are bit for bit eager's.  Where ``ampcore.compile`` exists (issue 36's core), a third row
-times ``ampcore.compile(step)`` the same way.  Refuses the CUDA simulator for timings (it proves the logic only;
+same initialisation are bit for bit eager's.  A third row times ``ampcore.compile(step)``'s replays (after its
+eager warm-up and recording), which the cuda backend runs as one CUDA-graph launch each (its ``capture_runner``):
+the row names the runner and its launches, and the script exits 1 unless it replayed as graphs, reading the host
+0 times per replay, with eager's bits.  Refuses the CUDA simulator for timings (it proves the logic only;
 ``--allow-simulator`` runs it there for a smoke test, with no figures worth quoting).
 """
 
@@ -102,12 +104,22 @@ def run(model_name: str, device: str, dtype: str, steps: int, seed: int = 0) -> 
     if hasattr(ampcore, "compile"):
         model, _, _, _, step = _setup(model_name, device, dtype, seed)
         compiled = ampcore.compile(step)
-        compiled()
-        ms, reads = _timed(compiled, steps, sync)
+        compiled()  # the eager warm-up
+        if steps > 1:
+            compiled()  # the recording (eager): only replays are timed
+        ms, reads = _timed(compiled, max(steps - 1, 1), sync)
+        (entry,) = compiled._compiled.entries.values()
+        runner = entry.run
         rows["ampcore.compile"] = {
             "ms_per_step": ms,
             "host_reads_per_step": reads,
             "bits_equal_eager": _params(model) == eager_params,
+            # The cuda backend's capture_runner (one CUDA-graph launch per replay), or the core's runner where it
+            # declined (and why): a silent fallback must show here.
+            "runner": type(runner).__name__,
+            "graph_launches": getattr(runner, "launches", 0),
+            "replays": compiled._compiled.stats.replays,
+            "declined": getattr(runner, "declined", "no graph runner offered"),
         }
     eager_ms = rows["eager"]["ms_per_step"]
     for row in rows.values():
@@ -139,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{model_name} {dtype} on {report['gpu']} ({args.steps} steps, median):")
             for name, row in report["rows"].items():
                 extra = "" if "bits_equal_eager" not in row else f", bits equal eager: {row['bits_equal_eager']}"
+                if "runner" in row:
+                    extra += f", {row['runner']} ({row['graph_launches']} graph launches"
+                    extra += f"{', declined: ' + row['declined'] if row['declined'] else ''})"
                 print(
                     f"  {name:16s} {row['ms_per_step']:8.2f} ms/step  {row['speedup_vs_eager']:5.2f}x eager  "
                     f"host reads/step {row['host_reads_per_step']:.2f}{extra}"
@@ -148,6 +163,16 @@ def main(argv: list[str] | None = None) -> int:
             json.dump({"reports": reports}, fh, indent=2)
     captured = [r["rows"]["captured"] for r in reports]
     ok = all(row["host_reads_per_step"] == 0 and row["bits_equal_eager"] for row in captured)
+    # ampcore.compile's captured step must replay as CUDA graphs, 0 host reads per replay, with eager's bits.
+    compiled = [r["rows"]["ampcore.compile"] for r in reports if "ampcore.compile" in r["rows"]]
+    ok &= all(
+        row["runner"] == "GraphRunner"
+        and row["declined"] is None
+        and row["graph_launches"] == row["replays"]
+        and row["host_reads_per_step"] == 0
+        and row["bits_equal_eager"]
+        for row in compiled
+    )
     return 0 if ok and np.isfinite([row["ms_per_step"] for row in captured]).all() else 1
 
 

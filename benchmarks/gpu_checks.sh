@@ -17,9 +17,13 @@
 # Owed by issue 36 (CUDA graphs, ampcore_cuda.graphs):
 #   bench-cuda-graph    mlp-large and transformer-large fp16 and bf16 AMP steps captured as one CUDA graph and
 #                       replayed, against the same step eager: ms per step, host reads per step (goal 0), and the
-#                       parameters bit for bit eager's (exit 1 otherwise); a row for ampcore.compile once it exists
-#   cuda-tests          includes tests/test_cuda_graphs.py, whose capture tests run on the GPU where there is one
-#   conformance-capture, bench-*-compile  issue 36's captured steps on the GPU (see below)
+#                       parameters bit for bit eager's; its ampcore.compile row must replay through the cuda
+#                       backend's graph runner (one launch per replay, 0 host reads, eager's bits): exit 1 otherwise
+#   cuda-tests          includes tests/test_cuda_graphs.py and tests/test_cuda_capture_graph.py, whose capture
+#                       tests run on the GPU where there is one
+#   conformance-capture, bench-*-compile  issue 36's captured steps on the GPU (see below): `ampcore bench
+#                       --compile` captured fp16/bf16 AMP rows of mlp-large and transformer-large beside torch eager
+#                       AMP (goal <= 1.0x) with 0 host reads per captured step
 #   fusion-tests, bench-fusion-*  issue 36's fused elementwise chains on cuda: fused for real, eager's bits, and the
 #                       captured step's kernels and ms per step with and without fusion
 # Each step's output goes to OUTDIR (JSON where the step writes one); a failing or timed-out step is reported
@@ -82,7 +86,7 @@ step float8-vs-bf16   float8_vs_bf16 "$out/bench-mlp-large.json"
 step cuda-tests       "$python" -m pytest -q -p no:cacheprovider tests/test_cuda_backend.py tests/test_cuda_device.py \
                                 tests/test_cuda_launch.py tests/test_cuda_codegen.py tests/test_cuda_kernels_compile.py \
                                 tests/test_cuda_compiler.py tests/test_cuda_sim_elementwise.py \
-                                tests/test_float8_host_syncs.py tests/test_cuda_graphs.py \
+                                tests/test_float8_host_syncs.py tests/test_cuda_graphs.py tests/test_cuda_capture_graph.py \
                                 tests/test_adamw_step_amp_devices.py
 step bench-cuda-graph "$python" benchmarks/bench_cuda_graph.py --device cuda:0 --model mlp-large \
                                 --model transformer-large --dtype float16 --dtype bfloat16 --steps 10 \
@@ -95,12 +99,15 @@ step torch-cuda-autocast "$python" benchmarks/torch_cuda_autocast.py
 # the tolerance rules on the GPU too (AMPCORE_CUDA_SIMULATOR, which these tests set, is ignored beside a GPU)
 step planted-cuda     "$python" -m pytest -q -p no:cacheprovider tests/test_planted_kernels.py -k "real and cuda"
 # issue 36 (captured steps, ampcore.compile): the captured mode of the conformance suite on the GPU (every op and
-# fused chain bit for bit against eager), then mlp-large's captured fp16/bf16 AMP steps beside eager and torch;
-# captured-vs-torch checks each captured AMP row's step time <= torch eager AMP's and 0 host reads per replay
+# fused chain bit for bit against eager), then mlp-large's and transformer-large's captured fp16/bf16 AMP steps
+# (each replay one CUDA-graph launch: ampcore_cuda.graph_runner) beside eager and torch eager AMP in the same run;
+# captured-vs-torch checks each captured AMP row's step time <= torch eager AMP's (the issue's goal) and prints its
+# host syncs per step (the warm-up and recording steps included; bench-cuda-graph checks 0 per replay)
 captured_vs_torch() {  # captured_vs_torch JSON
     "$python" -c 'import json, sys
-rows = [r for r in json.load(open(sys.argv[1]))["configs"] if r["framework"] == "ampcore" and r.get("compiled")]
-ok = bool(rows)
+configs = json.load(open(sys.argv[1]))["configs"]
+rows = [r for r in configs if r["framework"] == "ampcore" and r.get("compiled")]
+ok = bool(rows) and {r["precision"] for r in rows if r["amp"]} >= {"float16", "bfloat16"}
 for r in rows:
     vs_torch, reads = r["step_time_vs_torch"], r["host_syncs_per_step"]
     good = not r["amp"] or (vs_torch is not None and vs_torch <= 1.0)

@@ -254,6 +254,28 @@ def test_a_whole_amp_step_replays_bit_identical_with_no_host_read(dtype, fused):
     assert runs[0][2] == runs[1][2]
 
 
+def test_a_step_returning_its_loss_after_backward_replays_it_without_a_backward():
+    """The loss a step called backward() on (its graph freed) is returned as a value: recording does not walk
+    the freed graph."""
+    data = batches(4)
+    runs = []
+    for compiled in (False, True):
+        model, opt = model_and_optimizer(dropout=0.0)
+
+        def step(x, y, model=model, opt=opt):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        fn = ampcore.compile(step) if compiled else step
+        runs.append([bits(fn(x, y)) for x, y in data] + [bits(p) for p in model.parameters()])
+        if compiled:
+            assert fn._compiled.stats.replays == 2 and not fn._compiled.stats.breaks
+    assert runs[0] == runs[1]
+
+
 def test_a_learning_rate_changed_between_replays_is_read_afresh():
     data = batches(6)
     runs = []

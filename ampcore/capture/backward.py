@@ -24,7 +24,7 @@ from typing import Any
 
 from ..autograd import Context, Node, _topological_order, no_grad
 from ..kernels import KernelGate
-from .program import Program, build_program, reference_runner, refs_in
+from .program import Program, build_program, refs_in, runner_for
 from .record import Recorder, SlotInfo
 
 __all__ = ["BackwardProgram", "CapturedBackward", "Edge", "node_for", "record_backward"]
@@ -170,5 +170,5 @@ def record_backward(
     saved = sorted(f for f, b in saved_of.items() if b in used)
     inputs = [0] + [saved_of[f] for f in saved]
     program = build_program(rec.slots, rec.steps, inputs, result_slots, rec.seeds, rec.dynamics)
-    bp = BackwardProgram(program, reference_runner(program), saved, edges, output.shape, output.dtype)
+    bp = BackwardProgram(program, runner_for(program), saved, edges, output.shape, output.dtype)
     return bp, None

@@ -41,7 +41,7 @@ from ..policy import resolve as policy_resolve
 from ..tensor_base import TENSOR_CLASS, TensorBase
 from .backward import BackwardProgram, node_for, record_backward
 from .fusion import fuse
-from .program import Program, build_program, reference_runner, refs_in
+from .program import Program, build_program, refs_in, runner_for
 from .record import Break, Recorder, Recording, Ref
 
 __all__ = ["CompiledFunction", "CaptureConfig", "Entry", "config", "guard_difference", "Stats"]
@@ -462,17 +462,6 @@ def _fused_kernel(program: Any, operand_dtypes: list[Any], result_dtype: Any, ta
     return _backend_of(table).fused_kernel(program, operand_dtypes, result_dtype)
 
 
-def _runner(program: Program) -> Callable[..., tuple[Any, ...]]:
-    """The backend's own runner for ``program`` where it offers one (all steps on one backend), else the
-    core's reference runner."""
-    tables = {id(step.table): step.table for step in program.steps}
-    if len(tables) == 1:
-        own = _backend_of(next(iter(tables.values()))).capture_runner(program)
-        if own is not None:
-            return own
-    return reference_runner(program)
-
-
 def _build(
     entry: Entry, rec: Recording, recorder: Recorder, result: Any, tensors: list[Any], options: dict[str, Any]
 ) -> str | None:
@@ -500,7 +489,10 @@ def _build(
             if ref is None:
                 return ("const", value)
             bw = None
-            if value.requires_grad and value.grad_fn is not None and id(value.grad_fn) in rec.region_nodes:
+            fn = value.grad_fn
+            # An output whose graph a backward inside the call freed (a step returning its loss) has no backward
+            # to capture: eager's would raise on a second backward, and the replayed output has none.
+            if value.requires_grad and fn is not None and id(fn) in rec.region_nodes and not fn.freed:
                 bw = len(backward_of)
                 backward_of.append((value, ref.slot))
             elif value.requires_grad and value.grad_fn is None:
@@ -569,7 +561,7 @@ def _build(
     if options.get("fusion", True):
         program = fuse(program, _fused_kernel, relaxed=bool(options.get("relaxed")))
     entry.program = program
-    entry.run = _runner(program)
+    entry.run = runner_for(program)
     arrays = {slot: a for a, slot in _arrays_of(recorder)}
     entry.recorded = [arrays.get(s) for s in results]
     entry.reroute = reroute

@@ -23,9 +23,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..plugins import registry
 from .record import Dyn, Ref, Seed, SlotInfo, Step
 
-__all__ = ["Program", "build_program", "reference_runner", "refs_in", "IN_PLACE_KERNELS"]
+__all__ = ["Program", "build_program", "reference_runner", "runner_for", "refs_in", "IN_PLACE_KERNELS"]
 
 # Kernels that may write their inputs in place (the kernel contract's): never removed as unread.
 IN_PLACE_KERNELS = frozenset({"unscale_and_check", "adamw_step", "adamw_step_amp"})
@@ -151,6 +152,18 @@ def reference_runner(program: Program) -> Callable[[Sequence[Any], Sequence[int]
     run: Any = env["run"]
     run.source = source
     return run
+
+
+def runner_for(program: Program) -> Callable[[Sequence[Any], Sequence[int], Sequence[float]], tuple[Any, ...]]:
+    """The backend's own runner for ``program`` (:meth:`ampcore.Backend.capture_runner`) where it offers one and
+    all steps run on that backend, else the core's :func:`reference_runner`."""
+    tables = {id(step.table): step.table for step in program.steps}
+    if len(tables) == 1:
+        table = next(iter(tables.values()))
+        own = registry.get_backend(table._backend_name).capture_runner(program)
+        if own is not None:
+            return own
+    return reference_runner(program)
 
 
 def _paths(template: Any, prefix: str) -> Iterator[tuple[int, str]]:

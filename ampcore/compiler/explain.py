@@ -22,7 +22,9 @@ class Explanation:
     chain, ``removed`` the kernel calls nothing read, ``uploads`` the arrays made from host data inside the call
     (replayed as the recorded constants), ``seeds`` the random seeds a replay draws again, ``dynamic`` the host
     numbers it reads again (a learning rate), ``relaxed`` whether fusion may drop eager's intermediate roundings
-    (``options={"relaxed": True}``: not bit-identical to eager), and ``program`` the recorded steps.
+    (``options={"relaxed": True}``: not bit-identical to eager), ``runner`` what replays the program (the
+    backend's own runner, :meth:`ampcore.Backend.capture_runner`, or the core's), and ``program`` the recorded
+    steps.
     """
 
     graph_count: int = 0
@@ -36,6 +38,7 @@ class Explanation:
     dynamic: int = 0
     relaxed: bool = False
     backward_kernels: list[int] = field(default_factory=list)
+    runner: str = ""
     program: str = ""
 
     @property
@@ -53,6 +56,8 @@ class Explanation:
             ]
         if self.graph_count:
             lines.append(f"Kernels replayed: {self.kernels} ({self.removed} recorded calls nothing read were dropped)")
+            if self.runner:
+                lines.append(f"Replayed by: {self.runner}")
             for i, n in enumerate(self.backward_kernels):
                 lines.append(f"Backward of output {i}: {n} kernels, replayed by one autograd node")
             if self.fused:
@@ -115,5 +120,13 @@ def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     out.dynamic = len(program.dynamics)
     out.relaxed = bool(compiled.options.get("relaxed"))
     out.backward_kernels = [bp.program.kernel_count for bp, _ in entry.backward]
+    out.runner = _runner(entry.run)
     out.program = program.describe()
     return out
+
+
+def _runner(run: Any) -> str:
+    """What replays a program, in words: a backend runner's ``description`` (or its repr), or the core's."""
+    if getattr(run, "source", None) is not None:  # the reference runner's generated function
+        return "the core's reference runner (kernel by kernel)"
+    return str(getattr(run, "description", None) or repr(run))

@@ -169,7 +169,13 @@ def matmul(a: CuArray, b: CuArray) -> CuArray:
     with cupy.cuda.Device(a.device_index):
         if a.dtype in CUDA_R and (a.dtype == dt.float16 or _has_bf16_gemm(a.device_index)):
             return gemm_ex(a, b)
-        if graphs.active() is not None:  # no cupy.matmul inside a graph: its cuBLAS refuses capture
+        current = graphs.active()
+        if current is not None:  # no cupy.matmul inside a graph: its cuBLAS refuses capture
+            if current.eager_bits:
+                raise graphs.CaptureDeclinedError(
+                    f"a {a.dtype.name} GEMM runs through CuPy's matmul eagerly and cublasGemmEx inside a CUDA graph, "
+                    "whose sums need not be ordered alike (a captured program keeps eager's bits)"
+                )
             if a.dtype in CUDA_R:
                 return down(gemm_ex(CuArray(up(a), dt.float32), CuArray(up(b), dt.float32)).data, a.dtype)
             if a.dtype != dt.float32:

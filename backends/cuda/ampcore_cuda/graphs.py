@@ -58,6 +58,7 @@ class _Capture:
 
     device: int
     keep: list[Any] = field(default_factory=list)
+    eager_bits: bool = False  # decline what would run another path than eager's (a float32 GEMM)
 
 
 def active() -> _Capture | None:
@@ -126,10 +127,13 @@ class CapturedGraph(Generic[T]):
         return f"<CapturedGraph cuda:{self.device}, {self.replays} replays>"
 
 
-def capture(fn: Callable[[], T], *, device: int = 0, warmup: int = 1) -> CapturedGraph[T]:
+def capture(fn: Callable[[], T], *, device: int = 0, warmup: int = 1, eager_bits: bool = False) -> CapturedGraph[T]:
     """Record ``fn()``'s device work on ``cuda:device`` as a CUDA graph, after ``warmup`` eager calls.
 
-    ``fn`` runs ``warmup + 1`` times, the last one captured (its device work runs only at replays).  Raises
+    ``fn`` runs ``warmup + 1`` times, the last one captured (its device work runs only at replays).
+    ``eager_bits=True``: a kernel whose graph path is not its eager one (a float32 GEMM: cublasGemmEx on our
+    handle in a graph, CuPy's matmul eagerly, whose sums need not be ordered alike) raises
+    :class:`CaptureDeclinedError` instead of running it (a captured program must give eager's bits).  Raises
     :class:`CaptureDeclinedError` (nothing run) where this backend cannot capture, ValueError for ``warmup < 1``
     (the kernels must be loaded before capture), and what ``fn`` raises; an error inside the capture ends it
     and discards the graph.
@@ -151,7 +155,7 @@ def capture(fn: Callable[[], T], *, device: int = 0, warmup: int = 1) -> Capture
         cupy.cuda.Device(device).synchronize()
         pool = cupy.cuda.MemoryPool()
         stream = cupy.cuda.Stream(non_blocking=True)
-        current = _Capture(device)
+        current = _Capture(device, eager_bits=eager_bits)
         with stream, cupy.cuda.using_allocator(pool.malloc):
             mode = getattr(cupy.cuda.runtime, "streamCaptureModeRelaxed", None)
             stream.begin_capture() if mode is None else stream.begin_capture(mode)

@@ -53,6 +53,26 @@ class CUDABackend(ampcore.Backend):
 
         return kernel_table()
 
+    # --- captured steps (ampcore.compile) -------------------------------
+    def fused_kernel(self, program: Any, operand_dtypes: Any, result_dtype: Any) -> Any:
+        """A fused chain as one CUDA kernel (:mod:`.fusion`), operands of mixed dtypes, compiled with
+        ``--ftz=false``."""
+        from .fusion import fused_kernel
+
+        return fused_kernel(program, operand_dtypes, result_dtype)
+
+    def capture_runner(self, program: Any) -> Any:
+        """The program as one CUDA-graph launch per replay (:mod:`.graph_runner`), or None where it cannot be
+        graphed (random draws, no CUDA graphs here): the core's reference runner replays it then."""
+        from .graph_runner import runner
+
+        return runner(program)
+
+    def capture_support(self) -> str:
+        from .graph_runner import support
+
+        return support()
+
     # --- array I/O -----------------------------------------------------
     def from_numpy(self, array: np.ndarray, dtype: Any, device_index: int = 0) -> CuArray:
         cupy = runtime.import_cupy()
@@ -104,20 +124,6 @@ class CUDABackend(ampcore.Backend):
             fn()
             cupy.cuda.Device(device_index).synchronize()
             return max(int(pool.total_bytes()) - base, 0)
-
-    # --- captured steps (ampcore.compile) -------------------------------
-    def fused_kernel(self, program: Any, operand_dtypes: Any, result_dtype: Any) -> Any:
-        """A fused chain as one CUDA kernel (:mod:`.fusion`), operands of mixed dtypes, compiled with
-        ``--ftz=false``."""
-        from .fusion import fused_kernel
-
-        return fused_kernel(program, operand_dtypes, result_dtype)
-
-    def capture_support(self) -> str:
-        return (
-            "kernel-by-kernel replay (the core's reference runner); elementwise chains fused into one CUDA "
-            "kernel each (mixed dtypes, broadcast operands, eager's 16-bit roundings kept, --ftz=false)"
-        )
 
 
 @hookimpl
