@@ -53,14 +53,24 @@ def fused_kernel(prog: E.Program, operand_dtypes: Sequence[Any], result_dtype: A
     tags = tuple(_TAG[d] for d in in_np)
     out_tag = _TAG[out_np]
 
+    # A captured step calls each fused kernel with the same layouts every time: plan each layout once.
+    plans: dict[tuple[Any, ...], tuple[tuple[int, ...], tuple[int, int], tuple[str, ...], Any] | None] = {}
+    bits = out_tag in ("f16", "bf16")
+
     def kernel(*operands: Any) -> Any:
-        planned = _plan(operands)
-        if planned is None:
+        key = tuple([(v.shape, v.flags.c_contiguous) if isinstance(v, np.ndarray) else type(v) for v in operands])
+        if key not in plans:
+            planned = _plan(operands)
+            plans[key] = None if planned is None else (*planned[:3], _loop(prog.key, prog, planned[2], tags, out_tag))
+        plan = plans[key]
+        if plan is None:
             return slow(*operands)
-        shape, (rows, cols), modes, views = planned
+        shape, (rows, cols), modes, loop = plan
         out = np.empty(shape, out_np)
-        flat = out.view(np.uint16) if out_tag in ("f16", "bf16") else out
-        _loop(prog.key, prog, modes, tags, out_tag)(*views, flat.reshape(rows, cols))
+        loop(
+            *[_view(v, m, rows, cols) for v, m in zip(operands, modes)],
+            (out.view(np.uint16) if bits else out).reshape(rows, cols),
+        )
         return out
 
     return kernel
