@@ -11,8 +11,8 @@ import ampcore
 
 ROOT = Path(__file__).resolve().parents[1]
 # distributed: a backend's DevicePath (NCCL); cgen: the kernel text the C dialects share; expr: the programs a
-# backend renders (its elementwise primitive)
-PUBLIC_SUBMODULES = {"dtypes", "plugins", "kernels", "distributed", "cgen", "expr", "float8"}
+# backend renders (its elementwise primitive); capture: the recorded program a backend's capture_runner replays
+PUBLIC_SUBMODULES = {"dtypes", "plugins", "kernels", "distributed", "cgen", "expr", "float8", "capture"}
 TEST_ONLY_SUBMODULES = {"testing"}
 DEVICE_LIBRARIES = {"pyopencl", "cupy", "cupyx", "pycuda", "torch"}
 

@@ -14,10 +14,11 @@ import threading
 from ..hooks import CAPTURE
 from .compiled import CaptureConfig, CompiledFunction, Stats, config
 from .dynamic import Dynamic, dynamic
-from .program import Program, reference_runner
+from .program import IN_PLACE_KERNELS, Program, reference_runner, refs_in
 from .record import Break, CaptureBreakError, Recorder
 
 __all__ = [
+    "IN_PLACE_KERNELS",
     "Break",
     "CaptureBreakError",
     "CaptureConfig",
@@ -30,6 +31,7 @@ __all__ = [
     "dynamic",
     "recording",
     "reference_runner",
+    "refs_in",
 ]
 
 

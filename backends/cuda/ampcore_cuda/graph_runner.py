@@ -33,8 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ampcore.capture import Program, reference_runner
-from ampcore.capture.program import IN_PLACE_KERNELS, refs_in
+from ampcore.capture import IN_PLACE_KERNELS, Program, reference_runner, refs_in
 
 from . import graphs
 from .array import CuArray
