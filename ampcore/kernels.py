@@ -534,6 +534,7 @@ class KernelTable:
         self._entries: dict[str, _Entry] = {}
         self._array_info: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None = None
         self._recorder: Callable[..., Callable[..., Any]] | None = None
+        self._gates: dict[str, Callable[..., Any]] = {}  # each kernel as installed without a recorder
         self.register(kernels, provider)
 
     def register(self, kernels: Mapping[str, Callable[..., Any]], provider: str) -> None:
@@ -558,6 +559,7 @@ class KernelTable:
         fn = _gated(self._backend_name, name, fn)
         if _debug[0] and self._array_info is not None and rule_for(name) is not None:
             fn = _checked(self._backend_name, name, fn, *self._array_info)
+        self._gates[name] = fn
         if self._recorder is not None:
             fn = self._recorder(self, name, fn)
         object.__setattr__(self, name, fn)
@@ -565,9 +567,11 @@ class KernelTable:
     def record_with(self, wrap: Callable[..., Callable[..., Any]] | None) -> None:
         """Install ``wrap(table, name, kernel)``'s wrapper around every kernel (a captured step's recording,
         :mod:`ampcore.capture`), or remove it (None).  The op path pays nothing for it: the wrappers replace
-        the table's attributes while a recording runs, and the plain kernels come back after."""
+        the table's attributes while a recording runs, and the plain kernels come back after.  The gated
+        kernels are kept, not generated again: a recording starts and ends in microseconds per kernel."""
         self._recorder = wrap
-        self._reinstall()
+        for name, fn in self._gates.items():
+            object.__setattr__(self, name, fn if wrap is None else wrap(self, name, fn))
 
     def kernel(self, name: str) -> Callable[..., Any]:
         """The callable ``k.<name>`` is now, as a replay calls it (a program's kernel made on first use)."""
