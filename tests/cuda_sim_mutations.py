@@ -238,6 +238,14 @@ MUTATIONS = (
         "(ACC)0",
         (os.path.join(HERE, "test_cuda_sim_rows.py"),),
     ),
+    Mutation(
+        "a fused chain skips the float16 rounding eager makes between its ops",
+        "fusion",
+        r"^fused_",
+        "half_to_float(float_to_half(",
+        "((",
+        (_CONFORMANCE + "test_capture",),
+    ),
 )
 
 

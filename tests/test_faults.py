@@ -540,8 +540,8 @@ def test_a_checkpoint_survives_a_pickle_round_trip():
         ("arange", "arange", lambda dev: ampcore.arange(3, device=dev)),
         ("fill_", "full", lambda dev: ampcore.tensor([1.0, 2.0], device=dev).fill_(0)),
         ("deepcopy", "cast", lambda dev: copy.deepcopy(ampcore.tensor([1.0], device=dev))),
-        # assignment is an op of its own now (differentiable, as torch's): the error names it
-        ("slice_assign", "slice_assign", lambda dev: ampcore.tensor([1.0, 2.0], device=dev).__setitem__(0, 5.0)),
+        # assignment names the call the user made (x[i] = v), with the kernel that failed
+        ("__setitem__", "slice_assign", lambda dev: ampcore.tensor([1.0, 2.0], device=dev).__setitem__(0, 5.0)),
     ],
 )
 def test_a_kernel_failing_outside_an_op_raises_kernel_error_naming_it(register_fake, op, kernel, call):

@@ -106,10 +106,13 @@ def test_a_float8_training_step_reads_nothing_from_the_host_on_simulated_cuda(pr
 
 
 def test_ampcore_train_float8_reads_only_the_deferred_label_checks() -> None:
-    """bfloat16 autocast has no GradScaler, so the optimizer reads the queued label checks once a step
-    (``checks``, as the float32 baseline does); the float8 casts add no read."""
-    result = train(TrainConfig(device="cpu", epochs=1, float8="delayed"))
+    """Eager, bfloat16 autocast has no GradScaler, so the optimizer reads the queued label checks once a step
+    (``checks``, as the float32 baseline does); the float8 casts add no read.  Captured (the default), the
+    step reads nothing at all."""
+    result = train(TrainConfig(device="cpu", epochs=1, float8="delayed", compile=False))
     assert result.host_syncs_by_reason == {"checks": result.steps}, result.host_syncs_by_reason
+    captured = train(TrainConfig(device="cpu", epochs=1, float8="delayed"))
+    assert captured.host_syncs_by_reason == {}, captured.host_syncs_by_reason
     rows = result.float8_stats
     assert rows and all(row["steps"] == result.steps for name, row in rows.items() if name.endswith("grad_output"))
     assert all(row["steps"] >= result.steps for row in rows.values())  # evaluation casts input and weight too

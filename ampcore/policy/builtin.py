@@ -96,8 +96,11 @@ def _ampcore_layer(table: str, entries: dict[str, Entry]) -> None:
 
 def _follow_registrations(entries: dict[str, Entry]) -> None:
     """Lay torch 2.13's AutocastCPU registrations (the audit) over the documented CPU list, citing both."""
+    declared = declare.categories()
     for op, (category_name, aten, registered) in audit_rows().items():
         category, documented = Category(category_name), entries.get(op)
+        if not registered and documented is None and op in declared and category is Category.UNLISTED:
+            continue  # the row is the op's own declaration (torch registers nothing): the ampcore layer cites it
         if registered and documented is not None and documented.category is category:
             entries[op] = Entry(category, f"{documented.source}; {REGISTRATION_SOURCE}")
         elif registered:

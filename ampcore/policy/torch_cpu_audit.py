@@ -50,6 +50,8 @@ AUTOCAST_CPU: dict[str, tuple[str, str | None, bool]] = {
     "binary_cross_entropy": ("fp32", "binary_cross_entropy", True),
     "binary_cross_entropy_with_logits": ("fp32", "binary_cross_entropy_with_logits", True),
     "bmm": ("lower", "bmm", True),
+    "einsum": ("lower", "einsum", False),  # no AutocastCPU kernel: its bmm inside runs lower
+    "RNNCell": ("lower", "rnn_tanh_cell", False),  # no AutocastCPU kernel: its linear products inside run lower
     "cat": ("promote", "cat", True),
     "chunk": ("unlisted", "chunk", False),
     "clamp": ("unlisted", "clamp", False),
@@ -153,8 +155,8 @@ AUTOCAST_CPU: dict[str, tuple[str, str | None, bool]] = {
 def audit_rows() -> dict[str, tuple[str, str | None, bool]]:
     """:data:`AUTOCAST_CPU` and a row derived from each declared op it lacks (ops torch has no aten op for,
     ``aten=None``, have none): the category of torch's documented CPU list where it names the op (a registered
-    kernel), else the declaration's own category (an op torch runs as a composition whose parts decide: einsum's
-    bmm is lower precision), else unlisted."""
+    kernel), else unlisted.  A declared category is ampcore's decision, not torch's: it is the policy's ampcore
+    layer, never an audit row (torch's own behaviour for an op it runs as a composition, einsum, is committed)."""
     documented = {
         **dict.fromkeys(lists.CPU_LOWER, "lower"),
         **dict.fromkeys(lists.CPU_FP32, "fp32"),
@@ -168,6 +170,6 @@ def audit_rows() -> dict[str, tuple[str, str | None, bool]]:
             if op in rows or (op != name and "inplace" not in decl.variants):
                 continue
             listed = op in documented
-            category = (documented[op] if listed else decl.category or "unlisted") if op == name else "unlisted"
+            category = documented[op] if listed and op == name else "unlisted"
             rows[op] = (category, aten, listed)
     return rows

@@ -235,7 +235,9 @@ def test_fused_mixed_chain_replays_eager_bits(backend, dtype, op):
     shape = (33, 70)
     with np.errstate(over="ignore"):
         x = ampcore.tensor(_edge_values(d, rng, 33 * 70).reshape(shape), dtype=d, device=backend.device)
-        r = ampcore.tensor(_edge_values(dt.float32, rng, 33 * 70).reshape(shape), device=backend.device)
+        r = ampcore.tensor(
+            _edge_values(dt.float32, rng, 33 * 70).reshape(shape), dtype=dt.float32, device=backend.device
+        )
         bias = ampcore.tensor(_edge_values(d, rng, 70), dtype=d, device=backend.device)
     fn = MIXED_CHAINS[op]
     compiled = ampcore.compiler.compile(fn, options={"warmup": 0})
