@@ -61,7 +61,7 @@ def fused_kernel(prog: E.Program, operand_dtypes: Sequence[Any], result_dtype: A
         key = tuple([(v.shape, v.flags.c_contiguous) if isinstance(v, np.ndarray) else type(v) for v in operands])
         if key not in plans:
             planned = _plan(operands)
-            plans[key] = None if planned is None else (*planned[:3], _loop(prog.key, prog, planned[2], tags, out_tag))
+            plans[key] = None if planned is None else (*planned, _loop(prog.key, prog, planned[2], tags, out_tag))
         plan = plans[key]
         if plan is None:
             return slow(*operands)
@@ -93,31 +93,19 @@ def _numpy_kernel(prog: E.Program, family: np.dtype, out_np: np.dtype) -> Callab
 
 
 # --------------------------------------------------------------------------- layouts
-def _plan(operands: Sequence[Any]) -> tuple[tuple[int, ...], tuple[int, int], tuple[str, ...], list[Any]] | None:
+def _plan(operands: Sequence[Any]) -> tuple[tuple[int, ...], tuple[int, int], tuple[str, ...]] | None:
+    """``(shape, (rows, cols), modes)`` of a fused loop over ``operands`` (:func:`.loops.layout`), or None."""
     arrays = [v for v in operands if isinstance(v, np.ndarray)]
     if not arrays or any(not a.flags.c_contiguous for a in arrays):
         return None
     if any(not isinstance(v, np.ndarray) and type(v) not in (float, int, bool) for v in operands):
         return None
     shape = tuple(np.broadcast_shapes(*(a.shape for a in arrays)))
-    n = math.prod(shape)
-    if n == 0:
+    laid = loops.layout(operands, shape) if math.prod(shape) else None
+    if laid is None:
         return None
-    modes: list[str] = []
-    cols_needed: set[int] = set()
-    for v in operands:
-        mode, cols = loops._mode(v, shape)
-        if mode is None:
-            return None
-        modes.append(mode)
-        if cols is not None:
-            cols_needed.add(cols)
-    if len(cols_needed) > 1:
-        return None
-    cols = cols_needed.pop() if cols_needed else (shape[-1] if shape else 1)
-    rows = n // cols if cols else 0
-    views = [_view(v, m, rows, cols) for v, m in zip(operands, modes)]
-    return shape, (rows, cols), tuple(modes), views
+    rows, cols, modes = laid
+    return shape, (rows, cols), modes
 
 
 def _view(v: Any, mode: str, rows: int, cols: int) -> Any:

@@ -78,9 +78,19 @@ def plan(operands: Sequence[Any]) -> tuple[tuple[int, int], tuple[str, ...], lis
     if dtype not in _LOW or any(a.dtype != dtype or not a.flags.c_contiguous for a in arrays):
         return None
     shape = tuple(np.broadcast_shapes(*(a.shape for a in arrays)))
-    n = math.prod(shape)
-    if n < MIN_ELEMENTS:
+    if math.prod(shape) < MIN_ELEMENTS:
         return None
+    laid = layout(operands, shape)
+    if laid is None:
+        return None
+    rows, cols, modes = laid
+    views = [_view(v, m, rows, cols) for v, m in zip(operands, modes)]
+    return (rows, cols), modes, views
+
+
+def layout(operands: Sequence[Any], shape: tuple[int, ...]) -> tuple[int, int, tuple[str, ...]] | None:
+    """``(rows, cols, modes)``: the output of ``shape`` as a rows x cols loop and each operand's mode in it
+    (:func:`_mode`), or None where an operand fits no mode or two operands need different column counts."""
     modes, cols_needed = [], set()
     for v in operands:
         mode, cols = _mode(v, shape)
@@ -92,9 +102,7 @@ def plan(operands: Sequence[Any]) -> tuple[tuple[int, int], tuple[str, ...], lis
     if len(cols_needed) > 1:
         return None
     cols = cols_needed.pop() if cols_needed else (shape[-1] if shape else 1)
-    rows = n // cols if cols else 0
-    views = [_view(v, m, rows, cols) for v, m in zip(operands, modes)]
-    return (rows, cols), tuple(modes), views
+    return (math.prod(shape) // cols if cols else 0), cols, tuple(modes)
 
 
 def _mode(v: Any, shape: tuple[int, ...]) -> tuple[str | None, int | None]:
