@@ -23,6 +23,7 @@ __all__ = [
     "boundary_stack",
     "boundary_names",
     "CAPTURE",
+    "keep_device_values",
 ]
 
 
@@ -60,6 +61,20 @@ class _CaptureState:
 
 
 CAPTURE = _CaptureState()
+
+
+def keep_device_values(keep: Callable[..., None], *tensors: Any) -> None:
+    """Call ``keep(*tensors)``: host code keeping device values a step made, unread (float8's per-step stats).
+
+    In a captured step (:mod:`ampcore.capture`) each replay calls ``keep`` again with its own values, so what
+    the host keeps is what eager steps would have kept, with no host read.
+    """
+    keep(*tensors)
+    recorder = CAPTURE.recorder
+    if recorder is not None:
+        recorder.values_kept(keep, tensors)
+
+
 _lock = threading.Lock()
 _boundaries = threading.local()
 

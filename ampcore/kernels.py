@@ -166,6 +166,16 @@ quantize_float8(x, scale, dtype, saturate) -> (q, amax)
                         (NaN if any element is NaN; 0 for an empty ``x``).
                         Bit-exact against ml_dtypes (the reference composition
                         in :mod:`ampcore.ops.float8`)
+quantize_float8_current(x, dtype, eps, rowwise, round_pow2) -> (q, scale, inv_scale, amax)
+                        float8 training's cast with current scaling, one call
+                        for the five ops it composes: ``amax = max|x|`` as
+                        float32 (0-d; per row of a 2-D ``x`` with ``rowwise``,
+                        (rows, 1)), ``scale = fp8_max / max(amax, eps)`` in
+                        float32 where ``amax`` is finite, else 1, rounded down
+                        to a power of two with ``round_pow2``; ``q`` is
+                        ``quantize_float8(x, scale, dtype, True)`` and
+                        ``inv_scale = 1 / scale`` (float32).  Bit-exact against
+                        its composition (:func:`ampcore.float8.casting.current_cast`)
 scaled_mm(a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum) -> out
                         torch._scaled_mm on CPU: ``a`` (M, K) and ``b`` (K, N)
                         float8 (e4m3fn or e5m2), ``scale_a`` / ``scale_b`` the
@@ -282,13 +292,14 @@ FUSED: frozenset[str] = frozenset(
         "adamw_step",
         "adamw_step_amp",
         "quantize_float8",
+        "quantize_float8_current",
         "scaled_mm",
         "scaled_mm_mx",
     }
 )
 # The fused kernels of float8 training: no backward partner (float8 training's own autograd function
 # calls them in its backward too).
-FLOAT8_KERNELS: frozenset[str] = frozenset({"quantize_float8", "scaled_mm", "scaled_mm_mx"})
+FLOAT8_KERNELS: frozenset[str] = frozenset({"quantize_float8", "quantize_float8_current", "scaled_mm", "scaled_mm_mx"})
 
 
 FLOAT32_MATMUL_PRECISIONS = ("highest", "high", "medium")

@@ -95,6 +95,7 @@ def test_info_json_has_the_same_facts(capsys, register_fake):
         "adamw_step",
         "adamw_step_amp",
         "quantize_float8",
+        "quantize_float8_current",
         "scaled_mm",
         "scaled_mm_mx",
     }

@@ -392,3 +392,63 @@ def test_a_whole_amp_step_replays_bit_identical_on_an_opencl_device(opencl_devic
         if compiled:
             assert step._compiled.stats.replays == 4 and reads[2:] == [0] * 4
     assert runs[0] == runs[1] and runs[0][2] == 1
+
+
+# --------------------------------------------------------------------------- values host code keeps
+def test_values_host_code_keeps_are_handed_over_again_by_each_replay():
+    """hooks.keep_device_values: the host keeps device values unread (float8's stats); each replay hands its own."""
+    from ampcore.hooks import keep_device_values
+
+    kept: list[ampcore.Tensor] = []
+
+    def f(x):
+        y = x * 2.0
+        keep_device_values(kept.append, y.sum())
+        return y + 1.0
+
+    compiled = ampcore.compile(f)
+    xs = [ampcore.randn(4, 3) for _ in range(5)]
+    for x in xs:
+        compiled(x)
+    assert compiled._compiled.stats.replays == 3 and not compiled._compiled.stats.breaks
+    assert [bits(v) for v in kept] == [bits((x * 2.0).sum()) for x in xs]
+
+
+def test_a_kept_value_made_outside_the_call_breaks_the_capture():
+    from ampcore.hooks import keep_device_values
+
+    before = ampcore.ones(())
+    compiled = ampcore.compile(lambda x: keep_device_values(lambda v: None, before) or x + 1.0)
+    for _ in range(3):
+        compiled(ampcore.randn(2))
+    assert "kept a device value computed outside the call" in compiled._compiled.stats.breaks[0].reason
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise", "delayed,amax_history_len=4", "mxfp8"])
+def test_a_float8_training_step_replays_bit_identical_with_its_stats_and_no_host_read(recipe):
+    """Every recipe's step captures: losses, parameters, the delayed recipe's history and every per-step stat
+    are eager's bits, and a replay reads nothing on the host."""
+    from ampcore.float8 import convert_to_float8_training, float8_stats
+
+    data = batches(6, rows=32, features=32)
+    runs = []
+    for compiled in (False, True):
+        ampcore.manual_seed(0)
+        model = nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 4))
+        convert_to_float8_training(model, recipe)
+        opt = optim.AdamW(model.parameters(), lr=1e-2)
+        scaler = ampcore.GradScaler.for_dtype(ampcore.bfloat16, "cpu")
+        step = ampcore.compile(amp_step) if compiled else amp_step
+        losses, reads = [], []
+        for x, y in data:
+            with ampcore.count_host_syncs() as syncs:
+                loss = step(model, opt, scaler, x, y, ampcore.bfloat16)
+            reads.append(syncs.count)
+            losses.append(bits(loss))
+        if compiled:
+            assert step._compiled.stats.replays == 4 and not step._compiled.stats.breaks
+            assert reads[2:] == [0] * 4
+        runs.append((losses, [bits(p) for p in model.parameters()], float8_stats(model)))
+    assert runs[0][0] == runs[1][0] and runs[0][1] == runs[1][1]
+    assert runs[0][2] == runs[1][2]
+    assert all(len(role["amax"]) == 6 for layer in runs[1][2].values() for role in layer.values())

@@ -178,6 +178,8 @@ class Entry:
         self.writes: list[_Write] = []
         self.output: Any = None
         self.checks: list[tuple[int, Callable[..., Any], list[tuple[int, Any]], Any, Any]] = []
+        self.kept: list[tuple[Callable[..., None], list[int], list[tuple[Any, Any]]]] = []
+        self.kept_ids: set[int] = set()  # the recording's kept tensors (not state made lazily)
         self.backward: list[tuple[BackwardProgram, list[int]]] = []
         self.uploads = 0
         # The recording's own outputs and arrays, kept until _reroute gives its outputs their captured backward.
@@ -235,6 +237,8 @@ class Entry:
         for index, error, cells, device, backend in self.checks:
             flag = wrap(results[index], device, backend)
             syncs.requeue_check(flag, _rebind(error, cells, results, tensors))
+        for keep, indices, places in self.kept:
+            keep(*[wrap(results[i], device, backend) for i, (device, backend) in zip(indices, places)])
         return self._outputs(self.output, results, tensors)
 
     def _outputs(self, template: Any, results: tuple[Any, ...], tensors: Sequence[Any]) -> Any:
@@ -416,8 +420,8 @@ class CompiledFunction:
 def _outliving(made: list[weakref.ref[Any]], result: Any, entry: Entry, tensors: list[Any]) -> list[Any]:
     """The tensors the recorded call made that are still alive though nothing of the call's result holds them:
     state made lazily inside it (an optimizer's moments on its first step), which its replays would not keep.
-    Not counted: the result's tensors, a ``.grad`` the call set (replays set theirs), autocast's weight casts
-    and the checks queued on the device (both replayed)."""
+    Not counted: the result's tensors, a ``.grad`` the call set (replays set theirs), autocast's weight casts,
+    the checks queued on the device and the values host code keeps (all replayed)."""
     alive = {id(t): t for t in (r() for r in made) if t is not None}
     if not alive:
         return []
@@ -426,6 +430,7 @@ def _outliving(made: list[weakref.ref[Any]], result: Any, entry: Entry, tensors:
     known = {id(t) for t in leaves}
     known |= {id(hit[2]) for hit in thread_state.frames.cast_cache.values()}
     known |= syncs.pending_tensor_ids()
+    known |= entry.kept_ids
     for w in entry.writes:
         if w.attr == "grad":
             target = tensors[w.target[1]] if isinstance(w.target, tuple) else w.target
@@ -530,6 +535,10 @@ def _build(
                     if r is not None:
                         cells.append((i, ("slot", need(r.slot))))
         entry.checks.append((need(ref.slot), error, cells, device, backend))
+    # Device values host code keeps (float8's stats): handed over again after each replay.
+    for keeper, refs, places in rec.kept:
+        entry.kept.append((keeper, [need(r.slot) for r in refs], places))
+    entry.kept_ids = rec.kept_ids
     # Backward programs of differentiable outputs.
     reroute = []
     for value, _slot in backward_of:

@@ -162,6 +162,9 @@ class Recording:
     dynamics: list[Callable[[], float]] = field(default_factory=list)
     # (flag Ref, error, device, backend) of each check queued on the device
     checks: list[tuple[Any, Callable[[], Exception], Any, Any]] = field(default_factory=list)
+    # (keep, [Ref], [(device, backend)]) of each keep_device_values call, and the ids of the tensors it kept
+    kept: list[tuple[Callable[..., None], list[Any], list[tuple[Any, Any]]]] = field(default_factory=list)
+    kept_ids: set[int] = field(default_factory=set)
     uploads: int = 0  # arrays made from host data inside the call (taken as constants)
     created: dict[int, Any] = field(default_factory=dict)  # id -> tensor made during the call
     region_nodes: dict[int, Any] = field(default_factory=dict)  # id -> autograd node made during the call
@@ -432,6 +435,17 @@ class Recorder:
             self.add_break("a check queued on a flag computed outside the call")
             return
         self.recording.checks.append((ref, error, flag.device, flag._backend))
+
+    def values_kept(self, keep: Callable[..., None], tensors: tuple[Any, ...]) -> None:
+        """Device values host code kept (hooks.keep_device_values calls this): a replay hands it its own."""
+        if threading.get_ident() != self.thread:
+            return
+        refs = [self.recording.ref_of(_DATA.__get__(t)) for t in tensors]
+        if any(r is None for r in refs):
+            self.add_break("host code kept a device value computed outside the call")
+            return
+        self.recording.kept.append((keep, refs, [(t.device, t._backend) for t in tensors]))
+        self.recording.kept_ids.update(id(t) for t in tensors)
 
     # ------------------------------------------------------------------ finishing
     def _finish(self) -> None:

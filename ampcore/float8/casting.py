@@ -32,15 +32,18 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..creation import zeros
+from ..hooks import keep_device_values
+from ..kernels import KernelGate
 from ..ops import cat
 from ..ops import float8 as f8ops
 from ..syncs import to_host
 from ..tensor import Tensor
+from ..tensor_base import wrap
 from .device_scaling import AmaxHistory, current_scale, delayed_scale, mx_scale
 from .recipes import DelayedScaling, MXFP8BlockScaling, Recipe
-from .scaling import FP8_MAX
+from .scaling import AMAX_EPS, FP8_MAX
 
-__all__ = ["Operand", "TensorCaster", "CastStats", "gemm", "STATS_LENGTH"]
+__all__ = ["Operand", "TensorCaster", "CastStats", "current_cast", "gemm", "STATS_LENGTH"]
 
 # Steps of amax / scale / saturation kept per tensor for float8_stats().
 STATS_LENGTH = 1024
@@ -91,7 +94,13 @@ class CastStats:
     pending: deque[tuple[Tensor, Tensor, Tensor | None]] = field(default_factory=lambda: deque(maxlen=STATS_LENGTH))
 
     def record(self, amax: Tensor, scale: Tensor, saturated: Tensor | None) -> None:
-        """One step's 0-d device amax and scale, and its saturated count (None: the recipe cannot saturate)."""
+        """One step's 0-d device amax and scale, and its saturated count (None: the recipe cannot saturate).
+
+        Kept through :func:`ampcore.hooks.keep_device_values`, so a captured step's replays record theirs too.
+        """
+        keep_device_values(self._keep, amax, scale, *(() if saturated is None else (saturated,)))
+
+    def _keep(self, amax: Tensor, scale: Tensor, saturated: Tensor | None = None) -> None:
         self.pending.append((amax, scale, saturated))
 
     def flush(self) -> None:
@@ -117,6 +126,25 @@ def _quantize(x: Tensor, scale: Tensor, dtype: dt.DType) -> tuple[Tensor, Tensor
     """The kernel's (q, amax), saturating (every recipe clamps to ±fp8_max, as torchao does)."""
     q, amax = f8ops.quantize_float8(x, scale, dtype, True)
     return q, amax
+
+
+def current_cast(x: Tensor, dtype_name: str, rowwise: bool, round_pow2: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``(q, scale, 1 / scale, amax)``: ``x`` (2-D) cast to float8 with current scaling, per tensor or per row.
+
+    One kernel where the backend has ``quantize_float8_current`` (the kernel contract), else its composition:
+    abs and max, the scale rule (:func:`.device_scaling.current_scale`), ``quantize_float8`` and the inverse.
+    """
+    dtype = dt.as_dtype(dtype_name)
+    backend = x._backend
+    if backend.kernels.has("quantize_float8_current"):
+        gate = KernelGate.of(backend, "quantize_float8_current")
+        arrays = gate.quantize_float8_current(x._data, dtype, float(AMAX_EPS), rowwise, round_pow2)
+        q, scale, inv, amax = (wrap(a, x.device, backend) for a in arrays)
+        return q, scale, inv, amax
+    amax = _float32(x.abs().amax(dim=1, keepdim=True) if rowwise else x.abs().amax())
+    scale = current_scale(amax, dtype_name, round_pow2)
+    q, _ = _quantize(x, scale, dtype)
+    return q, scale, 1.0 / scale, amax
 
 
 def _float32(t: Tensor) -> Tensor:
@@ -150,12 +178,10 @@ class TensorCaster:
         if self.history is not None:
             return self._cast_delayed(x, record)
         rowwise = granularity == "rowwise"
-        amax = _float32(x.abs().amax(dim=1, keepdim=True) if rowwise else x.abs().amax())
-        scale = current_scale(amax, self.dtype_name, self.recipe.round_scales_to_power_of_2)
-        q, _ = _quantize(x, scale, self.dtype)
+        q, scale, inv, amax = current_cast(x, self.dtype_name, rowwise, self.recipe.round_scales_to_power_of_2)
         if record:
             self.stats.record(amax.amax() if rowwise else amax, scale.min() if rowwise else scale, None)
-        return Operand(q, 1.0 / scale, scale)
+        return Operand(q, inv, scale)
 
     def _delayed_scale(self, amax: Tensor, previous: Tensor | float) -> Tensor:
         recipe = self.recipe
@@ -170,11 +196,11 @@ class TensorCaster:
         hist = self.history
         if hist.scale is None:  # torchao's enable_amax_init: the first cast scales by its own amax
             hist.scale = self._delayed_scale(_float32(x.abs().amax()), 1.0)
-        scale = hist.scale
+        scale = hist.scale.detach()  # this step's scale: the update below writes the next one in place
         q, amax = _quantize(x, scale, self.dtype)
         saturated = (x.abs() * scale > self.fp8_max).sum() if record else None
         hist.append(amax)
-        hist.scale = self._delayed_scale(hist.amax(recipe.amax_compute_algo), scale)
+        hist.scale.copy_(self._delayed_scale(hist.amax(recipe.amax_compute_algo), scale))
         if record:
             self.stats.record(amax, scale, saturated)
         return Operand(q, 1.0 / scale, scale)

@@ -86,7 +86,7 @@ class AmaxHistory:
     first casts: amaxes are never negative, so the zeros change no maximum) and the scale they give.
 
     ``scale`` is None until the first cast, which scales by its own amax; ``steps`` counts the amaxes appended
-    (a host counter: no read).
+    eagerly (a host counter: no read; a captured step's replays do not run it).
     """
 
     def __init__(self, length: int) -> None:
@@ -102,7 +102,8 @@ class AmaxHistory:
         """Add a 0-d float32 amax, dropping the oldest once ``length`` are kept."""
         if self.values is None:
             self.values = zeros(self.length, dtype=dt.float32, device=amax.device)
-        self.values = cat([self.values[1:], amax.reshape(1)])
+        # In place (the same tensor, a new array): a captured step writes it back as state (ampcore.capture).
+        self.values.copy_(cat([self.values[1:], amax.reshape(1)]))
         self.steps += 1
 
     def amax(self, algo: Literal["max", "most_recent"]) -> Tensor:

@@ -25,6 +25,8 @@ from ampcore.conformance import NOT_SUPPORTED
 from ampcore.conformance.float8_data import FLOAT8_TARGETS, SOURCES, expected_quantize, same_bits
 from ampcore.conformance.kernel_harness import seeded_rng
 from ampcore.conformance.tolerance import assert_accumulated
+from ampcore.float8 import scaling
+from ampcore.float8.casting import current_cast
 from ampcore.ops.float8 import quantize_float8, scaled_mm, scaled_mm_mx
 
 F8 = [d.name for d in FLOAT8_TARGETS]
@@ -135,6 +137,38 @@ def test_row_wise_scales(backend, dtype):
     q, amax = _quantize(backend, x, scales, d, True)
     same_bits(q.numpy(), expected_quantize(x, scales, d, True), f"row-wise quantize_float8 -> {dtype}", x)
     assert amax.item() == np.abs(x).max()
+
+
+@pytest.mark.conformance(op="quantize_float8_current")
+@pytest.mark.parametrize("pow2", [False, True], ids=["exact-scale", "pow2-scale"])
+@pytest.mark.parametrize("rowwise", [False, True], ids=["tensorwise", "rowwise"])
+@pytest.mark.parametrize("source", OUT)
+@pytest.mark.parametrize("dtype", F8)
+def test_current_scaling_cast_gives_the_numpy_recipes_bits(backend, dtype, source, rowwise, pow2):
+    """float8's cast with current scaling (the backend's ``quantize_float8_current``, or the core's composition
+    where it has none): amax, scale, inverse scale and values as :mod:`ampcore.float8.scaling` gives them.
+    Rows span 40 binades; one is all zero, one holds an inf, one a NaN (their scale is 1)."""
+    _require_float8(backend)
+    backend.require_storage(source)
+    d = dt.as_dtype(dtype)
+    rng = seeded_rng("float8", "current", dtype, source, str(rowwise))
+    x = rng.standard_normal((9, 37)) * np.exp(rng.uniform(-14, 14, (9, 1)))
+    x[2], x[5, 3], x[7, 11] = 0.0, np.inf, np.nan
+    values = x.astype(dt.as_dtype(source).numpy)
+    for rows in ([0, 1, 3, 4, 6, 8], list(range(9))):  # finite rows only, then all of them
+        part = values[rows]
+        q, scale, inv, amax = current_cast(_on(backend, part, source), dtype, rowwise, pow2)
+        x32 = part.astype(np.float32)
+        with np.errstate(invalid="ignore"):
+            want_amax = np.abs(x32).max(axis=1, keepdims=True) if rowwise else np.abs(x32).max()
+        want_scale = scaling.current_scale(want_amax, dtype, pow2)
+        what = f"current-scaling cast of {source} rows {rows} -> {dtype} ({'rowwise' if rowwise else 'tensorwise'})"
+        got_amax = amax.numpy()
+        assert got_amax.shape == np.shape(want_amax) and got_amax.dtype == np.float32, f"{what}: amax {got_amax.shape}"
+        assert np.array_equal(got_amax, want_amax, equal_nan=True), f"{what}: amax {got_amax}, expected {want_amax}"
+        same_bits(scale.numpy(), want_scale, f"{what}: scale")
+        same_bits(inv.numpy(), (np.float32(1.0) / want_scale).astype(np.float32), f"{what}: 1 / scale")
+        same_bits(q.numpy(), expected_quantize(x32, want_scale, d, True), what, x32)
 
 
 # --------------------------------------------------------------------------- scaled_mm

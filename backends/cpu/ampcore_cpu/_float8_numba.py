@@ -44,3 +44,10 @@ def round_codes(  # pragma: no cover - compiled
             else:
                 code = (mant + (u32(1) << (s - u32(1))) - u32(1) + ((mant >> s) & u32(1))) >> s
         out[i] = u8(sign | code)
+
+
+@numba.njit(nogil=True, cache=True)
+def gather_f32(codes: Any, table: Any, out: Any) -> None:  # pragma: no cover - compiled
+    """``out[i] = table[codes[i]]``: float8 codes (flat uint8) through a 256-entry float32 table."""
+    for i in range(codes.size):
+        out[i] = table[codes[i]]
