@@ -40,9 +40,14 @@ def loops() -> dict[str, Any]:
 
         return run
 
-    forms = {"narrow_int": flat(conv.f16_bits_int), "widen_int": flat(lowp.widen_f16_int)}
+    forms = {
+        "narrow_int": flat(conv.f16_bits_int),
+        "widen_int": flat(lowp.widen_f16_int),
+        "round_int": flat(lowp.round_f16_int),
+    }
     if f16c.F16C:
         forms.update(narrow_f16c=f16c.down, widen_f16c=f16c.up, widen_f16c_value=flat(lowp.widen_f16_hw))
+        forms.update(round_f16c=flat(lowp.round_f16_hw))
     return forms
 
 
@@ -81,6 +86,23 @@ def test_widening_every_float16_gives_numpys_float32_nan_payloads_included(loops
     run(h, got.view(np.uint32) if form == "widen_f16c" else got)
     bad = np.flatnonzero(got.view(np.uint32) != expected)
     assert bad.size == 0, [f"0x{i:04x}: 0x{got.view(np.uint32)[i]:08x} != 0x{expected[i]:08x}" for i in bad[:5]]
+
+
+@pytest.mark.parametrize("form", ["round_int", "round_f16c"])
+def test_rounding_to_float16_precision_in_float32_is_numpys_round_trip(loops, form):
+    """A fused float16 chain keeps each intermediate's rounding as one float32 -> float32 step (round_f16): the
+    value of NumPy's float32 -> float16 -> float32, NaN payloads (signalling ones too) and signed zeros included."""
+    run = _needs(loops, form)
+    nans = np.array([0x7F800001, 0xFF801FFF, 0x7F802000, 0x7FA00000, 0xFFBFFFFF, 0x7FC00000, 0xFFC01234], np.uint32)
+    bits = np.concatenate([_sample(), nans])
+    with np.errstate(all="ignore"):
+        expected = bits.view(np.float32).astype(np.float16).astype(np.float32).view(np.uint32)
+    got = np.empty(bits.size, np.float32)
+    run(bits.view(np.float32), got)
+    bad = np.flatnonzero(got.view(np.uint32) != expected)
+    assert bad.size == 0, [
+        f"0x{w:08x}: 0x{g:08x} != 0x{e:08x}" for w, g, e in zip(bits[bad], got.view(np.uint32)[bad], expected[bad])
+    ][:5]
 
 
 def test_signalling_nans_keep_numpys_payload_where_the_instruction_would_quiet_them(loops):

@@ -60,6 +60,16 @@ def _fpext_half(typingctx: Any, bits: Any) -> Any:  # pragma: no cover - compile
     return types.uint32(types.uint16), codegen
 
 
+@intrinsic
+def _round_trip_half(typingctx: Any, value: Any) -> Any:  # pragma: no cover - compiled
+    """A float32 rounded to float16 and back, by ``fptrunc`` then ``fpext`` (``vcvtps2ph`` + ``vcvtph2ps``)."""
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.fpext(builder.fptrunc(args[0], ir.HalfType()), ir.FloatType())
+
+    return types.float32(types.float32), codegen
+
+
 @numba.njit(nogil=True, cache=True, inline="always", error_model="numpy")
 def narrow_f16c(x: Any) -> Any:  # pragma: no cover - compiled
     """float32 bits ``x`` -> float16 bits, NumPy's: the instruction's, NaN payloads as NumPy keeps them."""

@@ -24,8 +24,8 @@ from numba.core import types
 from numba.extending import intrinsic
 
 from ._bf16conv_numba import bf16_bits
-from ._f16c_numba import F16C, widen_f16c
-from ._halfconv_numba import f16_bits
+from ._f16c_numba import F16C, _round_trip_half, widen_f16c
+from ._halfconv_numba import f16_bits, f16_bits_int
 
 u16, u32, f32 = np.uint16, np.uint32, np.float32
 
@@ -70,6 +70,31 @@ widen_f16 = widen_f16_hw if F16C else widen_f16_int
 def narrow_f16(value: Any) -> Any:  # pragma: no cover - compiled
     """float32 -> float16 bits, rounded to nearest even: :func:`._halfconv_numba.down`'s element."""
     return f16_bits(_bits_from_f32(value))
+
+
+@numba.njit(nogil=True, cache=True, inline="always", error_model="numpy")
+def round_f16_int(value: Any) -> Any:  # pragma: no cover - compiled
+    """A float32 rounded to float16's precision and range, still float32: ``widen_f16(narrow_f16(value))``."""
+    return widen_f16_int(f16_bits_int(_bits_from_f32(value)))
+
+
+@numba.njit(nogil=True, cache=True, inline="always", error_model="numpy")
+def round_f16_hw(value: Any) -> Any:  # pragma: no cover - compiled
+    """:func:`round_f16_int`'s value on F16C, both conversions in one step, NaN payloads as NumPy's round trip
+    keeps them (the top 10 bits; a payload only in the dropped bits becomes the lowest kept one).
+
+    The two conversions of ``widen_f16(narrow_f16(x))``, each with its NaN select, kept a fused float16 chain
+    (bias add, ReLU) from vectorising: 18.9 µs for a (64, 128) block, 7.3 with this (2-core AMD EPYC Zen 5).
+    """
+    x = _bits_from_f32(value)
+    a = x & u32(0x7FFFFFFF)
+    payload = a & u32(0x7FE000)
+    payload = payload | (u32(0x2000) if payload == u32(0) else u32(0))
+    nan = _f32_from_bits((x & u32(0x80000000)) | u32(0x7F800000) | payload)
+    return nan if a > u32(0x7F800000) else _round_trip_half(value)
+
+
+round_f16 = round_f16_hw if F16C else round_f16_int
 
 
 @numba.njit(nogil=True, cache=True, inline="always", error_model="numpy")

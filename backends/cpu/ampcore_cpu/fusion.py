@@ -137,7 +137,7 @@ def source(prog: E.Program, modes: Sequence[str], tags: Sequence[str], out_tag: 
     lines = [
         "import numba",
         "import numpy as np",
-        "from ampcore_cpu._lowp_numba import narrow_bf16, narrow_f16, widen_bf16, widen_f16",
+        "from ampcore_cpu._lowp_numba import narrow_bf16, narrow_f16, round_f16, widen_bf16, widen_f16",
         "",
         *constants,
         "",

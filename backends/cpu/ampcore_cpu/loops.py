@@ -149,7 +149,7 @@ def _spell(op: str, a: Sequence[str]) -> str:
         "and": "({0} and {1})",
         "or": "({0} or {1})",
         "not": "(not {0})",
-        "round_float16": "widen_f16(narrow_f16({0}))",
+        "round_float16": "round_f16({0})",
         "round_bfloat16": "widen_bf16(narrow_bf16({0}))",
     }
     return simple[op].format(*a)
@@ -193,7 +193,7 @@ def source(prog: E.Program, modes: Sequence[str]) -> str:
     lines = [
         "import numba",
         "import numpy as np",
-        "from ampcore_cpu._lowp_numba import narrow_bf16, narrow_f16, widen_bf16, widen_f16",
+        "from ampcore_cpu._lowp_numba import narrow_bf16, narrow_f16, round_f16, widen_bf16, widen_f16",
         "",
         *constants,
         "",
