@@ -165,6 +165,11 @@ class Backend:
     def synchronize(self, device_index: int = 0) -> None:
         """Wait for queued work (for timing); a no-op on synchronous backends."""
 
+    def warm_up(self, device_index: int = 0) -> None:
+        """Load what this backend loads once per process (compiled kernels, a context, a probed GEMM path), so
+        that timing a workload does not charge it to whichever workload ran first (``ampcore train`` calls this
+        before its clock starts); a no-op by default."""
+
     def memory_allocated(self, device_index: int = 0) -> int | None:
         """Bytes the backend's arrays hold on the device now (``ampcore.<name>.memory_allocated()``);
         ``None`` (the default) when the backend does not track it, which that function reports as 0."""

@@ -147,9 +147,10 @@ class Progress:
 
 @dataclass(frozen=True)
 class TrainResult:
-    """How a run went: the last step's loss, accuracies on both splits, training time (evaluation
-    excluded), the scaler's final scale and skipped steps.  ``host_syncs_per_step`` counts the
-    training loop's host reads other than progress reports (``host_syncs_by_reason`` has them all).
+    """How a run went: the last step's loss, accuracies on both splits, training time (evaluation and the
+    backend's once-per-process loading, :meth:`ampcore.Backend.warm_up`, excluded), the scaler's final
+    scale and skipped steps.  ``host_syncs_per_step`` counts the training loop's host reads other than
+    progress reports (``host_syncs_by_reason`` has them all).
     Data parallel: ``world_size`` ranks, the payload bytes each rank all-reduced per step and the
     seconds it spent in collectives (0 on one process)."""
 
@@ -267,6 +268,7 @@ def train(
     backend = get_backend(device.type)
     if process_group is not None:
         process_group.stats.reset()  # count the training's collectives, not the set-up's
+    backend.warm_up(device.index)  # the process's one-time loading is no run's training time
     start = time.perf_counter()
     with count_host_syncs() as syncs:
         for epoch in range(1, config.epochs + 1):
