@@ -152,3 +152,27 @@ def test_bad_config_is_refused_up_front(kwargs, message):
 @pytest.mark.parametrize("alias, name", [("fp16", "float16"), ("bf16", "bfloat16"), ("fp32", "float32"), (None, None)])
 def test_config_takes_the_dtype_aliases_and_keeps_the_canonical_name(alias, name):
     assert TrainConfig(dtype=alias).dtype == name
+
+
+def test_the_backends_once_per_process_loading_is_not_training_time(monkeypatch):
+    """ampcore train --compare times two runs in one process: the backend's one-time loading (numba's target, its
+    cached loops) is done before the clock starts, so it is charged to neither run."""
+    from ampcore import training
+    from ampcore.plugins import get_backend
+
+    events: list[str] = []
+    backend = get_backend("cpu")
+    monkeypatch.setattr(backend, "warm_up", lambda index=0: (events.append("warm_up"), time.sleep(2.0)))
+    step = training.train_step
+    monkeypatch.setattr(training, "train_step", lambda *a: (events.append("step"), step(*a))[1])
+    result = train(TrainConfig(epochs=1, compile=False))
+    assert events[0] == "warm_up" and events.count("warm_up") == 1 and events.count("step") == result.steps
+    assert result.seconds < 2.0
+
+
+def test_the_cpu_backend_warms_up_its_compiled_loops():
+    from ampcore.plugins import get_backend
+    from ampcore_cpu import compiled
+
+    get_backend("cpu").warm_up()
+    assert compiled.warm.cache_info().currsize == 1
