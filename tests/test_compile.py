@@ -424,31 +424,53 @@ def test_a_kept_value_made_outside_the_call_breaks_the_capture():
     assert "kept a device value computed outside the call" in compiled._compiled.stats.breaks[0].reason
 
 
-@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise", "delayed,amax_history_len=4", "mxfp8"])
-def test_a_float8_training_step_replays_bit_identical_with_its_stats_and_no_host_read(recipe):
-    """Every recipe's step captures: losses, parameters, the delayed recipe's history and every per-step stat
-    are eager's bits, and a replay reads nothing on the host."""
+def float8_step(model, opt, scaler, x, y):
+    opt.zero_grad()
+    with ampcore.autocast(x.device.type, dtype=ampcore.bfloat16):
+        loss = F.cross_entropy(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    return loss.detach()
+
+
+def float8_runs(recipe: str, device: str = "cpu") -> list[tuple]:
+    """Six float8 steps eagerly, then compiled from the same seed: loss and parameter bits and every per-step
+    stat of each run; the compiled run must replay four times, with no break and no host read."""
     from ampcore.float8 import convert_to_float8_training, float8_stats
 
-    data = batches(6, rows=32, features=32)
+    data = [(x.to(device), y.to(device)) for x, y in batches(6, rows=32, features=32)]
     runs = []
     for compiled in (False, True):
         ampcore.manual_seed(0)
-        model = nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 4))
+        model = nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 4)).to(device)
         convert_to_float8_training(model, recipe)
         opt = optim.AdamW(model.parameters(), lr=1e-2)
-        scaler = ampcore.GradScaler.for_dtype(ampcore.bfloat16, "cpu")
-        step = ampcore.compile(amp_step) if compiled else amp_step
+        scaler = ampcore.GradScaler.for_dtype(ampcore.bfloat16, device)
+        step = ampcore.compile(float8_step) if compiled else float8_step
         losses, reads = [], []
         for x, y in data:
             with ampcore.count_host_syncs() as syncs:
-                loss = step(model, opt, scaler, x, y, ampcore.bfloat16)
+                loss = step(model, opt, scaler, x, y)
             reads.append(syncs.count)
             losses.append(bits(loss))
         if compiled:
             assert step._compiled.stats.replays == 4 and not step._compiled.stats.breaks
             assert reads[2:] == [0] * 4
         runs.append((losses, [bits(p) for p in model.parameters()], float8_stats(model)))
-    assert runs[0][0] == runs[1][0] and runs[0][1] == runs[1][1]
-    assert runs[0][2] == runs[1][2]
-    assert all(len(role["amax"]) == 6 for layer in runs[1][2].values() for role in layer.values())
+    return runs
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise", "delayed,amax_history_len=4", "mxfp8"])
+def test_a_float8_training_step_replays_bit_identical_with_its_stats_and_no_host_read(recipe):
+    """Every recipe's step captures: losses, parameters, the delayed recipe's history and every per-step stat
+    are eager's bits, and a replay reads nothing on the host."""
+    eager, compiled = float8_runs(recipe)
+    assert eager == compiled
+    assert all(len(role["amax"]) == 6 for layer in compiled[2].values() for role in layer.values())
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "delayed,amax_history_len=4"])
+def test_a_float8_training_step_replays_bit_identical_on_an_opencl_device(opencl_device, recipe):
+    eager, compiled = float8_runs(recipe, f"opencl:{opencl_device}")
+    assert eager == compiled

@@ -325,3 +325,69 @@ def test_parameters_passed_as_arguments_are_copied_in_and_back_bit_for_bit(run_p
     assert got["same"] and got["skipped"] == 1, got  # bits, and whether the parameters' arrays stayed, as eager
     assert got["runner"]["type"] == "GraphRunner" and got["runner"]["declined"] is None, got
     assert got["runner"]["launches"] == 4 and got["copied_back"] >= 2, got  # w and b at least
+
+
+def float8_steps(recipe: str, steps: int = 6) -> dict[str, Any]:
+    """``steps`` bfloat16-autocast steps of a float8 MLP eagerly and compiled: whether losses, parameters and
+    every per-step float8 stat agree, the compiled run's reads per call, replays and runner."""
+    import ampcore
+    from ampcore import nn, optim
+    from ampcore.float8 import convert_to_float8_training, float8_stats
+    from ampcore.nn import functional as F
+
+    def step(model: Any, opt: Any, x: Any, y: Any) -> Any:
+        opt.zero_grad()
+        with ampcore.autocast("cuda", dtype=ampcore.bfloat16):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    rng = np.random.default_rng(0)
+    data = [
+        (
+            ampcore.tensor(rng.standard_normal((32, 32)).astype(np.float32), device="cuda"),
+            ampcore.tensor(rng.integers(0, 4, 32), device="cuda"),
+        )
+        for _ in range(steps)
+    ]
+    runs: list[Any] = []
+    report: dict[str, Any] = {}
+    for compiled in (False, True):
+        ampcore.manual_seed(0)
+        model = convert_to_float8_training(
+            nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 4)).to("cuda"), recipe
+        )
+        opt = optim.AdamW(model.parameters(), lr=1e-2)
+        fn = ampcore.compile(step) if compiled else step
+        losses, reads = [], []
+        for x, y in data:
+            with ampcore.count_host_syncs() as syncs:
+                losses.append(fn(model, opt, x, y))
+            reads.append(syncs.count)
+        runs.append(([_bits(v) for v in losses], [_bits(p) for p in model.parameters()], float8_stats(model)))
+        if compiled:
+            stats = fn._compiled.stats
+            (entry,) = fn._compiled.entries.values()
+            report = {"reads": reads, "replays": stats.replays, "breaks": [b.reason for b in stats.breaks]}
+            report["runner"] = _runner_report(entry.run)
+    return {"same": runs[0] == runs[1], **report}
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "delayed"])
+def test_a_float8_step_replays_as_graph_launches_with_its_stats(run_python, recipe):
+    got = _run(run_python, "float8_steps", recipe=recipe)
+    assert got["same"] and not got["breaks"], got
+    assert got["replays"] == 4 and got["reads"][2:] == [0] * 4, got
+    assert got["runner"]["type"] == "GraphRunner" and got["runner"]["launches"] == 4, got["runner"]
+
+
+def test_an_mxfp8_step_without_cublaslt_replays_kernel_by_kernel_and_says_why(run_python):
+    """Without cuBLASLt's MXFP8 GEMM (no nvmath-python, or below sm_100) scaled_mm_mx multiplies the dequantized
+    blocks with CuPy's matmul, which a CUDA graph cannot hold: the step replays through the core's runner, with
+    eager's bits and no host read."""
+    got = _run(run_python, "float8_steps", "b200", recipe="mxfp8")
+    assert got["same"] and not got["breaks"] and got["reads"][2:] == [0] * 4, got
+    runner = got["runner"]
+    assert runner["launches"] == 0 and runner["reference_calls"] == 4, runner
+    assert "scaled_mm_mx" in runner["declined"], runner
