@@ -332,6 +332,22 @@ def test_torch_runs_beside_the_device_types_named_only():
         assert {c.framework for c in only_opencl} == {"ampcore"}
 
 
+def test_compile_adds_a_captured_row_for_every_ampcore_configuration_float8_ones_included():
+    from ampcore.bench import BenchSettings, configurations
+
+    spec = get_model("mlp")
+    settings = BenchSettings(spec, devices=("cpu",), dtypes=("bfloat16",), float8=("tensorwise",), compile=True)
+    labels = [c.label for c in configurations(settings) if c.framework == "ampcore"]
+    assert labels == [
+        "ampcore cpu:0 float32",
+        "ampcore cpu:0 bfloat16 AMP",
+        "ampcore cpu:0 bfloat16 AMP + float8 tensorwise",
+        "ampcore cpu:0 float32 captured",
+        "ampcore cpu:0 bfloat16 AMP captured",
+        "ampcore cpu:0 bfloat16 AMP + float8 tensorwise captured",
+    ]
+
+
 def _flat(text: str) -> str:
     return " ".join(text.split())
 

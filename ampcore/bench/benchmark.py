@@ -198,11 +198,14 @@ def configurations(settings: BenchSettings, refusals: Refusals | None = None) ->
         dtypes = refusals.attempt(("ampcore", name), _amp_dtypes, name, settings.dtypes)
         if dtypes is not None:
             configs += [Config("ampcore", name, p) for p in ["float32", *dtypes]]
+            float8: list[Config] = []
             if settings.float8 and dtypes:  # float8 Linears beside bfloat16 (else the device's AMP dtype)
                 base = "bfloat16" if "bfloat16" in dtypes else dtypes[0]
-                configs += [Config("ampcore", name, base, recipe) for recipe in settings.float8]
+                float8 = [Config("ampcore", name, base, recipe) for recipe in settings.float8]
+                configs += float8
             if settings.compile:  # each one again, captured, timed interleaved with the eager ones
                 configs += [Config("ampcore", name, p, compiled=True) for p in ["float32", *dtypes]]
+                configs += [Config("ampcore", name, c.precision, c.float8, compiled=True) for c in float8]
     if settings.torch:
         named = {d.split(":")[0] for d in settings.devices} if settings.devices else None
         for device in torch_reference.devices():
