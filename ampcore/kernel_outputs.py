@@ -192,6 +192,15 @@ def _quantize_float8(
     return [(shape_of(args[0]), as_dtype(args[2])), ((), float32)]
 
 
+def _quantize_float8_current(
+    shape_of: Callable[[Any], Shape], dtype_of: Callable[[Any], DType], args: tuple[Any, ...]
+) -> list[Expected]:
+    """(q of x's shape in the float8 dtype; scale, inverse scale and amax in float32: 0-d, or (rows, 1) per row)."""
+    shape = shape_of(args[0])
+    scales: Shape = (shape[0], 1) if args[3] else ()
+    return [(shape, as_dtype(args[1])), (scales, float32), (scales, float32), (scales, float32)]
+
+
 def _scaled_mm(shape_of: Callable[[Any], Shape], dtype_of: Callable[[Any], DType], args: tuple[Any, ...]) -> Expected:
     a, b = shape_of(args[0]), shape_of(args[1])
     return (a[0], b[1]), as_dtype(args[4])
@@ -232,6 +241,7 @@ OUTPUT_RULES: dict[str, Rule] = {
     "max_pool2d_tiled": _tiled_pool,
     "max_pool2d_tiled_backward": _same,
     "quantize_float8": _quantize_float8,
+    "quantize_float8_current": _quantize_float8_current,
     "scaled_mm": _scaled_mm,
     "scaled_mm_mx": _scaled_mm,
 }

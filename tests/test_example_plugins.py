@@ -231,6 +231,7 @@ def test_fresh_install_lists_the_plugins_with_their_distributions(venv):
         "max_pool2d_tiled",
         "max_pool2d_tiled_backward",
         "quantize_float8",
+        "quantize_float8_current",
         "scaled_mm",
         "scaled_mm_mx",
     ]
