@@ -168,7 +168,7 @@ quantize_float8(x, scale, dtype, saturate) -> (q, amax)
                         in :mod:`ampcore.ops.float8`)
 quantize_float8_current(x, dtype, eps, rowwise, round_pow2) -> (q, scale, inv_scale, amax)
                         float8 training's cast with current scaling, one call
-                        for the five ops it composes: ``amax = max|x|`` as
+                        in place of the six it composes: ``amax = max|x|`` as
                         float32 (0-d; per row of a 2-D ``x`` with ``rowwise``,
                         (rows, 1)), ``scale = fp8_max / max(amax, eps)`` in
                         float32 where ``amax`` is finite, else 1, rounded down
