@@ -132,9 +132,7 @@ class CPUBackend(ampcore.Backend):
         allocations made it look 1.2-1.5x slower than oneMKL's, the reverse of
         the untraced ratio on an AMD EPYC Zen 5.
         """
-        compiled.warm()
-        for describe in GEMM_PATHS.values():  # choose the GEMM paths untraced: tracing slows the widened one
-            describe()
+        self.warm_up(device_index)  # the GEMM paths chosen untraced too: tracing slows the widened one
         started = not tracemalloc.is_tracing()
         if started:
             tracemalloc.start()
