@@ -179,7 +179,6 @@ class Entry:
         self.output: Any = None
         self.checks: list[tuple[int, Callable[..., Any], list[tuple[int, Any]], Any, Any]] = []
         self.kept: list[tuple[Callable[..., None], list[int], list[tuple[Any, Any]]]] = []
-        self.kept_ids: set[int] = set()  # the recording's kept tensors (not state made lazily)
         self.backward: list[tuple[BackwardProgram, list[int]]] = []
         self.uploads = 0
         # The recording's own outputs and arrays, kept until _reroute gives its outputs their captured backward.
@@ -406,7 +405,7 @@ class CompiledFunction:
         recorder.release()
         if not rec.breaks:
             result = _reroute(entry, result, tensors)
-            outliving = _outliving(made, result, entry, tensors)
+            outliving = _outliving(made, result, entry, tensors, rec.kept_ids)
             if outliving:
                 rec.breaks.append(Break(_lazy_state(outliving), str(self.name)))
         if rec.breaks:
@@ -417,7 +416,9 @@ class CompiledFunction:
         return result
 
 
-def _outliving(made: list[weakref.ref[Any]], result: Any, entry: Entry, tensors: list[Any]) -> list[Any]:
+def _outliving(
+    made: list[weakref.ref[Any]], result: Any, entry: Entry, tensors: list[Any], kept: set[int]
+) -> list[Any]:
     """The tensors the recorded call made that are still alive though nothing of the call's result holds them:
     state made lazily inside it (an optimizer's moments on its first step), which its replays would not keep.
     Not counted: the result's tensors, a ``.grad`` the call set (replays set theirs), autocast's weight casts,
@@ -430,7 +431,7 @@ def _outliving(made: list[weakref.ref[Any]], result: Any, entry: Entry, tensors:
     known = {id(t) for t in leaves}
     known |= {id(hit[2]) for hit in thread_state.frames.cast_cache.values()}
     known |= syncs.pending_tensor_ids()
-    known |= entry.kept_ids
+    known |= kept
     for w in entry.writes:
         if w.attr == "grad":
             target = tensors[w.target[1]] if isinstance(w.target, tuple) else w.target
@@ -538,7 +539,6 @@ def _build(
     # Device values host code keeps (float8's stats): handed over again after each replay.
     for keeper, refs, places in rec.kept:
         entry.kept.append((keeper, [need(r.slot) for r in refs], places))
-    entry.kept_ids = rec.kept_ids
     # Backward programs of differentiable outputs.
     reroute = []
     for value, _slot in backward_of:
