@@ -91,6 +91,17 @@ def test_conversion_keeps_shape_and_memory_order_and_returns_a_new_array(layout)
     assert up.dtype == np.float32 and np.array_equal(up, down.astype(np.float32))
 
 
+@pytest.mark.parametrize("size", [1, halfconv.SMALL_DOWN - 1, halfconv.SMALL_DOWN, 640])
+def test_small_arrays_of_subnormal_results_round_to_numpys_bits(size):
+    """Scaled float16 AMP gradients are often this small: below float16's normal range, where NumPy's own cast is
+    slow (the compiled loop takes them from SMALL_DOWN elements), and where its rounding has the most cases."""
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(size) * 2.0**-17).astype(np.float32)
+    x[::7] *= 2.0**-9  # some below half the smallest subnormal: they round to zero
+    got = halfconv.to_float16(x)
+    assert np.array_equal(got.view(np.uint16), x.astype(np.float16).view(np.uint16))
+
+
 def test_without_numba_the_conversions_are_numpys_astype(monkeypatch):
     """On the NumPy fallback path (no numba, or AMPCORE_CPU_NO_NUMBA=1):
     both directions fall back to astype, new arrays of the right dtype."""

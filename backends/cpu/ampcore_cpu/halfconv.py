@@ -77,10 +77,19 @@ def convert_bits(
     return out
 
 
+# Below these sizes NumPy's own cast beats the compiled loop's call and array setup (about 1.3 us), each way.
+# Rounding down, NumPy pays about 63 ns for each subnormal result (it raises the underflow flag element by
+# element), against 4 ns for a normal one: 640 scaled float16 AMP gradients of size 1e-6 took 41 us, against
+# 1.4 us compiled (2-core AMD EPYC Zen 5).  GradScaler's gradients are often that small, so down the compiled
+# loop takes over at 32 elements, where NumPy's worst case is 2 us.
+SMALL_DOWN = 32
+SMALL_UP = 1024
+
+
 def to_float16(a: np.ndarray) -> np.ndarray:
     """A float32 array rounded to float16 (a new array), exactly as ``a.astype(np.float16)``."""
     kernels = _engine()
-    if kernels is None or a.dtype != F32 or a.size < 1024:
+    if kernels is None or a.dtype != F32 or a.size < SMALL_DOWN:
         return a.astype(F16)
     return convert_bits(a, F16, np.uint32, np.uint16, kernels[0])
 
@@ -88,6 +97,6 @@ def to_float16(a: np.ndarray) -> np.ndarray:
 def to_float32(a: np.ndarray) -> np.ndarray:
     """A float16 array widened to float32 (a new array), exactly as ``a.astype(np.float32)``."""
     kernels = _engine()
-    if kernels is None or a.dtype != F16 or a.size < 1024:
+    if kernels is None or a.dtype != F16 or a.size < SMALL_UP:
         return a.astype(F32)
     return convert_bits(a, F32, np.uint16, np.uint32, kernels[1])
