@@ -159,6 +159,31 @@ def test_unscale_and_check_scales_bfloat16_exactly():
     np.testing.assert_array_equal(out.astype(np.float32), g.astype(np.float32) * np.float32(2.0**-10))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_unscale_and_check_compiled_loop_and_numpy_passes_agree_bit_for_bit(dtype, monkeypatch):
+    """float32 and float64 gradients take one compiled loop where numba is in use: NumPy's products (subnormal
+    ones, and finite ones that overflow when inv_scale > 1) and its inf/NaN verdict."""
+    rng = np.random.default_rng(4)
+    g = rng.uniform(-3.0, 3.0, 1000).astype(dtype) * np.array([1.0, 1e-38, 1e38], dtype)[rng.integers(0, 3, 1000)]
+
+    def unscale(inv):
+        found = np.zeros(1, np.float32)
+        (out,), found = K.unscale_and_check([g.copy()], np.array([inv], np.float32), found)
+        return out, found[0]
+
+    compiled = [unscale(inv) for inv in (0.5, 3.0)]
+    from ampcore_cpu import compiled as cpu_compiled
+
+    monkeypatch.setattr(cpu_compiled, "load", lambda name: None)  # the NumPy passes
+    for (out, found), inv in zip(compiled, (0.5, 3.0)):
+        want, want_found = unscale(inv)
+        with np.errstate(over="ignore"):
+            assert out.tobytes() == want.tobytes() == (g * np.float32(inv)).astype(dtype).tobytes()
+        assert found == want_found == float(not np.isfinite(want).all())
+    assert compiled[0][1] == 0.0
+    assert compiled[1][1] == (1.0 if dtype == np.float32 else 0.0)  # 2e38 * 3 overflows float32 only
+
+
 def test_unscale_and_check_never_writes_through_read_only_or_strided_inputs():
     base = np.arange(12, dtype=np.float32).reshape(3, 4)
     frozen = base.copy()

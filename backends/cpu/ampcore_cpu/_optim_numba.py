@@ -61,3 +61,15 @@ def adamw(
     in that dtype."""
     for i in range(p.size):
         _update(p, g, m, v, i, c, weight_decay, decoupled)
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def unscale(g: Any, inv: Any) -> bool:  # pragma: no cover - compiled
+    """``g *= inv`` in place on a flat float array (``inv`` of its dtype: NumPy's product, bit for bit), and
+    whether any product is inf or NaN.  The flag is an integer OR over the block, which LLVM vectorises."""
+    bad = False
+    for i in range(g.size):
+        v = g[i] * inv
+        g[i] = v
+        bad |= not (np.abs(v) < np.inf)
+    return bad
