@@ -124,3 +124,68 @@ def test_fusion_can_be_turned_off(fusion):
     compiled(ampcore.ones(4))
     (entry,) = compiled._compiled.entries.values()
     assert (entry.program.kernel_count == 1) is fusion
+
+
+# --------------------------------------------------------------------------- GEMM epilogues
+def _step_names(fn, *args) -> list[str]:
+    compiled = ampcore.compile(fn, options={"warmup": 0})
+    compiled(*args)
+    (entry,) = compiled._compiled.entries.values()
+    return [step.name for step in entry.program.steps]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_a_matmul_and_the_chain_that_alone_reads_it_run_as_one_kernel_with_eager_bits(dtype):
+    rng = np.random.default_rng(2)
+    x, w, b = (ampcore.tensor(rng.standard_normal(s), dtype=dtype) for s in ((32, 70), (70, 24), (24,)))
+
+    def linear_relu(x, w, b):
+        return (x @ w + b).relu()
+
+    assert _step_names(linear_relu, x, w, b) == ["fused[matmul+add+relu]"]
+    (prog,) = _fused_programs(linear_relu, x, w, b)
+    first = {"float16": "round_float16", "bfloat16": "round_bfloat16"}.get(dtype)
+    rounded = [n for n in prog.nodes if n.op in E.ROUNDINGS and n.args[0].is_input]
+    assert [n.op for n in rounded] == ([first] if first else [])  # the product's own rounding, as eager stores it
+    compiled = ampcore.compile(linear_relu)
+    assert [_bits(compiled(x, w, b)) for _ in range(3)] == [_bits(linear_relu(x, w, b))] * 3
+
+
+def test_a_product_read_elsewhere_or_by_no_chain_keeps_its_own_matmul():
+    x, w = ampcore.randn(8, 16).bfloat16(), ampcore.randn(16, 4).bfloat16()
+
+    def returned(x, w):
+        p = x @ w
+        return (p * 2.0).relu(), p  # the product is a result too: stored as eager stores it
+
+    def read_twice(x, w):
+        p = x @ w
+        return p * 2.0 + p.sum()
+
+    assert _step_names(returned, x, w) == ["matmul", "fused[mul+relu]"]
+    assert "matmul" in _step_names(read_twice, x, w)
+    assert _step_names(lambda x, w: (x @ w).sum(), x, w) == ["matmul", "sum"]
+
+
+def test_a_backend_that_fuses_no_epilogue_keeps_the_matmul_and_fuses_the_chain(monkeypatch):
+    from ampcore_cpu.plugin import CPUBackend
+
+    monkeypatch.setattr(CPUBackend, "fused_matmul_kernel", lambda self, *args: None)
+    x, w, b = ampcore.randn(8, 16).half(), ampcore.randn(16, 4).half(), ampcore.randn(4).half()
+    assert _step_names(lambda x, w, b: (x @ w + b).relu(), x, w, b) == ["matmul", "fused[add+relu]"]
+
+
+def test_a_product_past_the_widened_paths_size_is_rounded_first_and_still_gives_eager_bits(monkeypatch):
+    from ampcore_cpu import kernels
+
+    monkeypatch.setattr(kernels, "BLOCKED_GEMM_ELEMENTS", 64)  # every product here takes the blocked path
+    x, w, b = ampcore.randn(40, 30).half(), ampcore.randn(30, 50).half(), ampcore.randn(50).half()
+    assert kernels.matmul_sums(x._data, w._data) is None
+
+    def f(x, w, b):
+        return (x @ w) * 0.75 + b
+
+    compiled = ampcore.compile(f, options={"warmup": 0})
+    assert [_bits(compiled(x, w, b)) for _ in range(3)] == [_bits(f(x, w, b))] * 3
+    report = explain(compiled, x, w, b)
+    assert any("a GEMM with its epilogue" in line for line in report.fused)

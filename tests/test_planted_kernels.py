@@ -71,11 +71,12 @@ CASES: dict[str, Case] = {
     ),
     "sum_16bit_naive": Case(("kernels_reductions",), "test_sum and not integer", _cells("kernels", ("sum",), LOW)),
     # a captured step's fusion that keeps a 16-bit chain's intermediates in float32: the captured mode's fused
-    # chains must catch it in both 16-bit dtypes (chains whose every intermediate eager rounds, and the chains
-    # over mixed dtypes with a bias row)
+    # chains must catch it in both 16-bit dtypes (chains whose every intermediate eager rounds, the chains
+    # over mixed dtypes with a bias row, and a GEMM's epilogue on a backend that fuses one: its 16-bit
+    # product too stays in float32)
     "fusion_drops_rounding": Case(
         ("capture",),
-        "test_fused_chain or test_fused_mixed_chain",
+        "test_fused_chain or test_fused_mixed_chain or test_fused_epilogue",
         _cells("capture", ("chain.arith", "chain.sqrt_abs", "chain.casts"), LOW)
         | _cells("capture", ("mixed.bias_residual", "mixed.promote", "mixed.select"), LOW),
     ),
@@ -90,11 +91,16 @@ def _outcomes(report: dict[str, Any]) -> dict[tuple[str, str, str], str]:
     return {(c["check"], c["op"], c["dtype"]): c["outcome"] for c in report["cells"]}
 
 
-def _judge(defect: str, report: dict[str, Any], log: str) -> None:
-    """The run failed in every must-fail cell the backend computes."""
+# The GEMM epilogues a backend that fuses them (overrides Backend.fused_matmul_kernel) must fail the fusion defect
+# in: their 16-bit product kept in float32.
+EPILOGUE_CELLS = _cells("capture", ("epilogue.linear_relu", "epilogue.widened_bias", "epilogue.mask_cast"), LOW)
+
+
+def _judge(defect: str, report: dict[str, Any], log: str, extra: frozenset[tuple[str, str, str]] = frozenset()) -> None:
+    """The run failed in every must-fail cell the backend computes (``extra``: more cells this backend must)."""
     case, cells = CASES[defect], _outcomes(report)
     ran = {cell: outcome for cell, outcome in cells.items() if outcome != "not supported"}
-    expected = case.must_fail & set(ran)
+    expected = (case.must_fail | extra) & set(ran)
     assert expected, f"{defect}: none of the cells {sorted(case.must_fail)} ran: {sorted(cells.items())}\n{log}"
     passed = sorted(cell for cell in expected if ran[cell] != "fail")
     assert not passed, f"{defect} slipped through {passed} (outcomes {[ran[c] for c in passed]})\n{log}"
@@ -147,8 +153,9 @@ TARGETS = {
 }
 
 
-def _fuses(target: str) -> bool:
-    """Whether the target's backend fuses a captured step's elementwise chains (overrides Backend.fused_kernel)."""
+def _fuses(target: str, method: str = "fused_kernel") -> bool:
+    """Whether the target's backend fuses a captured step's elementwise chains (overrides Backend.fused_kernel),
+    or with ``method="fused_matmul_kernel"`` its GEMM epilogues."""
     import ampcore
 
     classes = {"cpu": "ampcore_cpu.plugin:CPUBackend", "cpu-numpy": "ampcore_cpu.plugin:CPUBackend"}
@@ -158,7 +165,7 @@ def _fuses(target: str) -> bool:
         cls = getattr(__import__(module, fromlist=[name]), name)
     except ImportError:
         return False
-    return cls.fused_kernel is not ampcore.Backend.fused_kernel
+    return getattr(cls, method) is not getattr(ampcore.Backend, method)
 
 
 def _skip_reason(target: str, defect: str = "") -> str | None:
@@ -196,4 +203,5 @@ def test_a_planted_defect_fails_the_suite_on_a_real_backend(defect, target, tmp_
     log = (proc.stdout + proc.stderr)[-4000:]
     assert proc.returncode == 1, f"the suite passed {target} with {defect} planted (exit {proc.returncode})\n{log}"
     (report,) = json.loads(path.read_text())["backends"]
-    _judge(defect, report, log)
+    epilogues = defect in FUSION_DEFECTS and _fuses(target, "fused_matmul_kernel")
+    _judge(defect, report, log, EPILOGUE_CELLS if epilogues else frozenset())

@@ -468,6 +468,13 @@ def _fused_kernel(program: Any, operand_dtypes: list[Any], result_dtype: Any, ta
     return _backend_of(table).fused_kernel(program, operand_dtypes, result_dtype)
 
 
+def _fused_matmul_kernel(
+    program: Any, matmul_dtype: Any, operand_dtypes: list[Any], result_dtype: Any, table: Any
+) -> Any:
+    """The backend's kernel of a matmul and its epilogue (:meth:`ampcore.Backend.fused_matmul_kernel`), or None."""
+    return _backend_of(table).fused_matmul_kernel(program, matmul_dtype, operand_dtypes, result_dtype)
+
+
 def _build(
     entry: Entry, rec: Recording, recorder: Recorder, result: Any, tensors: list[Any], options: dict[str, Any]
 ) -> str | None:
@@ -568,7 +575,8 @@ def _build(
     program.inputs = [program_inputs[i] for i in keep]
     entry.sources = [entry.sources[i] for i in keep]
     if options.get("fusion", True):
-        program = fuse(program, _fused_kernel, relaxed=bool(options.get("relaxed")))
+        relaxed = bool(options.get("relaxed"))
+        program = fuse(program, _fused_kernel, relaxed=relaxed, compile_epilogue=_fused_matmul_kernel)
     entry.program = program
     entry.run = runner_for(program)
     arrays = {slot: a for a, slot in _arrays_of(recorder)}

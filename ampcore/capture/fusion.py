@@ -15,7 +15,15 @@ need not agree on their last bit.
 
 The backend compiles the fused program (:meth:`ampcore.Backend.fused_kernel`,
 given each operand's dtype and the result's); a backend that declines keeps the
-chain's kernels one by one.  ``relaxed=True`` leaves the intermediate roundings
+chain's kernels one by one.
+
+A GEMM's epilogue fuses the same way: where a chain (of one step or more) is the
+only reader of a ``matmul``'s result, the backend may compute the product and the
+chain as one kernel (:meth:`ampcore.Backend.fused_matmul_kernel`).  The program it
+gets reads the product as float32 sums before any rounding and starts with the
+rounding eager gives the matmul's 16-bit result, so a linear layer's bias, its
+activation and the autocast casts around it cost no pass of their own, and keep
+eager's bits.  ``relaxed=True`` leaves the intermediate roundings
 out (faster, fewer passes of rounding code, not bit-identical: opt-in, and
 ``explain`` says so).
 """
@@ -82,10 +90,20 @@ def _step_program(step: Step) -> E.Program | None:
     return prog
 
 
-def fuse(program: Program, compile_kernel: Callable[..., Any], *, relaxed: bool = False) -> Program:
+def fuse(
+    program: Program,
+    compile_kernel: Callable[..., Any],
+    *,
+    relaxed: bool = False,
+    compile_epilogue: Callable[..., Any] | None = None,
+) -> Program:
     """``program`` with each fusible chain of two or more steps replaced by one :class:`FusedStep` whose kernel
     ``compile_kernel(fused_program, operand_dtypes, result_dtype, table)`` returns (None: the chain stays as it
-    was; ``table`` is the kernel table of the chain's last step)."""
+    was; ``table`` is the kernel table of the chain's last step).
+
+    ``compile_epilogue(fused_program, matmul_dtype, operand_dtypes, result_dtype, table)``, where given, is
+    offered each chain that alone reads a matmul's result (:func:`_epilogue`) first; None from it leaves the
+    matmul and the chain to fuse as they would without it."""
     slots = program.slots
     uses: dict[int, int] = {}
     for step in program.steps:
@@ -111,10 +129,19 @@ def fuse(program: Program, compile_kernel: Callable[..., Any], *, relaxed: bool 
     replaced: dict[int, FusedStep] = {}
     drop: set[int] = set()
     fusions: list[str] = []
+    products = _products(program.steps, uses) if compile_epilogue is not None else {}
     for slot, chain in [*closed, *pending.items()]:
+        sink = chain.steps[-1]
+        if products:
+            assert compile_epilogue is not None
+            epilogue = _epilogue(chain, slot, program.steps, slots, products, compile_epilogue, relaxed)
+            if epilogue is not None:
+                replaced[sink], matmul = epilogue
+                drop |= {matmul, *chain.steps[:-1]}
+                fusions.append(_describe(chain, program.steps, relaxed, epilogue=True))
+                continue
         if len(chain.steps) < 2:
             continue
-        sink = chain.steps[-1]
         fused = _compile(chain, slot, slots, compile_kernel, program.steps[sink])
         if fused is None:
             continue
@@ -228,18 +255,7 @@ def _cast(src: Any, target: Any) -> Callable[[E.Expr], E.Expr] | None:
 
 def _relabel(root: E.Expr, mapping: list[int]) -> E.Expr:
     """``root`` with input ``i`` renamed ``mapping[i]`` (shared nodes stay shared)."""
-    done: dict[E.Expr, E.Expr] = {}
-
-    def sub(node: E.Expr) -> E.Expr:
-        if node.is_input:
-            return E.Expr("input", (), mapping[node.value])
-        if node.is_const:
-            return node
-        if node not in done:
-            done[node] = E.Expr(node.op, tuple(sub(a) for a in node.args))
-        return done[node]
-
-    return sub(root)
+    return _substitute(root, [E.Expr("input", (), m) for m in mapping])
 
 
 def _compile(
@@ -266,13 +282,100 @@ def _compile(
     )
 
 
-def _describe(chain: _Chain, steps: list[Step], relaxed: bool) -> str:
+def _describe(chain: _Chain, steps: list[Step], relaxed: bool, epilogue: bool = False) -> str:
     rounding = (
         "intermediate roundings dropped (relaxed)"
         if relaxed
         else f"{chain.roundings} rounding{'s' if chain.roundings != 1 else ''} to 16 bits kept"
     )
     where = steps[chain.steps[-1]].where
-    return f"{' -> '.join(chain.names)}: {len(chain.steps)} kernels as one ({rounding})" + (
-        f"  # {where}" if where else ""
-    )
+    names = ["matmul", *chain.names] if epilogue else chain.names
+    what = "kernels as one, a GEMM with its epilogue" if epilogue else "kernels as one"
+    return f"{' -> '.join(names)}: {len(names)} {what} ({rounding})" + (f"  # {where}" if where else "")
+
+
+# --------------------------------------------------------------------------- GEMM epilogues
+def _products(steps: list[Step], uses: dict[int, int]) -> dict[int, int]:
+    """Slot -> index of each ``matmul`` step whose result one read alone uses."""
+    found: dict[int, int] = {}
+    for i, step in enumerate(steps):
+        if (
+            step.name == "matmul"
+            and not step.kwargs
+            and isinstance(step.outs, Ref)
+            and len(step.args) == 2
+            and all(isinstance(a, Ref) for a in step.args)
+            and uses.get(step.outs.slot, 0) == 1
+        ):
+            found[step.outs.slot] = i
+    return found
+
+
+def _epilogue(
+    chain: _Chain,
+    slot: int,
+    steps: list[Step],
+    slots: list[Any],
+    products: dict[int, int],
+    compile_epilogue: Callable[..., Any],
+    relaxed: bool,
+) -> tuple[FusedStep, int] | None:
+    """The matmul a chain reads and the chain as one :class:`FusedStep` (operands: the matmul's two, then the
+    chain's other leaves), with the matmul's index; None where no product qualifies or the backend declines."""
+    for j, leaf in enumerate(chain.leaves):
+        at = products.get(leaf)
+        if at is None or _family(slots[leaf].dtype) != chain.family:
+            continue
+        if any(steps[k].name in IN_PLACE_KERNELS for k in range(at + 1, chain.steps[-1])):
+            continue  # the fused kernel reads the matmul's operands where the chain ends: none may change first
+        matmul = steps[at]
+        a, b = matmul.args
+        product_dtype = slots[leaf].dtype
+        if slots[a.slot].dtype != product_dtype or slots[b.slot].dtype != product_dtype:
+            continue
+        if len(chain.leaves) + 1 > MAX_OPERANDS:
+            return None
+        others = [k for k in range(len(chain.leaves)) if k != j]
+        product = E.Expr("input", (), 0)
+        if product_dtype in _ROUND and not relaxed:
+            product = _ROUND[product_dtype](product)
+        inputs = [product if k == j else E.Expr("input", (), 1 + others.index(k)) for k in range(len(chain.leaves))]
+        kinds = "T" + "".join("b" if chain.dtypes[k] == dt.bool_ else "T" for k in others)
+        try:
+            prog = E.Program(f"epilogue_{len(chain.steps)}", kinds, _substitute(chain.root, inputs))
+        except E.ProgramError:
+            return None
+        operand_dtypes = [chain.family, *(chain.dtypes[k] for k in others)]
+        sink = steps[chain.steps[-1]]
+        fn = compile_epilogue(prog, product_dtype, operand_dtypes, slots[slot].dtype, sink.table)
+        if fn is None:
+            return None
+        fused = FusedStep(
+            sink.table,
+            f"fused[matmul+{'+'.join(chain.names)}]",
+            (a, b, *(Ref(chain.leaves[k]) for k in others)),
+            {},
+            Ref(slot),
+            sink.where,
+            fn=fn,
+            program=prog,
+            replaces=len(chain.steps) + 1,
+        )
+        return fused, at
+    return None
+
+
+def _substitute(root: E.Expr, inputs: list[E.Expr]) -> E.Expr:
+    """``root`` with input ``i`` replaced by the expression ``inputs[i]`` (shared nodes stay shared)."""
+    done: dict[E.Expr, E.Expr] = {}
+
+    def sub(node: E.Expr) -> E.Expr:
+        if node.is_input:
+            return inputs[node.value]
+        if node.is_const:
+            return node
+        if node not in done:
+            done[node] = E.Expr(node.op, tuple(sub(a) for a in node.args))
+        return done[node]
+
+    return sub(root)

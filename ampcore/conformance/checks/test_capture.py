@@ -9,7 +9,8 @@ gradients of its float inputs; and fused chains in every float dtype, with opera
 row, a column and one element, holding infinities, NaN, signed zeros, subnormals and values whose 16-bit
 rounding is a tie (a fused kernel that skips a rounding eager makes, or rounds twice, fails here); and chains
 whose operands differ in dtype (a 16-bit activation, a float32 residual, a 16-bit bias row), as an AMP step's
-epilogues are.  NaNs
+epilogues are; and a matmul with the chain that reads its result (:meth:`ampcore.Backend.fused_matmul_kernel`
+where the backend fuses GEMM epilogues), whose 16-bit product must be rounded before the chain.  NaNs
 compare as NaN (IEEE leaves their payload to the implementation); every other value by its bits.  An op whose
 call cannot be captured (it reads the host, as sort does) is skipped with the reason.
 """
@@ -246,3 +247,43 @@ def test_fused_mixed_chain_replays_eager_bits(backend, dtype, op):
     stats = compiled._compiled.stats
     assert stats.replays == 1 and not stats.breaks, f"chain {op!r} was not replayed: {stats}"
     _same_bits(replayed.numpy(), fn(x, r, bias).numpy(), f"chain {op!r} in {dtype} with float32 r and a bias row")
+
+
+EPILOGUES: dict[str, Callable[..., Any]] = {
+    # a linear layer: the product stored in the checked dtype, the bias added and the activation in it
+    "epilogue.linear_relu": lambda x, w, bias, r: (x @ w + bias).relu(),
+    # an autocast linear's float32 output: the 16-bit product widened, a float32 row added, narrowed again
+    "epilogue.widened_bias": lambda x, w, bias, r: ((x @ w).float() + r[0]).to(x.dtype) * 0.5,
+    # a ReLU's backward on a product (a float32 mask), and a weight gradient's cast to float32
+    "epilogue.mask_cast": lambda x, w, bias, r: ampcore.where(r > 0, x @ w, 0.0).float() * 3.0,
+}
+"""A matmul whose result only an elementwise chain reads (fused with it into one kernel where the backend fuses
+GEMM epilogues), over ``x`` (33, 70) and ``w`` (70, 40) of the checked dtype, a bias row of it and a float32
+``r`` of the product's shape."""
+
+
+@pytest.mark.parametrize("op", list(EPILOGUES))
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_fused_epilogue_replays_eager_bits(backend, dtype, op):
+    """A matmul and the chain that reads its result (a GEMM epilogue, fused where the backend fuses one) give
+    eager's bits: the product rounded to the checked dtype before the chain, as eager stores it, on rows of
+    ordinary values, of values whose products are subnormal in 16 bits, and of infinities."""
+    backend.require_compute(dtype)
+    backend.require_compute("float32")
+    d = dt.as_dtype(dtype)
+    rng = np.random.default_rng(SEED + 2)
+    x64 = rng.standard_normal((33, 70)) * 2.0
+    x64[3] *= 2.0**-18  # products below float16's normal range, rounded to its subnormals
+    x64[5, 7] = np.inf
+    with np.errstate(over="ignore"):
+        x = ampcore.tensor(x64, dtype=d, device=backend.device)
+        w = ampcore.tensor(rng.standard_normal((70, 40)), dtype=d, device=backend.device)
+        bias = ampcore.tensor(_edge_values(d, rng, 40), dtype=d, device=backend.device)
+        r = ampcore.tensor(rng.standard_normal((33, 40)), dtype=dt.float32, device=backend.device)
+    fn = EPILOGUES[op]
+    compiled = ampcore.compiler.compile(fn, options={"warmup": 0})
+    compiled(x, w, bias, r)
+    replayed = compiled(x, w, bias, r)
+    stats = compiled._compiled.stats
+    assert stats.replays == 1 and not stats.breaks, f"epilogue {op!r} was not replayed: {stats}"
+    _same_bits(replayed.numpy(), fn(x, w, bias, r).numpy(), f"epilogue {op!r} in {dtype}")

@@ -402,15 +402,24 @@ def _blocked_lowp_gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     return out.reshape(lead + out.shape)
 
 
+def _widened_sums(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """The float32 sums of a float16/bfloat16 ``a @ b`` on the widened path (float32 copies, BLAS sgemm), or
+    None for a product large enough to go block by block (:func:`_blocked_lowp_gemm`)."""
+    if a.size >= BLOCKED_GEMM_ELEMENTS or b.size >= BLOCKED_GEMM_ELEMENTS:
+        return None
+    if a.dtype == BF16 and a.ndim == 2 and b.ndim == 2:  # an autocast linear's product, without the generic steps
+        return np.matmul(a.astype(F32), b.astype(F32))
+    return _gemm(_up(a), _up(b))
+
+
 def widened_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """A float16/bfloat16 ``a @ b`` on the widened path: float32 copies, BLAS sgemm (float32 products and
     accumulation), one rounding on output."""
-    dtype = a.dtype
-    if dtype == BF16 and a.ndim == 2 and b.ndim == 2 and max(a.size, b.size) < BLOCKED_GEMM_ELEMENTS:
-        # The small 2-D bfloat16 product (an autocast linear's), as below without the generic steps.
-        return bf16conv.to_bfloat16(np.matmul(a.astype(F32), b.astype(F32)))
+    sums = _widened_sums(a, b)
+    if sums is not None:
+        return _down(sums, a.dtype)
     blocked = _blocked_lowp_gemm(a, b)
-    return blocked if blocked is not None else _down(_gemm(_up(a), _up(b)), dtype)
+    return blocked if blocked is not None else _down(_gemm(_up(a), _up(b)), a.dtype)
 
 
 def mkl_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -447,6 +456,17 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.ndim == 2 and b.ndim == 2:
         return np.matmul(a, b)
     return _gemm(a, b)
+
+
+def matmul_sums(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """What :func:`matmul` computes before its one rounding: the float32 sums of a float16/bfloat16 product (by
+    the path :func:`gemm_choice` chose), a float32 or float64 product itself; None where a 16-bit product goes
+    block by block, rounding each block as it goes.  A captured GEMM's fused epilogue starts from these."""
+    dtype = a.dtype
+    if dtype in LOW:
+        choice = lowp_gemm._chosen.get((_KIND[dtype], threads._wanted)) or gemm_choice(dtype)
+        return lowp_gemm.product(a, b) if choice.mkl else _widened_sums(a, b)
+    return matmul(a, b)
 
 
 # Results up to this many elements are broadcast as a copy: np.broadcast_to's view machinery costs ~3 us

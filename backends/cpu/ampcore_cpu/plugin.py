@@ -156,9 +156,17 @@ class CPUBackend(ampcore.Backend):
         """A captured step's fused elementwise chain as one numba pass (:mod:`.fusion`), eager's bits."""
         return fusion.fused_kernel(program, operand_dtypes, result_dtype)
 
+    def fused_matmul_kernel(self, program: Any, matmul_dtype: Any, operand_dtypes: Any, result_dtype: Any) -> Any:
+        """A captured matmul and the chain that reads its result as one kernel: sgemm's float32 sums straight
+        into the chain's numba pass (:func:`.fusion.fused_matmul_kernel`), eager's bits."""
+        return fusion.fused_matmul_kernel(program, matmul_dtype, operand_dtypes, result_dtype)
+
     def capture_support(self) -> str:
         if compiled.status().enabled:
-            return "kernels called back to back (the core's runner); elementwise chains fused into numba loops"
+            return (
+                "kernels called back to back (the core's runner); elementwise chains fused into numba loops, "
+                "and a GEMM's epilogue into its product's"
+            )
         return "kernels called back to back (the core's runner); fused chains evaluated with NumPy (no numba)"
 
     def to_numpy(self, array: np.ndarray) -> np.ndarray:
