@@ -91,7 +91,7 @@ def _adamw_case(dtype, n, seed):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("n", [300, 70_001])
+@pytest.mark.parametrize("n", [10, 300, 70_001])
 @pytest.mark.parametrize("decoupled", [True, False])
 @pytest.mark.parametrize("weight_decay", [0.0, 0.05])
 def test_compiled_adamw_step_gives_the_numpy_kernels_bits(monkeypatch, dtype, n, decoupled, weight_decay):
@@ -121,9 +121,9 @@ def test_compiled_adamw_step_reads_a_strided_gradient_and_skips_mixed_dtypes():
     fused_optim.adamw_step([p2], [np.ascontiguousarray(g.T)], [m2], [v2], **hyper)
     np.testing.assert_array_equal(p1, p2)
     p16, v = np.ones(1 << 15, np.float16), np.zeros(1 << 15, np.float32)
-    assert not fused_optim._compiled_update(p16, p16, v, v, {})
-    small = np.ones(100, np.float32)  # below COMPILED_ELEMENTS
-    assert not fused_optim._compiled_update(small, small, small, small, {})
+    assert not fused_optim._compiled_update(p16, p16, v, v, {}, {})
+    empty = np.ones(0, np.float32)  # nothing to update: the NumPy path's loop does nothing either
+    assert not fused_optim._compiled_update(empty, empty, empty, empty, {}, {})
 
 
 def _same_or_both_nan(got, want):
@@ -186,3 +186,25 @@ def test_compiled_low_precision_programs_leave_other_operands_to_numpy():
     assert add(a.T, a.T) is None  # not C-contiguous
     assert add(a[:2], a[:2]) is None  # small
     assert loops.loop(E.get("exp")) is None  # NumPy's SIMD exp: its bits are not numba's libm's
+
+
+def test_adamw_step_checks_every_call_after_a_group_passed_once():
+    """A group's shapes and dtypes are checked once (then remembered); its step and hyper-parameters every call,
+    and a group with another shape, dtype or array type is checked in full, before anything is written."""
+    from ampcore_cpu import fused_optim
+
+    hyper = dict(lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=True)
+    p, g, m, v = (np.ones((4, 3), np.float32) for _ in range(4))
+    fused_optim.adamw_step([p], [g], [m], [v], step=1, **hyper)  # passes: remembered
+    before = p.copy()
+    with pytest.raises(ValueError, match="step must be an int >= 1"):
+        fused_optim.adamw_step([p], [g], [m], [v], step=0, **hyper)
+    with pytest.raises(ValueError, match="lr must be finite"):
+        fused_optim.adamw_step([p], [g], [m], [v], step=2, **(hyper | {"lr": float("nan")}))
+    with pytest.raises(ValueError, match="shapes differ"):
+        fused_optim.adamw_step([p], [np.ones((3, 4), np.float32)], [m], [v], step=2, **hyper)
+    with pytest.raises(TypeError, match="moments must be float32"):
+        fused_optim.adamw_step([p], [g], [m.astype(np.float64)], [v], step=2, **hyper)
+    with pytest.raises(TypeError, match="expected NumPy arrays"):
+        fused_optim.adamw_step([p], [g.tolist()], [m], [v], step=2, **hyper)
+    np.testing.assert_array_equal(p, before)  # nothing written by a refused call
