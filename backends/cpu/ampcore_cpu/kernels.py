@@ -497,8 +497,8 @@ def reshape(x: np.ndarray, shape: Sequence[int]) -> np.ndarray:
     flattened, took 5.3 ms; writing into the output's matching permuted view, 2.7 ms (2-core Zen 3).
     The same elements are copied, so the bits are the same.
     """
-    if x.flags.c_contiguous or x.ndim < 3:
-        return np.reshape(x, shape)
+    if x.ndim < 3 or x.flags.c_contiguous:
+        return x.reshape(shape)  # the method: np.reshape adds ~0.4 us of Python-level dispatch to a 0.1 us view
     try:
         return np.reshape(x, shape, copy=False)
     except ValueError:  # no view: copy in the source's memory order
