@@ -328,7 +328,9 @@ def _epilogue(
             continue
         if any(steps[k].name in IN_PLACE_KERNELS for k in range(at + 1, chain.steps[-1])):
             continue  # the fused kernel reads the matmul's operands where the chain ends: none may change first
-        matmul = steps[at]
+        matmul, sink = steps[at], steps[chain.steps[-1]]
+        if getattr(matmul.table, "_backend_name", None) != getattr(sink.table, "_backend_name", None):
+            continue  # a product made on another backend than the chain's: one backend's kernel cannot do both
         a, b = matmul.args
         product_dtype = slots[leaf].dtype
         if slots[a.slot].dtype != product_dtype or slots[b.slot].dtype != product_dtype:
@@ -346,7 +348,6 @@ def _epilogue(
         except E.ProgramError:
             return None
         operand_dtypes = [chain.family, *(chain.dtypes[k] for k in others)]
-        sink = steps[chain.steps[-1]]
         fn = compile_epilogue(prog, product_dtype, operand_dtypes, slots[slot].dtype, sink.table)
         if fn is None:
             return None
