@@ -230,20 +230,21 @@ class Backend:
         """
         return None
 
-    def fused_matmul_kernel(
-        self, program: Any, matmul_dtype: DType, operand_dtypes: Sequence[DType], result_dtype: DType
+    def fused_gemm_kernel(
+        self, gemm: str, program: Any, product_dtype: DType, operand_dtypes: Sequence[DType], result_dtype: DType
     ) -> Any:
-        """The kernel of a captured ``matmul`` and the elementwise chain that alone reads its result (a linear
-        layer's bias, activation and casts: :mod:`ampcore.capture.fusion`), or None (the default: the matmul
-        runs as its own kernel, and the chain as :meth:`fused_kernel` makes it).
+        """The kernel of a captured GEMM (``gemm``: ``"matmul"`` or ``"scaled_mm"``) and the elementwise chain that
+        alone reads its result (a linear layer's bias, activation and casts: :mod:`ampcore.capture.fusion`), or
+        None (the default: the GEMM runs as its own kernel, and the chain as :meth:`fused_kernel` makes it).
 
-        The kernel is called as ``kernel(a, b, *rest)``: ``a @ b`` as the backend's ``matmul`` computes it for
-        two ``matmul_dtype`` operands, but kept as its float32 sums (float64 for float64 operands) before the
-        matmul rounds them, then ``program`` (as for :meth:`fused_kernel`) over that product, as its input 0, and
-        ``rest``, whose dtypes are ``operand_dtypes[1:]`` (``operand_dtypes[0]`` is the product's compute type).
-        ``program`` starts with the rounding eager gives a 16-bit product, so the result is eager's matmul
-        followed by the chain, bit for bit; where a call's product cannot be had unrounded, round it as
-        ``matmul`` does and widen it (the program's rounding of a rounded value changes nothing).
+        The kernel is called as ``kernel(*gemm_args, *rest)``, with the GEMM kernel's own arguments: their
+        product as that kernel computes it, but kept as the float32 result it rounds last (float64 for a
+        float64 matmul) instead of its ``product_dtype`` result, then ``program`` (as for :meth:`fused_kernel`)
+        over that product, as its input 0, and ``rest``, whose dtypes are ``operand_dtypes[1:]``
+        (``operand_dtypes[0]`` is the product's compute type).  ``program`` starts with the rounding eager gives
+        a 16-bit product, so the result is eager's GEMM followed by the chain, bit for bit; where a call's
+        product cannot be had unrounded, round it as the GEMM does and widen it (the program's rounding of a
+        rounded value changes nothing).
         """
         return None
 

@@ -231,6 +231,7 @@ __all__ = [
     "PRIMITIVES",
     "FUSED",
     "FLOAT8_KERNELS",
+    "EPILOGUE_GEMMS",
     "KernelTable",
     "KernelError",
     "KernelGate",
@@ -300,6 +301,9 @@ FUSED: frozenset[str] = frozenset(
 # The fused kernels of float8 training: no backward partner (float8 training's own autograd function
 # calls them in its backward too).
 FLOAT8_KERNELS: frozenset[str] = frozenset({"quantize_float8", "quantize_float8_current", "scaled_mm", "scaled_mm_mx"})
+EPILOGUE_GEMMS: dict[str, int] = {"matmul": 2, "scaled_mm": 7}
+"""The GEMM kernels a captured step may fuse with the elementwise chain that reads their result
+(:meth:`ampcore.Backend.fused_gemm_kernel`), by their number of arguments."""
 
 
 FLOAT32_MATMUL_PRECISIONS = ("highest", "high", "medium")

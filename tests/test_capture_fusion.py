@@ -170,7 +170,7 @@ def test_a_product_read_elsewhere_or_by_no_chain_keeps_its_own_matmul():
 def test_a_backend_that_fuses_no_epilogue_keeps_the_matmul_and_fuses_the_chain(monkeypatch):
     from ampcore_cpu.plugin import CPUBackend
 
-    monkeypatch.setattr(CPUBackend, "fused_matmul_kernel", lambda self, *args: None)
+    monkeypatch.setattr(CPUBackend, "fused_gemm_kernel", lambda self, *args: None)
     x, w, b = ampcore.randn(8, 16).half(), ampcore.randn(16, 4).half(), ampcore.randn(4).half()
     assert _step_names(lambda x, w, b: (x @ w + b).relu(), x, w, b) == ["matmul", "fused[add+relu]"]
 
@@ -189,3 +189,20 @@ def test_a_product_past_the_widened_paths_size_is_rounded_first_and_still_gives_
     assert [_bits(compiled(x, w, b)) for _ in range(3)] == [_bits(f(x, w, b))] * 3
     report = explain(compiled, x, w, b)
     assert any("a GEMM with its epilogue" in line for line in report.fused)
+
+
+def test_a_float8_scaled_mm_and_its_epilogue_run_as_one_kernel_on_cpu():
+    from ampcore.ops.float8 import scaled_mm
+
+    rng = np.random.default_rng(5)
+    f8 = ampcore.float8_e4m3fn
+    a = ampcore.tensor((rng.standard_normal((16, 32)) * 4).astype(np.float32), dtype="float32").to(f8)
+    b = ampcore.tensor((rng.standard_normal((32, 8)) * 4).astype(np.float32), dtype="float32").to(f8)
+    sa, sb, bias = ampcore.tensor(0.5), ampcore.tensor(0.25), ampcore.randn(8).bfloat16()
+
+    def f(a, b, sa, sb, bias):
+        return (scaled_mm(a, b, sa, sb, ampcore.bfloat16) + bias).relu()
+
+    assert _step_names(f, a, b, sa, sb, bias) == ["fused[scaled_mm+add+relu]"]
+    compiled = ampcore.compile(f)
+    assert [_bits(compiled(a, b, sa, sb, bias)) for _ in range(3)] == [_bits(f(a, b, sa, sb, bias))] * 3

@@ -91,9 +91,11 @@ def _outcomes(report: dict[str, Any]) -> dict[tuple[str, str, str], str]:
     return {(c["check"], c["op"], c["dtype"]): c["outcome"] for c in report["cells"]}
 
 
-# The GEMM epilogues a backend that fuses them (overrides Backend.fused_matmul_kernel) must fail the fusion defect
+# The GEMM epilogues a backend that fuses them (overrides Backend.fused_gemm_kernel) must fail the fusion defect
 # in: their 16-bit product kept in float32.
-EPILOGUE_CELLS = _cells("capture", ("epilogue.linear_relu", "epilogue.widened_bias", "epilogue.mask_cast"), LOW)
+EPILOGUE_CELLS = _cells(
+    "capture", ("epilogue.linear_relu", "epilogue.widened_bias", "epilogue.mask_cast", "epilogue.scaled_mm"), LOW
+)
 
 
 def _judge(defect: str, report: dict[str, Any], log: str, extra: frozenset[tuple[str, str, str]] = frozenset()) -> None:
@@ -155,7 +157,7 @@ TARGETS = {
 
 def _fuses(target: str, method: str = "fused_kernel") -> bool:
     """Whether the target's backend fuses a captured step's elementwise chains (overrides Backend.fused_kernel),
-    or with ``method="fused_matmul_kernel"`` its GEMM epilogues."""
+    or with ``method="fused_gemm_kernel"`` its GEMM epilogues."""
     import ampcore
 
     classes = {"cpu": "ampcore_cpu.plugin:CPUBackend", "cpu-numpy": "ampcore_cpu.plugin:CPUBackend"}
@@ -203,5 +205,5 @@ def test_a_planted_defect_fails_the_suite_on_a_real_backend(defect, target, tmp_
     log = (proc.stdout + proc.stderr)[-4000:]
     assert proc.returncode == 1, f"the suite passed {target} with {defect} planted (exit {proc.returncode})\n{log}"
     (report,) = json.loads(path.read_text())["backends"]
-    epilogues = defect in FUSION_DEFECTS and _fuses(target, "fused_matmul_kernel")
+    epilogues = defect in FUSION_DEFECTS and _fuses(target, "fused_gemm_kernel")
     _judge(defect, report, log, EPILOGUE_CELLS if epilogues else frozenset())

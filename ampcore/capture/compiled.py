@@ -468,11 +468,11 @@ def _fused_kernel(program: Any, operand_dtypes: list[Any], result_dtype: Any, ta
     return _backend_of(table).fused_kernel(program, operand_dtypes, result_dtype)
 
 
-def _fused_matmul_kernel(
-    program: Any, matmul_dtype: Any, operand_dtypes: list[Any], result_dtype: Any, table: Any
+def _fused_gemm_kernel(
+    gemm: str, program: Any, product_dtype: Any, operand_dtypes: list[Any], result_dtype: Any, table: Any
 ) -> Any:
-    """The backend's kernel of a matmul and its epilogue (:meth:`ampcore.Backend.fused_matmul_kernel`), or None."""
-    return _backend_of(table).fused_matmul_kernel(program, matmul_dtype, operand_dtypes, result_dtype)
+    """The backend's kernel of a GEMM and its epilogue (:meth:`ampcore.Backend.fused_gemm_kernel`), or None."""
+    return _backend_of(table).fused_gemm_kernel(gemm, program, product_dtype, operand_dtypes, result_dtype)
 
 
 def _build(
@@ -576,7 +576,7 @@ def _build(
     entry.sources = [entry.sources[i] for i in keep]
     if options.get("fusion", True):
         relaxed = bool(options.get("relaxed"))
-        program = fuse(program, _fused_kernel, relaxed=relaxed, compile_epilogue=_fused_matmul_kernel)
+        program = fuse(program, _fused_kernel, relaxed=relaxed, compile_epilogue=_fused_gemm_kernel)
     entry.program = program
     entry.run = runner_for(program)
     arrays = {slot: a for a, slot in _arrays_of(recorder)}

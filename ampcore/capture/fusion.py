@@ -18,12 +18,12 @@ given each operand's dtype and the result's); a backend that declines keeps the
 chain's kernels one by one.
 
 A GEMM's epilogue fuses the same way: where a chain (of one step or more) is the
-only reader of a ``matmul``'s result, the backend may compute the product and the
-chain as one kernel (:meth:`ampcore.Backend.fused_matmul_kernel`).  The program it
-gets reads the product as float32 sums before any rounding and starts with the
-rounding eager gives the matmul's 16-bit result, so a linear layer's bias, its
-activation and the autocast casts around it cost no pass of their own, and keep
-eager's bits.  ``relaxed=True`` leaves the intermediate roundings
+only reader of a ``matmul``'s or a ``scaled_mm``'s result, the backend may compute
+the product and the chain as one kernel (:meth:`ampcore.Backend.fused_gemm_kernel`).
+The program it gets reads the product as the float32 result the GEMM kernel
+rounds last, and starts with the rounding eager gives a 16-bit result, so a
+linear layer's bias, its activation and the autocast casts around it cost no
+pass of their own, and keep eager's bits.  ``relaxed=True`` leaves the intermediate roundings
 out (faster, fewer passes of rounding code, not bit-identical: opt-in, and
 ``explain`` says so).
 """
@@ -36,6 +36,7 @@ from typing import Any
 
 from .. import dtypes as dt
 from .. import expr as E
+from ..kernels import EPILOGUE_GEMMS
 from .program import IN_PLACE_KERNELS, Program, refs_in
 from .record import Ref, Step
 
@@ -101,9 +102,9 @@ def fuse(
     ``compile_kernel(fused_program, operand_dtypes, result_dtype, table)`` returns (None: the chain stays as it
     was; ``table`` is the kernel table of the chain's last step).
 
-    ``compile_epilogue(fused_program, matmul_dtype, operand_dtypes, result_dtype, table)``, where given, is
-    offered each chain that alone reads a matmul's result (:func:`_epilogue`) first; None from it leaves the
-    matmul and the chain to fuse as they would without it."""
+    ``compile_epilogue(gemm, fused_program, product_dtype, operand_dtypes, result_dtype, table)``, where given,
+    is offered each chain that alone reads a GEMM's result (:func:`_epilogue`) first; None from it leaves the
+    GEMM and the chain to fuse as they would without it."""
     slots = program.slots
     uses: dict[int, int] = {}
     for step in program.steps:
@@ -136,9 +137,9 @@ def fuse(
             assert compile_epilogue is not None
             epilogue = _epilogue(chain, slot, program.steps, slots, products, compile_epilogue, relaxed)
             if epilogue is not None:
-                replaced[sink], matmul = epilogue
-                drop |= {matmul, *chain.steps[:-1]}
-                fusions.append(_describe(chain, program.steps, relaxed, epilogue=True))
+                replaced[sink], gemm = epilogue
+                drop |= {gemm, *chain.steps[:-1]}
+                fusions.append(_describe(chain, program.steps, relaxed, program.steps[gemm].name))
                 continue
         if len(chain.steps) < 2:
             continue
@@ -282,29 +283,28 @@ def _compile(
     )
 
 
-def _describe(chain: _Chain, steps: list[Step], relaxed: bool, epilogue: bool = False) -> str:
+def _describe(chain: _Chain, steps: list[Step], relaxed: bool, gemm: str | None = None) -> str:
     rounding = (
         "intermediate roundings dropped (relaxed)"
         if relaxed
         else f"{chain.roundings} rounding{'s' if chain.roundings != 1 else ''} to 16 bits kept"
     )
     where = steps[chain.steps[-1]].where
-    names = ["matmul", *chain.names] if epilogue else chain.names
-    what = "kernels as one, a GEMM with its epilogue" if epilogue else "kernels as one"
+    names = [gemm, *chain.names] if gemm else chain.names
+    what = "kernels as one, a GEMM with its epilogue" if gemm else "kernels as one"
     return f"{' -> '.join(names)}: {len(names)} {what} ({rounding})" + (f"  # {where}" if where else "")
 
 
 # --------------------------------------------------------------------------- GEMM epilogues
 def _products(steps: list[Step], uses: dict[int, int]) -> dict[int, int]:
-    """Slot -> index of each ``matmul`` step whose result one read alone uses."""
+    """Slot -> index of each GEMM step (:data:`ampcore.kernels.EPILOGUE_GEMMS`) whose result one read alone uses."""
     found: dict[int, int] = {}
     for i, step in enumerate(steps):
         if (
-            step.name == "matmul"
+            EPILOGUE_GEMMS.get(step.name) == len(step.args)
             and not step.kwargs
             and isinstance(step.outs, Ref)
-            and len(step.args) == 2
-            and all(isinstance(a, Ref) for a in step.args)
+            and all(isinstance(a, Ref) for a in step.args[:2])
             and uses.get(step.outs.slot, 0) == 1
         ):
             found[step.outs.slot] = i
@@ -320,23 +320,18 @@ def _epilogue(
     compile_epilogue: Callable[..., Any],
     relaxed: bool,
 ) -> tuple[FusedStep, int] | None:
-    """The matmul a chain reads and the chain as one :class:`FusedStep` (operands: the matmul's two, then the
-    chain's other leaves), with the matmul's index; None where no product qualifies or the backend declines."""
+    """The GEMM a chain reads and the chain as one :class:`FusedStep` (operands: the GEMM's own arguments, then
+    the chain's other leaves), with the GEMM's index; None where no product qualifies or the backend declines."""
     for j, leaf in enumerate(chain.leaves):
         at = products.get(leaf)
         if at is None or _family(slots[leaf].dtype) != chain.family:
             continue
         if any(steps[k].name in IN_PLACE_KERNELS for k in range(at + 1, chain.steps[-1])):
-            continue  # the fused kernel reads the matmul's operands where the chain ends: none may change first
-        matmul, sink = steps[at], steps[chain.steps[-1]]
-        if getattr(matmul.table, "_backend_name", None) != getattr(sink.table, "_backend_name", None):
+            continue  # the fused kernel reads the GEMM's operands where the chain ends: none may change first
+        gemm, sink = steps[at], steps[chain.steps[-1]]
+        if getattr(gemm.table, "_backend_name", None) != getattr(sink.table, "_backend_name", None):
             continue  # a product made on another backend than the chain's: one backend's kernel cannot do both
-        a, b = matmul.args
         product_dtype = slots[leaf].dtype
-        if slots[a.slot].dtype != product_dtype or slots[b.slot].dtype != product_dtype:
-            continue
-        if len(chain.leaves) + 1 > MAX_OPERANDS:
-            return None
         others = [k for k in range(len(chain.leaves)) if k != j]
         product = E.Expr("input", (), 0)
         if product_dtype in _ROUND and not relaxed:
@@ -348,13 +343,13 @@ def _epilogue(
         except E.ProgramError:
             return None
         operand_dtypes = [chain.family, *(chain.dtypes[k] for k in others)]
-        fn = compile_epilogue(prog, product_dtype, operand_dtypes, slots[slot].dtype, sink.table)
+        fn = compile_epilogue(gemm.name, prog, product_dtype, operand_dtypes, slots[slot].dtype, sink.table)
         if fn is None:
             return None
         fused = FusedStep(
             sink.table,
-            f"fused[matmul+{'+'.join(chain.names)}]",
-            (a, b, *(Ref(chain.leaves[k]) for k in others)),
+            f"fused[{gemm.name}+{'+'.join(chain.names)}]",
+            (*gemm.args, *(Ref(chain.leaves[k]) for k in others)),
             {},
             Ref(slot),
             sink.where,

@@ -23,7 +23,7 @@ The defects (:data:`PLANTED`):
   is within the 2 ulps CUDA documents for expf, so only the other dtypes fail: see ELEMENTWISE_ULPS);
 - ``sum_16bit_naive``: a 16-bit sum that adds one term at a time in the 16-bit dtype;
 - ``fusion_drops_rounding``: not a kernel but a captured step's fusion (:meth:`ampcore.Backend.fused_kernel`,
-  and :meth:`ampcore.Backend.fused_matmul_kernel` where the backend fuses GEMM epilogues): the backend compiles
+  and :meth:`ampcore.Backend.fused_gemm_kernel` where the backend fuses GEMM epilogues): the backend compiles
   each fused chain without its rounding nodes, so an intermediate eager stores in 16 bits (a 16-bit product
   too) stays in float32 (the captured mode of the suite, ``checks/test_capture.py``, must catch it).
 """
@@ -171,18 +171,18 @@ def without_roundings(program: Any) -> Any:
 
 
 def plant_fusion(name: str, backend: Any) -> None:
-    """Plant the fusion defect ``name`` on ``backend`` (its ``fused_kernel`` and ``fused_matmul_kernel``,
+    """Plant the fusion defect ``name`` on ``backend`` (its ``fused_kernel`` and ``fused_gemm_kernel``,
     replaced on the instance)."""
-    own, own_matmul = backend.fused_kernel, backend.fused_matmul_kernel
+    own, own_gemm = backend.fused_kernel, backend.fused_gemm_kernel
 
     def fused_kernel(program: Any, operand_dtypes: Any, result_dtype: Any) -> Any:
         return own(without_roundings(program), operand_dtypes, result_dtype)
 
-    def fused_matmul_kernel(program: Any, matmul_dtype: Any, operand_dtypes: Any, result_dtype: Any) -> Any:
-        return own_matmul(without_roundings(program), matmul_dtype, operand_dtypes, result_dtype)
+    def fused_gemm_kernel(gemm: str, program: Any, product_dtype: Any, operand_dtypes: Any, result_dtype: Any) -> Any:
+        return own_gemm(gemm, without_roundings(program), product_dtype, operand_dtypes, result_dtype)
 
     backend.fused_kernel = fused_kernel
-    backend.fused_matmul_kernel = fused_matmul_kernel
+    backend.fused_gemm_kernel = fused_gemm_kernel
 
 
 def _planted(name: str) -> Planted:

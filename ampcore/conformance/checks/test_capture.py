@@ -9,8 +9,9 @@ gradients of its float inputs; and fused chains in every float dtype, with opera
 row, a column and one element, holding infinities, NaN, signed zeros, subnormals and values whose 16-bit
 rounding is a tie (a fused kernel that skips a rounding eager makes, or rounds twice, fails here); and chains
 whose operands differ in dtype (a 16-bit activation, a float32 residual, a 16-bit bias row), as an AMP step's
-epilogues are; and a matmul with the chain that reads its result (:meth:`ampcore.Backend.fused_matmul_kernel`
-where the backend fuses GEMM epilogues), whose 16-bit product must be rounded before the chain.  NaNs
+epilogues are; and a matmul or a float8 scaled_mm with the chain that reads its result
+(:meth:`ampcore.Backend.fused_gemm_kernel` where the backend fuses GEMM epilogues), whose 16-bit product must be
+rounded before the chain.  NaNs
 compare as NaN (IEEE leaves their payload to the implementation); every other value by its bits.  An op whose
 call cannot be captured (it reads the host, as sort does) is skipped with the reason.
 """
@@ -287,3 +288,37 @@ def test_fused_epilogue_replays_eager_bits(backend, dtype, op):
     stats = compiled._compiled.stats
     assert stats.replays == 1 and not stats.breaks, f"epilogue {op!r} was not replayed: {stats}"
     _same_bits(replayed.numpy(), fn(x, w, bias, r).numpy(), f"epilogue {op!r} in {dtype}")
+
+
+@pytest.mark.conformance(op="epilogue.scaled_mm")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_fused_scaled_mm_epilogue_replays_eager_bits(backend, dtype):
+    """A float8 ``scaled_mm`` whose result only a chain reads (a float8 linear's bias and ReLU, fused with it
+    where the backend fuses GEMM epilogues) gives eager's bits: its result rounded to ``dtype`` before the chain."""
+    from ampcore.ops.float8 import scaled_mm
+
+    caps = backend.capabilities
+    if caps.float8 == "none":
+        pytest.skip(f"not supported: {backend.name!r} has no float8 ({caps.float8_reason})")
+    backend.require_compute(dtype)
+    d = dt.as_dtype(dtype)
+    rng = np.random.default_rng(SEED + 3)
+    f8 = dt.float8_e4m3fn
+
+    def on(values: Any, dtype: Any) -> ampcore.Tensor:
+        return ampcore.tensor(values, dtype=dtype, device=backend.device)
+
+    a = on((rng.standard_normal((33, 64)) * 4).astype(np.float32).astype(f8.numpy), f8)
+    b = on((rng.standard_normal((64, 48)) * 4).astype(np.float32).astype(f8.numpy), f8)
+    sa, sb = on(np.float32(0.37), dt.float32), on(np.float32(1.9), dt.float32)
+    bias = on(rng.standard_normal(48), d)
+
+    def fn(a, b, sa, sb, bias):
+        return (scaled_mm(a, b, sa, sb, d) + bias).relu() * 0.5
+
+    compiled = ampcore.compiler.compile(fn, options={"warmup": 0})
+    compiled(a, b, sa, sb, bias)
+    replayed = compiled(a, b, sa, sb, bias)
+    stats = compiled._compiled.stats
+    assert stats.replays == 1 and not stats.breaks, f"the scaled_mm epilogue was not replayed: {stats}"
+    _same_bits(replayed.numpy(), fn(a, b, sa, sb, bias).numpy(), f"scaled_mm epilogue in {dtype}")

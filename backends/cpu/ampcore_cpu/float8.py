@@ -119,13 +119,27 @@ def scaled_mm(
     use_fast_accum: bool,
 ) -> np.ndarray:
     """``(a * scale_a) @ (b * scale_b) + bias`` in float32, rounded once to ``out_dtype``."""
+    return _down(scaled_sums(a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum), out_dtype.numpy)
+
+
+def scaled_sums(
+    a: np.ndarray,
+    b: np.ndarray,
+    scale_a: np.ndarray,
+    scale_b: np.ndarray,
+    out_dtype: Any,
+    bias: np.ndarray | None,
+    use_fast_accum: bool,
+) -> np.ndarray:
+    """What :func:`scaled_mm` rounds once to ``out_dtype``: ``(a * scale_a) @ (b * scale_b) + bias`` in float32
+    (a captured GEMM's fused epilogue starts from it)."""
     choice = lowp_gemm.chosen("float8")
     if choice is None:
         choice = gemm_choice()
     out = scaled_product(a, b, scale_a, scale_b, choice.mkl)
     if bias is not None:
         out += _up(bias) if bias.dtype != F32 else bias
-    return _down(out, out_dtype.numpy)
+    return out
 
 
 def scaled_product(a: np.ndarray, b: np.ndarray, scale_a: np.ndarray, scale_b: np.ndarray, mkl: bool) -> np.ndarray:

@@ -28,12 +28,13 @@ import numpy as np
 
 from ampcore import dtypes as dt
 from ampcore import expr as E
+from ampcore.kernels import EPILOGUE_GEMMS
 
 from . import compiled, kernels, loops
 from .elementwise import FUNCTIONS
 from .kernels import BF16, F16, F32, F64, _down, _quiet, _up
 
-__all__ = ["fused_kernel", "fused_matmul_kernel", "source"]
+__all__ = ["fused_kernel", "fused_gemm_kernel", "source"]
 
 _FLOAT32_FAMILY = frozenset({F32, F16, BF16})
 _TAG = {F32: "f32", F16: "f16", BF16: "bf16", np.dtype(np.bool_): "b", F64: "f64"}
@@ -76,28 +77,35 @@ def fused_kernel(prog: E.Program, operand_dtypes: Sequence[Any], result_dtype: A
     return kernel
 
 
-def fused_matmul_kernel(
-    prog: E.Program, matmul_dtype: Any, operand_dtypes: Sequence[Any], result_dtype: Any
+def fused_gemm_kernel(
+    gemm: str, prog: E.Program, product_dtype: Any, operand_dtypes: Sequence[Any], result_dtype: Any
 ) -> Callable[..., Any] | None:
-    """A captured matmul and its epilogue (:meth:`ampcore.Backend.fused_matmul_kernel`): the product's float32
-    sums (:func:`.kernels.matmul_sums`) go straight into the chain's loop, which rounds them as the matmul
-    would have, so the 16-bit product is never stored, nor widened again, nor its chain called on its own.
+    """A captured GEMM and its epilogue (:meth:`ampcore.Backend.fused_gemm_kernel`): the float32 result the GEMM
+    kernel rounds last (:func:`.kernels.matmul_sums`, :func:`.float8.scaled_sums`) goes straight into the
+    chain's loop, which rounds it as the GEMM would have, so the 16-bit product is never stored, nor widened
+    again, nor its chain called on its own.
 
     A linear layer's backward and forward under float16 autocast each saved 3-5 us per GEMM this way on the
     digits MLP's (64, 128) products (2-core AMD EPYC Zen 5).
     """
-    if matmul_dtype.numpy not in _FLOAT32_FAMILY and matmul_dtype.numpy != F64:
+    from . import float8
+
+    sums_of, rounded = {"matmul": (kernels.matmul_sums, kernels.matmul), "scaled_mm": (float8.scaled_sums, None)}.get(
+        gemm, (None, None)
+    )
+    if sums_of is None or (product_dtype.numpy not in _FLOAT32_FAMILY and product_dtype.numpy != F64):
         return None
     chain = fused_kernel(prog, operand_dtypes, result_dtype)
     if chain is None:
         return None
-    sums_of, matmul = kernels.matmul_sums, kernels.matmul
+    arity = EPILOGUE_GEMMS[gemm]
 
-    def kernel(a: np.ndarray, b: np.ndarray, *rest: Any) -> Any:
-        sums = sums_of(a, b)
+    def kernel(*args: Any) -> Any:
+        sums = sums_of(*args[:arity])
         if sums is None:  # a product rounded block by block: the program's rounding of it changes nothing
-            sums = _up(matmul(a, b))
-        return chain(sums, *rest)
+            assert rounded is not None
+            sums = _up(rounded(*args[:arity]))
+        return chain(sums, *args[arity:])
 
     return _quiet(kernel)
 

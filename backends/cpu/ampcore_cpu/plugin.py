@@ -156,10 +156,12 @@ class CPUBackend(ampcore.Backend):
         """A captured step's fused elementwise chain as one numba pass (:mod:`.fusion`), eager's bits."""
         return fusion.fused_kernel(program, operand_dtypes, result_dtype)
 
-    def fused_matmul_kernel(self, program: Any, matmul_dtype: Any, operand_dtypes: Any, result_dtype: Any) -> Any:
-        """A captured matmul and the chain that reads its result as one kernel: sgemm's float32 sums straight
-        into the chain's numba pass (:func:`.fusion.fused_matmul_kernel`), eager's bits."""
-        return fusion.fused_matmul_kernel(program, matmul_dtype, operand_dtypes, result_dtype)
+    def fused_gemm_kernel(
+        self, gemm: str, program: Any, product_dtype: Any, operand_dtypes: Any, result_dtype: Any
+    ) -> Any:
+        """A captured matmul or scaled_mm and the chain that reads its result as one kernel: the GEMM's float32
+        result straight into the chain's numba pass (:func:`.fusion.fused_gemm_kernel`), eager's bits."""
+        return fusion.fused_gemm_kernel(gemm, program, product_dtype, operand_dtypes, result_dtype)
 
     def capture_support(self) -> str:
         if compiled.status().enabled:
