@@ -14,8 +14,9 @@ import threading
 from ..hooks import CAPTURE
 from .compiled import CaptureConfig, CompiledFunction, Stats, config
 from .dynamic import Dynamic, dynamic
+from .fusion import FusedStep
 from .program import IN_PLACE_KERNELS, Program, reference_runner, refs_in
-from .record import Break, CaptureBreakError, Recorder
+from .record import Break, CaptureBreakError, Recorder, Ref, SlotInfo, Step
 
 __all__ = [
     "IN_PLACE_KERNELS",
@@ -24,8 +25,12 @@ __all__ = [
     "CaptureConfig",
     "CompiledFunction",
     "Dynamic",
+    "FusedStep",
     "Program",
     "Recorder",
+    "Ref",
+    "SlotInfo",
+    "Step",
     "Stats",
     "config",
     "dynamic",

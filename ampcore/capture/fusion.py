@@ -67,11 +67,19 @@ class _Chain:
 
 @dataclass
 class FusedStep(Step):
-    """A fused chain: ``fn`` (the backend's kernel of ``program``) on the chain's operands."""
+    """A fused chain: ``fn`` (the backend's kernel of ``program``) on the chain's operands.
+
+    ``operand_dtypes`` and ``result_dtype`` are what the kernel was compiled for; for a GEMM's epilogue ``gemm``
+    names the GEMM kernel (its arguments come first) and ``product_dtype`` its result's dtype (a backend that
+    rewrites its own program, as the cpu backend's runner does, compiles the step again from these)."""
 
     fn: Callable[..., Any] | None = None
     program: Any = None
     replaces: int = 0
+    operand_dtypes: tuple[Any, ...] = ()
+    result_dtype: Any = None
+    gemm: str | None = None
+    product_dtype: Any = None
 
 
 def _family(dtype: Any) -> Any:
@@ -280,6 +288,8 @@ def _compile(
         fn=fn,
         program=prog,
         replaces=len(chain.steps),
+        operand_dtypes=tuple(chain.dtypes),
+        result_dtype=slots[slot].dtype,
     )
 
 
@@ -356,6 +366,10 @@ def _epilogue(
             fn=fn,
             program=prog,
             replaces=len(chain.steps) + 1,
+            operand_dtypes=tuple(operand_dtypes),
+            result_dtype=slots[slot].dtype,
+            gemm=gemm.name,
+            product_dtype=product_dtype,
         )
         return fused, at
     return None

@@ -163,6 +163,16 @@ class CPUBackend(ampcore.Backend):
         result straight into the chain's numba pass (:func:`.fusion.fused_gemm_kernel`), eager's bits."""
         return fusion.fused_gemm_kernel(gemm, program, product_dtype, operand_dtypes, result_dtype)
 
+    def capture_runner(self, program: Any) -> Any:
+        """The core's runner on ``program`` with its float16 values kept widened where all their kernels take
+        them so (:mod:`.widen`); None (the core's runner on ``program`` itself) where none are."""
+        from ampcore.capture import reference_runner
+
+        from .widen import widen_float16
+
+        widened = widen_float16(program)
+        return None if widened is None else reference_runner(widened)
+
     def capture_support(self) -> str:
         if compiled.status().enabled:
             return (

@@ -1,0 +1,195 @@
+"""A captured program's float16 values kept widened in float32, where every kernel that reads them takes them so.
+
+This CPU has no float16 arithmetic: each kernel widens its float16 operands to float32 on the way in and rounds
+its result back on the way out (:mod:`.kernels`).  Inside a captured program a value another kernel of the
+same program reads is widened once per reader, and the value a fused loop stored in 2 bytes is read back and
+widened again.  Here such a value is stored as its float32 widening instead (exactly the same number: every
+float16 is a float32): its producer rounds to float16 and widens in the same pass (a fused chain's last
+rounding node, or a cast's), and its readers load float32.  The bits of every value are eager's; only where a
+value lives changes, as with fusion.
+
+A value is kept widened only where its producer and every reader are among the kernels below, it is neither
+an input nor a result of the program (those keep the dtype their tensors have), and the GEMM path is the
+widened sgemm (where oneMKL's float16 GEMM runs, it reads 2-byte operands as they are):
+
+- producers: a fused chain or GEMM epilogue whose program ends in its float16 rounding; a float32 -> float16
+  ``cast``; a float16 ``sum``; ``reshape`` and ``transpose`` of a kept value;
+- readers: a fused chain's operand; a matmul epilogue's operand (its product is then sgemm's on the same
+  float32 values the widened path makes, in the same layout); a ``sum``, whose reduction then runs on the
+  float32 value its float16 path widens to (a value a view made is left alone there: the widened copy's
+  memory order could differ); ``reshape`` and ``transpose``, whose result is kept too.
+
+bfloat16 is left as it is: its widening is a shift (ml_dtypes' cast costs less than a call), and its ``sum``
+reduces the 2-byte array with NumPy's buffered casting, whose order a float32 reduction need not repeat.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ampcore import dtypes as dt
+from ampcore import expr as E
+from ampcore.capture import FusedStep, Program, Ref, Step
+from ampcore.kernels import EPILOGUE_GEMMS
+
+from . import compiled, fusion, kernels
+from .kernels import BLOCKED_GEMM_ELEMENTS, F16, F32, _down, _up
+
+__all__ = ["widen_float16"]
+
+_VIEWS = ("reshape", "transpose")
+
+
+def widen_float16(program: Program) -> Program | None:
+    """``program`` with the float16 values it may keep in float32 kept so (see the module docstring), or None
+    where it keeps none (or numba is off: the NumPy fallback's kernels gain nothing from it)."""
+    if not compiled.status().enabled or kernels.gemm_choice(F16).mkl:
+        return None
+    steps, slots = program.steps, program.slots
+    producer: dict[int, int] = {}
+    readers: dict[int, list[tuple[int, int]]] = {}
+    for i, step in enumerate(steps):
+        if isinstance(step.outs, Ref):
+            producer[step.outs.slot] = i
+        for position, arg in enumerate(step.args):
+            if isinstance(arg, Ref):
+                readers.setdefault(arg.slot, []).append((i, position))
+        for value in step.kwargs.values():
+            if isinstance(value, Ref):
+                readers.setdefault(value.slot, []).append((i, -1))  # a keyword operand: never kept widened
+    fixed = set(program.inputs) | set(program.results)
+    kept = {
+        s for s, i in producer.items() if s not in fixed and slots[s].dtype == dt.float16 and _produces(steps[i], slots)
+    }
+    changed = True
+    while changed:  # drop a value a reader cannot take widened, and a view's result whose source was dropped
+        changed = False
+        for s in sorted(kept):
+            step = steps[producer[s]]
+            view_of_dropped = step.name in _VIEWS and step.args[0].slot not in kept
+            reads = readers.get(s, [])
+            if view_of_dropped or not all(_reads(steps[i], p, s, kept, slots, producer, steps) for i, p in reads):
+                kept.discard(s)
+                changed = True
+    if not kept:
+        return None
+    new_steps = [_rewrite(step, kept, slots) for step in steps]
+    new_slots = [dataclasses.replace(info, dtype=dt.float32) if s in kept else info for s, info in enumerate(slots)]
+    return dataclasses.replace(program, slots=new_slots, steps=new_steps)
+
+
+# --------------------------------------------------------------------------- which steps take part
+def _ends_rounded(step: FusedStep) -> bool:
+    """Whether a fused program's result is its own float16 rounding (not so in the relaxed mode)."""
+    return step.program is not None and step.program.root.op == "round_float16"
+
+
+def _produces(step: Step, slots: list[Any]) -> bool:
+    if isinstance(step, FusedStep):
+        return step.gemm in (None, "matmul", "scaled_mm") and _ends_rounded(step)
+    if step.name == "cast":
+        return isinstance(step.args[0], Ref) and slots[step.args[0].slot].dtype == dt.float32
+    if step.name == "sum":
+        return isinstance(step.args[0], Ref) and slots[step.args[0].slot].dtype == dt.float16
+    return step.name in _VIEWS
+
+
+def _reads(
+    step: Step, position: int, slot: int, kept: set[int], slots: list[Any], producer: dict[int, int], steps: list[Step]
+) -> bool:
+    """Whether ``step`` can take its operand at ``position`` (``slot``) as float32."""
+    if position < 0:
+        return False
+    if isinstance(step, FusedStep):
+        if step.gemm is None:
+            return True
+        arity = EPILOGUE_GEMMS[step.gemm]
+        if position >= arity:
+            return True  # one of the chain's own operands
+        if step.gemm != "matmul":
+            return False
+        a, b = step.args[0], step.args[1]
+        sizes = [np.prod(slots[r.slot].shape or ()) for r in (a, b)]
+        return all(slots[r.slot].dtype == dt.float16 for r in (a, b)) and max(sizes) < BLOCKED_GEMM_ELEMENTS
+    if step.name == "sum":
+        return steps[producer[slot]].name not in _VIEWS
+    if step.name in _VIEWS:
+        return position == 0 and isinstance(step.outs, Ref) and step.outs.slot in kept
+    return False
+
+
+# --------------------------------------------------------------------------- the rewritten steps
+def _rewrite(step: Step, kept: set[int], slots: list[Any]) -> Step:
+    out_kept = isinstance(step.outs, Ref) and step.outs.slot in kept
+    in_kept = [isinstance(a, Ref) and a.slot in kept for a in step.args]
+    if not out_kept and not any(in_kept):
+        return step
+    if isinstance(step, FusedStep):
+        return _refused(step, in_kept, out_kept)
+    if step.name == "cast":
+        rounding = _rounding(step.args[1])
+        return _step(step, "widened[cast]", lambda x, dtype: rounding(x))
+    if step.name == "sum":
+        return _step(step, "widened[sum]", _sum(out_kept))
+    return step  # a view: the same kernel on the float32 value
+
+
+def _step(step: Step, name: str, fn: Callable[..., Any]) -> FusedStep:
+    return FusedStep(step.table, name, step.args, step.kwargs, step.outs, step.where, fn=fn, replaces=1)
+
+
+def _refused(step: FusedStep, in_kept: list[bool], out_kept: bool) -> FusedStep:
+    """``step`` compiled again for its float32 operands and result."""
+    result = dt.float32 if out_kept else step.result_dtype
+    if step.gemm is None:
+        dtypes = [dt.float32 if k else d for k, d in zip(in_kept, step.operand_dtypes)]
+        fn = fusion.fused_kernel(step.program, dtypes, result)
+    else:
+        arity = EPILOGUE_GEMMS[step.gemm]
+        rest = [dt.float32 if k else d for k, d in zip(in_kept[arity:], step.operand_dtypes[1:])]
+        dtypes = [step.operand_dtypes[0], *rest]
+        fn = fusion.fused_gemm_kernel(step.gemm, step.program, step.product_dtype, dtypes, result)
+        if fn is not None and any(in_kept[:2]):
+            fn = _widened_operands(fn)
+    assert fn is not None, f"the cpu backend compiled {step.name} before and must again"
+    return dataclasses.replace(step, fn=fn, result_dtype=result)
+
+
+def _widened_operands(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A matmul epilogue whose GEMM operands may come kept in float32: both as float32 on the widened path (the
+    float32 copies it would make), both as float16 where oneMKL's GEMM runs now (another thread count)."""
+
+    def kernel(a: np.ndarray, b: np.ndarray, *rest: Any) -> Any:
+        if kernels.gemm_choice(F16).mkl:
+            return fn(_narrow(a), _narrow(b), *rest)
+        return fn(_up(a), _up(b), *rest)
+
+    return kernel
+
+
+def _narrow(x: np.ndarray) -> np.ndarray:
+    return _down(x, F16) if x.dtype == F32 else x  # exact: a kept value is a float16 widened
+
+
+def _rounding(target: Any) -> Callable[[np.ndarray], np.ndarray]:
+    """float32 -> float16 -> float32 in one compiled pass (the cast's rounding, kept widened)."""
+    assert target == dt.float16
+    prog = E.Program("widened_cast", "T", E.round_float16(E.Expr("input", (), 0)))
+    fn = fusion.fused_kernel(prog, [dt.float32], dt.float32)
+    assert fn is not None
+    return fn
+
+
+def _sum(out_kept: bool) -> Callable[..., np.ndarray]:
+    """A float16 sum of a float32-kept value: float32 reduction, as the float16 path's on its widened copy."""
+
+    def widened_sum(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+        out = np.asarray(np.add.reduce(x if x.dtype == F32 else _up(x), axes, F32, None, keepdims))
+        rounded = _down(out, F16)
+        return _up(rounded) if out_kept else rounded
+
+    return widened_sum

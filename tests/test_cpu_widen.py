@@ -1,0 +1,129 @@
+"""The cpu backend's captured programs keep float16 values widened in float32 where every kernel that reads them
+takes them so (ampcore_cpu.widen): the same bits as eager, step for step, with fewer conversions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ampcore
+from ampcore import training as T
+from ampcore_cpu import compiled, kernels, widen
+from ampcore_cpu.plugin import CPUBackend
+
+pytestmark = pytest.mark.skipif(
+    not compiled.status().enabled, reason="the NumPy fallback keeps float16 as it is (no numba: nothing to gain)"
+)
+
+
+def _mlp_step(dtype: str, seed: int = 0):
+    ampcore.manual_seed(seed)
+    model = T.build_model(32, (48, 48), 10, "cpu")
+    opt = ampcore.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01, fused=True)
+    scaler = ampcore.GradScaler.for_dtype(ampcore.dtypes.as_dtype(dtype), "cpu")
+    return model, opt, scaler
+
+
+def _batches(n: int, inf_at: int | None = 4) -> list[tuple[ampcore.Tensor, ampcore.Tensor]]:
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal((16, 32)).astype(np.float32) for _ in range(n)]
+    if inf_at is not None:
+        xs[inf_at][0, 0] = np.inf  # an overflowing step: skipped, the scale backs off
+    return [(ampcore.tensor(x), ampcore.tensor(rng.integers(0, 10, 16))) for x in xs]
+
+
+def _program(step) -> ampcore.capture.Program:
+    (entry,) = step._compiled.entries.values()
+    return entry.program
+
+
+def test_a_float16_amp_step_keeps_its_inner_values_widened_and_gives_eager_bits_step_for_step():
+    dtype = ampcore.float16
+    eager_parts, captured_parts = _mlp_step("float16"), _mlp_step("float16")
+    step = ampcore.compile(T.train_step)
+    for x, y in _batches(8):
+        want = T.train_step(*eager_parts[:2], x, y, eager_parts[2], dtype)
+        got = step(*captured_parts[:2], x, y, captured_parts[2], dtype)
+        assert got.numpy().tobytes() == want.numpy().tobytes() or (np.isnan(got.numpy()) and np.isnan(want.numpy()))
+    assert step._compiled.stats.replays >= 5
+    for p, q in zip(eager_parts[0].parameters(), captured_parts[0].parameters()):
+        assert p.numpy().tobytes() == q.numpy().tobytes()
+    assert eager_parts[2].get_scale() == captured_parts[2].get_scale() < 65536.0  # the inf step backed off
+    program = _program(step)
+    widened = widen.widen_float16(program)
+    assert widened is not None
+    names = [s.name for s in widened.steps]
+    assert names.count("widened[cast]") >= 3  # the input's and the weights' casts to float16
+    kept = [s for s, (a, b) in enumerate(zip(program.slots, widened.slots)) if a.dtype != b.dtype]
+    assert kept and all(program.slots[s].dtype == ampcore.float16 for s in kept)
+    assert not set(kept) & (set(program.inputs) | set(program.results))
+
+
+def test_a_result_and_a_value_whose_view_a_sum_reads_stay_float16():
+    x, w = ampcore.randn(8, 16).half(), ampcore.randn(16, 8).half()
+
+    def kept(x, w):
+        h = (x @ w + 1.0).relu()  # read by the next GEMM's epilogue only: kept widened
+        return (h @ w.t()) * 2.0
+
+    def viewed(x, w):
+        h = (x @ w + 1.0).relu()
+        return (h @ w.t()) * 2.0, h.t().sum(0)  # a view of h read by a sum: its widened copy's order could differ
+
+    for f, widens in ((kept, True), (viewed, False)):
+        step = ampcore.compile(f, options={"warmup": 0})
+        step(x, w)
+        program = _program(step)
+        widened = widen.widen_float16(program)
+        assert (widened is not None) is widens, f.__name__
+        if widened is not None:
+            assert all(widened.slots[r].dtype == program.slots[r].dtype for r in program.results)
+        out, want = step(x, w), f(x, w)
+        out, want = (out, want) if isinstance(out, tuple) else ((out,), (want,))
+        assert [r.numpy().tobytes() for r in out] == [r.numpy().tobytes() for r in want]
+
+
+def test_nothing_is_widened_where_onemkl_runs_the_float16_gemm_or_numba_is_off(monkeypatch):
+    model, opt, scaler = _mlp_step("float16")
+    step = ampcore.compile(T.train_step)
+    x, y = _batches(1, inf_at=None)[0]
+    for _ in range(3):
+        step(model, opt, x, y, scaler, ampcore.float16)
+    program = _program(step)
+    assert widen.widen_float16(program) is not None
+    mkl = kernels.lowp_gemm.GemmChoice("float16", True, "forced for the test")
+    monkeypatch.setattr(kernels, "gemm_choice", lambda dtype: mkl)
+    assert widen.widen_float16(program) is None
+    monkeypatch.undo()
+    monkeypatch.setattr(compiled, "status", lambda: compiled.CompiledPath(False, "off for the test"))
+    assert widen.widen_float16(program) is None
+
+
+def test_a_widened_epilogue_hands_float16_operands_to_onemkl_if_it_runs_later(monkeypatch):
+    seen = []
+
+    def fake(a, b, *rest):
+        seen.append((a.dtype, b.dtype))
+        return a
+
+    kernel = widen._widened_operands(fake)
+    a32 = np.arange(6, dtype=np.float16).reshape(2, 3).astype(np.float32)
+    b16 = np.ones((3, 2), np.float16)
+    kernel(a32, b16)
+    mkl = kernels.lowp_gemm.GemmChoice("float16", True, "forced for the test")
+    monkeypatch.setattr(kernels, "gemm_choice", lambda dtype: mkl)
+    kernel(a32, b16)
+    assert seen == [(np.float32, np.float32), (np.float16, np.float16)]
+
+
+def test_turning_the_runner_off_gives_the_same_bits(monkeypatch):
+    batches = _batches(6)
+    losses = []
+    for off in (False, True):
+        if off:
+            monkeypatch.setattr(CPUBackend, "capture_runner", lambda self, program: None)
+        model, opt, scaler = _mlp_step("float16", seed=3)
+        step = ampcore.compile(T.train_step)
+        losses.append([step(model, opt, x, y, scaler, ampcore.float16).numpy().tobytes() for x, y in batches])
+        losses.append([p.numpy().tobytes() for p in model.parameters()])
+    assert losses[0] == losses[2] and losses[1] == losses[3]
