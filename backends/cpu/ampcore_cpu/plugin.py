@@ -177,7 +177,7 @@ class CPUBackend(ampcore.Backend):
         if compiled.status().enabled:
             return (
                 "kernels called back to back (the core's runner); elementwise chains fused into numba loops, "
-                "and a GEMM's epilogue into its product's"
+                "and a GEMM's epilogue into its product's; inner float16 values kept widened in float32"
             )
         return "kernels called back to back (the core's runner); fused chains evaluated with NumPy (no numba)"
 
