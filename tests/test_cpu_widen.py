@@ -127,3 +127,29 @@ def test_turning_the_runner_off_gives_the_same_bits(monkeypatch):
         losses.append([step(model, opt, x, y, scaler, ampcore.float16).numpy().tobytes() for x, y in batches])
         losses.append([p.numpy().tobytes() for p in model.parameters()])
     assert losses[0] == losses[2] and losses[1] == losses[3]
+
+
+def test_a_transformer_blocks_float16_step_gives_eager_bits_with_attentions_transposed_operands():
+    """Attention's projections read transposed (non-contiguous) views: a kept operand is laid out as the widened
+    path's float32 copy would be, since BLAS sums a transposed operand in another order."""
+    from ampcore.bench import models as M
+    from ampcore.bench import runs as R
+
+    spec = M._transformer_spec("t", 64, 2, 24, 8)
+    rng = np.random.default_rng(2)
+    batches = [
+        (ampcore.tensor(rng.standard_normal((8, 24, 64)).astype(np.float32)), ampcore.tensor(rng.integers(0, 10, 8)))
+        for _ in range(5)
+    ]
+    results = []
+    for compiled_step in (False, True):
+        ampcore.manual_seed(0)
+        model = spec.build("cpu")
+        opt = ampcore.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+        scaler = ampcore.GradScaler("cpu")
+        step = ampcore.compile(R.train_step) if compiled_step else R.train_step
+        losses = [step(model, opt, scaler, x, y, ampcore.float16, True).numpy().tobytes() for x, y in batches]
+        results.append((losses, [p.numpy().tobytes() for p in model.parameters()]))
+        if compiled_step:
+            assert widen.widen_float16(_program(step)) is not None
+    assert results[0] == results[1]

@@ -36,7 +36,7 @@ from ampcore import expr as E
 from ampcore.capture import FusedStep, Program, Ref, Step
 from ampcore.kernels import EPILOGUE_GEMMS
 
-from . import compiled, fusion, kernels
+from . import compiled, fusion, halfconv, kernels
 from .kernels import BLOCKED_GEMM_ELEMENTS, F16, F32, _down, _up
 
 __all__ = ["widen_float16"]
@@ -131,8 +131,7 @@ def _rewrite(step: Step, kept: set[int], slots: list[Any]) -> Step:
     if isinstance(step, FusedStep):
         return _refused(step, in_kept, out_kept)
     if step.name == "cast":
-        rounding = _rounding(step.args[1])
-        return _step(step, "widened[cast]", lambda x, dtype: rounding(x))
+        return _step(step, "widened[cast]", _cast(_rounding(step.args[1])))
     if step.name == "sum":
         return _step(step, "widened[sum]", _sum(out_kept))
     return step  # a view: the same kernel on the float32 value
@@ -166,13 +165,25 @@ def _widened_operands(fn: Callable[..., Any]) -> Callable[..., Any]:
     def kernel(a: np.ndarray, b: np.ndarray, *rest: Any) -> Any:
         if kernels.gemm_choice(F16).mkl:
             return fn(_narrow(a), _narrow(b), *rest)
-        return fn(_up(a), _up(b), *rest)
+        return fn(_as_widened(a), _as_widened(b), *rest)
 
     return kernel
 
 
 def _narrow(x: np.ndarray) -> np.ndarray:
     return _down(x, F16) if x.dtype == F32 else x  # exact: a kept value is a float16 widened
+
+
+def _as_widened(x: np.ndarray) -> np.ndarray:
+    """A GEMM operand as the widened path's float32 copy of its float16 value would be laid out (:func:`._up`):
+    BLAS sums a transposed operand in another order than a contiguous one, so the layout must be the copy's.
+    A C- or F-contiguous value is as its copy would be; another view is copied as ``_up`` copies (ml_dtypes'
+    cast in the same memory order below :data:`.halfconv.SMALL_UP` elements, else C order)."""
+    if x.dtype != F32:
+        return _up(x)
+    if x.flags.c_contiguous or x.flags.f_contiguous:
+        return x
+    return x.astype(F32) if x.size < halfconv.SMALL_UP else np.ascontiguousarray(x)
 
 
 def _rounding(target: Any) -> Callable[[np.ndarray], np.ndarray]:
@@ -182,6 +193,18 @@ def _rounding(target: Any) -> Callable[[np.ndarray], np.ndarray]:
     fn = fusion.fused_kernel(prog, [dt.float32], dt.float32)
     assert fn is not None
     return fn
+
+
+def _cast(rounding: Callable[[np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:
+    """The cast kept widened, laid out as the cast's own result (a C-contiguous copy, or an F-contiguous one of an
+    F-contiguous source: :func:`.halfconv.convert_bits`)."""
+
+    def widened_cast(x: np.ndarray, dtype: Any) -> np.ndarray:
+        if x.flags.c_contiguous:
+            return rounding(x)  # one compiled pass, C-contiguous as the cast's result
+        return _up(halfconv.to_float16(x))
+
+    return widened_cast
 
 
 def _sum(out_kept: bool) -> Callable[..., np.ndarray]:
