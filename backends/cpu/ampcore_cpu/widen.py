@@ -15,9 +15,10 @@ widened sgemm (where oneMKL's float16 GEMM runs, it reads 2-byte operands as the
 - producers: a fused chain or GEMM epilogue whose program ends in its float16 rounding; a float32 -> float16
   ``cast``; a float16 ``sum``; ``reshape`` and ``transpose`` of a kept value;
 - readers: a fused chain's operand; a matmul epilogue's operand (its product is then sgemm's on the same
-  float32 values the widened path makes, in the same layout); a ``sum``, whose reduction then runs on the
-  float32 value its float16 path widens to (a value a view made is left alone there: the widened copy's
-  memory order could differ); ``reshape`` and ``transpose``, whose result is kept too.
+  float32 values the widened path makes, laid out as its copy would be: BLAS sums a transposed operand in
+  another order); a ``sum``, whose reduction then runs on the float32 value its float16 path widens to;
+  ``reshape`` and ``transpose``, whose result is kept too.  A value a view made is read widened only by a
+  GEMM: elsewhere its float32 copy's memory order, and so a result's, could differ.
 
 bfloat16 is left as it is: its widening is a shift (ml_dtypes' cast costs less than a call), and its ``sum``
 reduces the 2-byte array with NumPy's buffered casting, whose order a float32 reduction need not repeat.
@@ -104,19 +105,19 @@ def _reads(
     """Whether ``step`` can take its operand at ``position`` (``slot``) as float32."""
     if position < 0:
         return False
+    from_view = steps[producer[slot]].name in _VIEWS
     if isinstance(step, FusedStep):
-        if step.gemm is None:
-            return True
-        arity = EPILOGUE_GEMMS[step.gemm]
-        if position >= arity:
-            return True  # one of the chain's own operands
+        if step.gemm is None or position >= EPILOGUE_GEMMS[step.gemm]:
+            # one of the chain's own operands: not a view, whose float32 copy's layout (and so the chain's
+            # result's, where it falls back to NumPy's ufuncs) could differ from the widened float16 one's
+            return not from_view
         if step.gemm != "matmul":
             return False
         a, b = step.args[0], step.args[1]
         sizes = [np.prod(slots[r.slot].shape or ()) for r in (a, b)]
         return all(slots[r.slot].dtype == dt.float16 for r in (a, b)) and max(sizes) < BLOCKED_GEMM_ELEMENTS
     if step.name == "sum":
-        return steps[producer[slot]].name not in _VIEWS
+        return not from_view
     if step.name in _VIEWS:
         return position == 0 and isinstance(step.outs, Ref) and step.outs.slot in kept
     return False
