@@ -111,7 +111,7 @@ def test_a_widened_epilogue_hands_float16_operands_to_onemkl_if_it_runs_later(mo
     b16 = np.ones((3, 2), np.float16)
     kernel(a32, b16)
     mkl = kernels.lowp_gemm.GemmChoice("float16", True, "forced for the test")
-    monkeypatch.setattr(kernels, "gemm_choice", lambda dtype: mkl)
+    monkeypatch.setitem(kernels.lowp_gemm._chosen, ("float16", kernels.threads._wanted), mkl)  # as if probed so
     kernel(a32, b16)
     assert seen == [(np.float32, np.float32), (np.float16, np.float16)]
 
