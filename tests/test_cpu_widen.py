@@ -153,3 +153,19 @@ def test_a_transformer_blocks_float16_step_gives_eager_bits_with_attentions_tran
         if compiled_step:
             assert widen.widen_float16(_program(step)) is not None
     assert results[0] == results[1]
+
+
+def test_a_value_a_kernel_reads_inside_a_list_stays_float16():
+    """A kernel that takes a list of arrays (cat, the optimizer's and the scaler's kernels) reads its float16
+    operands as they are: a value read there is not kept widened."""
+    x = ampcore.randn(8, 16).half()
+
+    def f(x):
+        h = (x * 2.0 + 1.0).relu()  # a fused chain's float16 result, read only inside cat's list
+        return ampcore.cat([h, x]) * 3.0
+
+    step = ampcore.compile(f, options={"warmup": 0})
+    step(x)
+    assert widen.widen_float16(_program(step)) is None
+    got, want = step(x), f(x)
+    assert got.dtype == want.dtype == ampcore.float16 and got.numpy().tobytes() == want.numpy().tobytes()

@@ -34,7 +34,7 @@ import numpy as np
 
 from ampcore import dtypes as dt
 from ampcore import expr as E
-from ampcore.capture import FusedStep, Program, Ref, Step
+from ampcore.capture import FusedStep, Program, Ref, Step, refs_in
 from ampcore.kernels import EPILOGUE_GEMMS
 
 from . import compiled, fusion, halfconv, kernels, lowp_gemm, threads
@@ -59,9 +59,11 @@ def widen_float16(program: Program) -> Program | None:
         for position, arg in enumerate(step.args):
             if isinstance(arg, Ref):
                 readers.setdefault(arg.slot, []).append((i, position))
-        for value in step.kwargs.values():
-            if isinstance(value, Ref):
-                readers.setdefault(value.slot, []).append((i, -1))  # a keyword operand: never kept widened
+            else:  # an operand inside a list (cat's, the optimizer's): the kernel takes it as it is
+                for s in refs_in(arg):
+                    readers.setdefault(s, []).append((i, -1))
+        for s in refs_in(step.kwargs):
+            readers.setdefault(s, []).append((i, -1))  # a keyword operand: never kept widened
     fixed = set(program.inputs) | set(program.results)
     kept = {
         s for s, i in producer.items() if s not in fixed and slots[s].dtype == dt.float16 and _produces(steps[i], slots)
