@@ -30,7 +30,7 @@ from ampcore import dtypes as dt
 from ampcore import expr as E
 from ampcore.kernels import EPILOGUE_GEMMS
 
-from . import compiled, kernels, loops
+from . import compiled, float8, kernels, loops
 from .elementwise import FUNCTIONS
 from .kernels import BF16, F16, F32, F64, _down, _quiet, _up
 
@@ -88,8 +88,6 @@ def fused_gemm_kernel(
     A linear layer's backward and forward under float16 autocast each saved 3-5 us per GEMM this way on the
     digits MLP's (64, 128) products (2-core AMD EPYC Zen 5).
     """
-    from . import float8
-
     sums_of, rounded = {"matmul": (kernels.matmul_sums, kernels.matmul), "scaled_mm": (float8.scaled_sums, None)}.get(
         gemm, (None, None)
     )
