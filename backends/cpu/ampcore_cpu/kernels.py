@@ -438,21 +438,22 @@ def _probe_candidates(dtype: np.dtype) -> Callable[[], tuple[Callable[[], object
 _PROBES = {dtype: _probe_candidates(dtype) for dtype in (F16, BF16)}
 
 
-def gemm_choice(dtype: np.dtype) -> lowp_gemm.GemmChoice:
-    """Which path runs float16 or bfloat16 GEMMs at this thread count (chosen on first use: :mod:`.lowp_gemm`)."""
-    return lowp_gemm.choose(dtype.name, _PROBES[dtype])
-
-
 # The choice's key names the dtype by its name; dtype.name is a property that builds the string on every read,
 # and this runs on every autocast matmul (with the calls it replaces, about 4% of the whole op).
 _KIND = {F16: "float16", BF16: "bfloat16"}
 
 
+def gemm_choice(dtype: np.dtype) -> lowp_gemm.GemmChoice:
+    """Which path runs float16 or bfloat16 GEMMs at this thread count (chosen on first use: :mod:`.lowp_gemm`).
+    A choice already made is one dict lookup: every 16-bit matmul asks."""
+    kind = _KIND[dtype]
+    return lowp_gemm._chosen.get((kind, threads._wanted)) or lowp_gemm.choose(kind, _PROBES[dtype])
+
+
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     dtype = a.dtype
     if dtype in LOW:
-        choice = lowp_gemm._chosen.get((_KIND[dtype], threads._wanted)) or gemm_choice(dtype)
-        return mkl_matmul(a, b) if choice.mkl else widened_matmul(a, b)
+        return mkl_matmul(a, b) if gemm_choice(dtype).mkl else widened_matmul(a, b)
     if a.ndim == 2 and b.ndim == 2:
         return np.matmul(a, b)
     return _gemm(a, b)
@@ -464,8 +465,7 @@ def matmul_sums(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     block by block, rounding each block as it goes.  A captured GEMM's fused epilogue starts from these."""
     dtype = a.dtype
     if dtype in LOW:
-        choice = lowp_gemm._chosen.get((_KIND[dtype], threads._wanted)) or gemm_choice(dtype)
-        return lowp_gemm.product(a, b) if choice.mkl else _widened_sums(a, b)
+        return lowp_gemm.product(a, b) if gemm_choice(dtype).mkl else _widened_sums(a, b)
     return matmul(a, b)
 
 

@@ -37,7 +37,7 @@ from ampcore import expr as E
 from ampcore.capture import FusedStep, Program, Ref, Step, refs_in
 from ampcore.kernels import EPILOGUE_GEMMS
 
-from . import compiled, fusion, halfconv, kernels, lowp_gemm, threads
+from . import compiled, fusion, halfconv, kernels
 from .kernels import BLOCKED_GEMM_ELEMENTS, F16, F32, _down, _up
 
 __all__ = ["widen_float16"]
@@ -166,8 +166,7 @@ def _widened_operands(fn: Callable[..., Any]) -> Callable[..., Any]:
     float32 copies it would make), both as float16 where oneMKL's GEMM runs now (another thread count)."""
 
     def kernel(a: np.ndarray, b: np.ndarray, *rest: Any) -> Any:
-        choice = lowp_gemm._chosen.get(("float16", threads._wanted)) or kernels.gemm_choice(F16)  # as matmul's
-        if choice.mkl:
+        if kernels.gemm_choice(F16).mkl:
             return fn(_narrow(a), _narrow(b), *rest)
         return fn(_as_widened(a), _as_widened(b), *rest)
 
