@@ -80,7 +80,7 @@ def widen_float16(program: Program) -> Program | None:
                 changed = True
     if not kept:
         return None
-    new_steps = [_rewrite(step, kept, slots) for step in steps]
+    new_steps = [_rewrite(step, kept) for step in steps]
     new_slots = [dataclasses.replace(info, dtype=dt.float32) if s in kept else info for s, info in enumerate(slots)]
     return dataclasses.replace(program, slots=new_slots, steps=new_steps)
 
@@ -93,7 +93,7 @@ def _ends_rounded(step: FusedStep) -> bool:
 
 def _produces(step: Step, slots: list[Any]) -> bool:
     if isinstance(step, FusedStep):
-        return step.gemm in (None, "matmul", "scaled_mm") and _ends_rounded(step)
+        return _ends_rounded(step)
     if step.name == "cast":
         return isinstance(step.args[0], Ref) and slots[step.args[0].slot].dtype == dt.float32
     if step.name == "sum":
@@ -126,7 +126,7 @@ def _reads(
 
 
 # --------------------------------------------------------------------------- the rewritten steps
-def _rewrite(step: Step, kept: set[int], slots: list[Any]) -> Step:
+def _rewrite(step: Step, kept: set[int]) -> Step:
     out_kept = isinstance(step.outs, Ref) and step.outs.slot in kept
     in_kept = [isinstance(a, Ref) and a.slot in kept for a in step.args]
     if not out_kept and not any(in_kept):
@@ -211,11 +211,12 @@ def _cast(rounding: Callable[[np.ndarray], np.ndarray]) -> Callable[..., np.ndar
 
 
 def _sum(out_kept: bool) -> Callable[..., np.ndarray]:
-    """A float16 sum of a float32-kept value: float32 reduction, as the float16 path's on its widened copy."""
+    """A float16 sum of a float32-kept value: the backend's float32 sum of it (the reduction its float16 path
+    runs on its widened copy) rounded to float16, kept widened or not; a float16 operand takes that path."""
 
     def widened_sum(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
-        out = np.asarray(np.add.reduce(x if x.dtype == F32 else _up(x), axes, F32, None, keepdims))
-        rounded = _down(out, F16)
+        summed = kernels.reduce_sum(x, axes, keepdims)
+        rounded = summed if summed.dtype == F16 else _down(summed, F16)
         return _up(rounded) if out_kept else rounded
 
     return widened_sum
