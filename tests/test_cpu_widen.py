@@ -169,3 +169,22 @@ def test_a_value_a_kernel_reads_inside_a_list_stays_float16():
     assert widen.widen_float16(_program(step)) is None
     got, want = step(x), f(x)
     assert got.dtype == want.dtype == ampcore.float16 and got.numpy().tobytes() == want.numpy().tobytes()
+
+
+def test_a_sum_read_only_by_a_chain_is_kept_widened_and_rounded_as_eager():
+    """A float16 sum of a kept value whose result only a fused chain reads: reduced in float32 as the float16 path
+    does on its widened copy, rounded to float16, and kept widened for the chain."""
+    x, w = ampcore.randn(32, 16).half(), ampcore.randn(16, 24).half()
+
+    def f(x, w):
+        h = (x @ w + 1.0).relu()  # kept: read by the sum only
+        return h.sum(0) * 3.0 + 1.0  # the sum's result read by the chain only: kept too
+
+    step = ampcore.compile(f, options={"warmup": 0})
+    step(x, w)
+    program = _program(step)
+    widened = widen.widen_float16(program)
+    assert widened is not None
+    (total,) = [s for s in widened.steps if s.name == "widened[sum]"]
+    assert widened.slots[total.args[0].slot].dtype == widened.slots[total.outs.slot].dtype == ampcore.float32
+    assert [step(x, w).numpy().tobytes() for _ in range(2)] == [f(x, w).numpy().tobytes()] * 2
