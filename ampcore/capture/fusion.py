@@ -270,9 +270,8 @@ def _relabel(root: E.Expr, mapping: list[int]) -> E.Expr:
 def _compile(
     chain: _Chain, slot: int, slots: list[Any], compile_kernel: Callable[..., Any], sink: Step
 ) -> FusedStep | None:
-    kinds = "".join("b" if d == dt.bool_ else "T" for d in chain.dtypes)
     try:
-        prog = E.Program(f"fused_{len(chain.steps)}", kinds, chain.root)
+        prog = E.Program(f"fused_{len(chain.steps)}", _kinds(chain.dtypes), chain.root)
     except E.ProgramError:
         return None
     fn = compile_kernel(prog, list(chain.dtypes), slots[slot].dtype, sink.table)
@@ -291,6 +290,11 @@ def _compile(
         operand_dtypes=tuple(chain.dtypes),
         result_dtype=slots[slot].dtype,
     )
+
+
+def _kinds(dtypes: list[Any]) -> str:
+    """A fused program's operand kinds: ``b`` for a bool operand, ``T`` for one of the compute type's family."""
+    return "".join("b" if d == dt.bool_ else "T" for d in dtypes)
 
 
 def _describe(chain: _Chain, steps: list[Step], relaxed: bool, gemm: str | None = None) -> str:
@@ -347,12 +351,11 @@ def _epilogue(
         if product_dtype in _ROUND and not relaxed:
             product = _ROUND[product_dtype](product)
         inputs = [product if k == j else E.Expr("input", (), 1 + others.index(k)) for k in range(len(chain.leaves))]
-        kinds = "T" + "".join("b" if chain.dtypes[k] == dt.bool_ else "T" for k in others)
+        operand_dtypes = [chain.family, *(chain.dtypes[k] for k in others)]
         try:
-            prog = E.Program(f"epilogue_{len(chain.steps)}", kinds, _substitute(chain.root, inputs))
+            prog = E.Program(f"epilogue_{len(chain.steps)}", _kinds(operand_dtypes), _substitute(chain.root, inputs))
         except E.ProgramError:
             return None
-        operand_dtypes = [chain.family, *(chain.dtypes[k] for k in others)]
         fn = compile_epilogue(gemm.name, prog, product_dtype, operand_dtypes, slots[slot].dtype, sink.table)
         if fn is None:
             return None
