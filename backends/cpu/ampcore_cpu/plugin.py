@@ -165,13 +165,16 @@ class CPUBackend(ampcore.Backend):
 
     def capture_runner(self, program: Any) -> Any:
         """The core's runner on ``program`` with its float16 values kept widened where all their kernels take
-        them so (:mod:`.widen`); None (the core's runner on ``program`` itself) where none are."""
+        them so (:mod:`.widen`) and its float8 casts' dequantized operands handed to the GEMMs that read them
+        (:mod:`.dequantize`); None (the core's runner on ``program`` itself) where neither applies."""
         from ampcore.capture import reference_runner
 
+        from .dequantize import dequantize_float8
         from .widen import widen_float16
 
-        widened = widen_float16(program)
-        return None if widened is None else reference_runner(widened)
+        widened = widen_float16(program) or program
+        rewritten = dequantize_float8(widened) or widened  # after widening, which compiles epilogues anew
+        return None if rewritten is program else reference_runner(rewritten)
 
     def capture_support(self) -> str:
         if compiled.status().enabled:

@@ -1,0 +1,160 @@
+"""A captured program's float8 operands handed to ``scaled_mm`` already dequantized, made by the cast that made
+them.
+
+On the widened path (:mod:`.float8`) ``scaled_mm`` turns each float8 operand back into float32, ``value(code) *
+scale`` by a table lookup, before sgemm.  In a float8 training step each cast's codes feed two GEMMs (an
+activation the forward's and the weight gradient's, a weight the forward's and the input gradient's, a gradient
+both backward ones), so each is looked up twice, a pass and an allocation each time.  Here a tensorwise
+``quantize_float8_current`` whose codes reach a ``scaled_mm`` (through ``transpose`` views) with that cast's own
+``1 / scale`` as their dequantization scale also writes that float32 operand, in the pass that makes the codes
+(:func:`.float8.quantize_current_dequantized`), and the ``scaled_mm`` reads it: the same numbers (each the one
+rounding of the same product), laid out as the lookup would lay them out (:func:`.float8.as_looked_up`).  The
+codes are still made and read by everything else.  Where oneMKL's float8 GEMM runs at replay (it reads the
+codes), the ``scaled_mm`` takes the codes as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from ampcore import dtypes as dt
+from ampcore.capture import FusedStep, Program, Ref, Step
+
+from . import compiled, float8
+
+__all__ = ["dequantize_float8"]
+
+
+def dequantize_float8(program: Program) -> Program | None:
+    """``program`` with its float8 casts' dequantized operands handed to the ``scaled_mm`` steps that read them
+    (see the module docstring), or None where there are none (or numba is off)."""
+    if not compiled.status().enabled:
+        return None
+    steps = program.steps
+    made_by: dict[int, int] = {}
+    for i, step in enumerate(steps):
+        for s in _out_slots(step):
+            made_by[s] = i
+    casts = {i for i, step in enumerate(steps) if _tensorwise_cast(step)}
+    reads: dict[int, list[tuple[int, list[int]]]] = {}  # scaled_mm step -> per operand: (cast, views) or none
+    for j, step in enumerate(steps):
+        if _gemm_name(step) != "scaled_mm":
+            continue
+        for k in (0, 1):
+            found = _source(step, k, steps, made_by, casts)
+            if found is not None:
+                reads.setdefault(j, []).append((k, *found))
+    if not reads:
+        return None
+    slots = list(program.slots)
+    dequantized: dict[int, int] = {}  # cast step -> the slot of its dequantized operand
+    for i in sorted({cast for found in reads.values() for _, cast, _ in found}):
+        q = steps[i].outs[0].slot
+        dequantized[i] = len(slots)
+        slots.append(dataclasses.replace(slots[q], dtype=dt.float32, kind="output", source=i))
+    new_steps: list[Step] = []
+    for i, step in enumerate(steps):
+        if i in dequantized:
+            step = _with_dequantized(step, dequantized[i])
+        elif i in reads:
+            operands: list[Any] = [None, None]
+            views: list[list[Any]] = [[], []]
+            for k, cast, chain in reads[i]:
+                operands[k] = Ref(dequantized[cast])
+                views[k] = [steps[v].args[1] for v in chain]
+            step = _reading(step, operands, views)
+        new_steps.append(step)
+    return dataclasses.replace(program, slots=slots, steps=new_steps)
+
+
+def _out_slots(step: Step) -> list[int]:
+    outs = step.outs if isinstance(step.outs, tuple | list) else (step.outs,)
+    return [o.slot for o in outs if isinstance(o, Ref)]
+
+
+def _tensorwise_cast(step: Step) -> bool:
+    """A ``quantize_float8_current`` per tensor (0-d scales) with all four results in slots."""
+    if step.name != "quantize_float8_current" or step.kwargs or len(step.args) != 5 or step.args[3] is not False:
+        return False
+    return isinstance(step.outs, tuple | list) and len(step.outs) == 4 and all(isinstance(o, Ref) for o in step.outs)
+
+
+def _gemm_name(step: Step) -> str | None:
+    if isinstance(step, FusedStep):
+        return step.gemm
+    return step.name if not step.kwargs else None
+
+
+def _source(
+    step: Step, k: int, steps: list[Step], made_by: dict[int, int], casts: set[int]
+) -> tuple[int, list[int]] | None:
+    """(the cast, the transposes from its codes in order) where ``step``'s operand ``k`` is a tensorwise cast's
+    codes, through ``transpose`` views only, and its scale operand is that cast's own ``1 / scale``."""
+    operand, scale = step.args[k], step.args[2 + k]
+    if not isinstance(operand, Ref) or not isinstance(scale, Ref):
+        return None
+    views: list[int] = []
+    slot = operand.slot
+    while (
+        slot in made_by and steps[made_by[slot]].name == "transpose" and isinstance(steps[made_by[slot]].args[0], Ref)
+    ):
+        views.append(made_by[slot])
+        slot = steps[made_by[slot]].args[0].slot
+    i = made_by.get(slot)
+    if i not in casts or steps[i].outs[0].slot != slot or steps[i].outs[2].slot != scale.slot:
+        return None
+    return i, views[::-1]
+
+
+def _with_dequantized(step: Step, slot: int) -> FusedStep:
+    """The cast, also writing its dequantized operand into ``slot``."""
+    return FusedStep(
+        step.table,
+        "quantize_float8_current+dequantized",
+        step.args,
+        step.kwargs,
+        (*step.outs, Ref(slot)),
+        step.where,
+        fn=float8.quantize_current_dequantized,
+        replaces=1,
+    )
+
+
+def _reading(step: Step, operands: list[Any], views: list[list[Any]]) -> Step:
+    """``step`` (a ``scaled_mm``, plain or with its epilogue) taking its dequantized operands as two more
+    arguments (None for an operand that has none), viewed as its codes are (``views``: each operand's transposes'
+    axes, in order) and used in place of the codes on the widened path."""
+    fn = step.fn if isinstance(step, FusedStep) and step.fn is not None else _kernel(step)
+    args = (*step.args, *operands)
+    kernel = _dequantized_operands(fn, views)
+    if isinstance(step, FusedStep):
+        return dataclasses.replace(step, args=args, fn=kernel)
+    return FusedStep(step.table, step.name, args, step.kwargs, step.outs, step.where, fn=kernel, replaces=1)
+
+
+def _kernel(step: Step) -> Callable[..., Any]:
+    table = step.table
+    return table.kernel(step.name) if hasattr(table, "kernel") else getattr(table, step.name)
+
+
+def _dequantized_operands(fn: Callable[..., Any], views: list[list[Any]]) -> Callable[..., Any]:
+    views_a, views_b = views
+
+    def kernel(a: Any, b: Any, *rest: Any) -> Any:
+        *rest, dequantized_a, dequantized_b = rest
+        if float8.widened_path():
+            if dequantized_a is not None:
+                a = float8.as_looked_up(_viewed(dequantized_a, views_a))
+            if dequantized_b is not None:
+                b = float8.as_looked_up(_viewed(dequantized_b, views_b))
+        return fn(a, b, *rest)
+
+    return kernel
+
+
+def _viewed(x: Any, views: list[Any]) -> Any:
+    for axes in views:
+        x = x.transpose(axes)
+    return x
