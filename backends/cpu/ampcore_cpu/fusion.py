@@ -54,27 +54,44 @@ def fused_kernel(prog: E.Program, operand_dtypes: Sequence[Any], result_dtype: A
     tags = tuple(_TAG[d] for d in in_np)
     out_tag = _TAG[out_np]
 
-    # A captured step calls each fused kernel with the same layouts every time: plan each layout once.
-    plans: dict[tuple[Any, ...], tuple[tuple[int, ...], tuple[int, int], tuple[str, ...], Any] | None] = {}
+    # A captured step calls each fused kernel with the same layouts every time: plan each layout once, down to
+    # the 2-D shape each operand is viewed as (the loop's own call is then most of a small chain's cost).
+    plans: dict[tuple[Any, ...], tuple[tuple[int, ...], tuple[int, int], list[tuple[int, int] | None], Any] | None]
+    plans = {}
     bits = out_tag in ("f16", "bf16")
+    as_bits = [t in ("f16", "bf16") for t in tags]
 
     def kernel(*operands: Any) -> Any:
         key = tuple([(v.shape, v.flags.c_contiguous) if isinstance(v, np.ndarray) else type(v) for v in operands])
-        if key not in plans:
-            planned = _plan(operands)
-            plans[key] = None if planned is None else (*planned, _loop(prog.key, prog, planned[2], tags, out_tag))
-        plan = plans[key]
+        plan = plans.get(key, _UNPLANNED)
+        if plan is _UNPLANNED:
+            plan = plans[key] = _planned(operands, prog, tags, out_tag)
         if plan is None:
             return slow(*operands)
-        shape, (rows, cols), modes, loop = plan
+        shape, out_shape, views, loop = plan
         out = np.empty(shape, out_np)
         loop(
-            *[_view(v, m, rows, cols) for v, m in zip(operands, modes)],
-            (out.view(np.uint16) if bits else out).reshape(rows, cols),
+            *[_view(v, view, b) for v, view, b in zip(operands, views, as_bits)],
+            (out.view(np.uint16) if bits else out).reshape(out_shape),
         )
         return out
 
     return kernel
+
+
+_UNPLANNED: Any = object()
+
+
+def _planned(
+    operands: Sequence[Any], prog: E.Program, tags: tuple[str, ...], out_tag: str
+) -> tuple[tuple[int, ...], tuple[int, int], list[tuple[int, int] | None], Any] | None:
+    """A layout's plan: the result's shape, its 2-D view, each operand's 2-D view (None: a scalar) and the loop."""
+    planned = _plan(operands)
+    if planned is None:
+        return None
+    shape, (rows, cols), modes = planned
+    views = [_VIEW_SHAPES[m](rows, cols, v) for m, v in zip(modes, operands)]
+    return shape, (rows, cols), views, _loop(prog.key, prog, modes, tags, out_tag)
 
 
 def fused_gemm_kernel(
@@ -140,12 +157,21 @@ def _plan(operands: Sequence[Any]) -> tuple[tuple[int, ...], tuple[int, int], tu
     return shape, (rows, cols), modes
 
 
-def _view(v: Any, mode: str, rows: int, cols: int) -> Any:
-    if mode == "scalar":
+# Each layout mode's 2-D view of an operand (None: a scalar, passed as a number).
+_VIEW_SHAPES: dict[str, Callable[[int, int, Any], tuple[int, int] | None]] = {
+    "scalar": lambda rows, cols, v: None,
+    "full": lambda rows, cols, v: (rows, cols),
+    "row": lambda rows, cols, v: (1, cols),
+    "col": lambda rows, cols, v: (v.size, 1),
+    "one": lambda rows, cols, v: (1, 1),
+}
+
+
+def _view(v: Any, shape: tuple[int, int] | None, bits: bool) -> Any:
+    """An operand as its loop takes it: a 16-bit float array as its uint16 bits, in its 2-D ``shape``."""
+    if shape is None:
         return np.float32(v) if not isinstance(v, bool) else v
-    shape = {"full": (rows, cols), "row": (1, cols), "col": (v.size, 1), "one": (1, 1)}[mode]
-    bits = v.view(np.uint16) if v.dtype in (F16, BF16) else v
-    return bits.reshape(shape)
+    return (v.view(np.uint16) if bits else v).reshape(shape)
 
 
 # --------------------------------------------------------------------------- source
