@@ -18,7 +18,7 @@ import ampcore
 from ampcore import dtypes as dt
 from ampcore.plugins import hookimpl
 
-from . import compiled, float8, fusion, lowp_gemm, mkl, threads
+from . import compiled, float8, fusion, lowp_gemm, mkl, openblas, threads
 from .elementwise import elementwise
 from .kernels import BF16, F16, gemm_choice, primitive_table
 from .malloc import tune_malloc
@@ -67,6 +67,7 @@ GEMM_PATHS: dict[str, Callable[[], str]] = {
     "bf16_gemm": lambda: gemm_choice(BF16).describe(),
     "f16_gemm": lambda: gemm_choice(F16).describe(),
     "float8_gemm": lambda: float8.gemm_choice().describe(),
+    "f32_gemm": openblas.describe,
 }
 
 
