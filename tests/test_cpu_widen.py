@@ -106,7 +106,7 @@ def test_a_widened_epilogue_hands_float16_operands_to_onemkl_if_it_runs_later(mo
         seen.append((a.dtype, b.dtype))
         return a
 
-    kernel = widen._widened_operands(fake)
+    kernel = widen._widened_operands(fake, kernels.F16)
     a32 = np.arange(6, dtype=np.float16).reshape(2, 3).astype(np.float32)
     b16 = np.ones((3, 2), np.float16)
     kernel(a32, b16)
@@ -129,9 +129,11 @@ def test_turning_the_runner_off_gives_the_same_bits(monkeypatch):
     assert losses[0] == losses[2] and losses[1] == losses[3]
 
 
-def test_a_transformer_blocks_float16_step_gives_eager_bits_with_attentions_transposed_operands():
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_transformer_blocks_16_bit_step_gives_eager_bits_with_attentions_transposed_operands(dtype):
     """Attention's projections read transposed (non-contiguous) views: a kept operand is laid out as the widened
     path's float32 copy would be, since BLAS sums a transposed operand in another order."""
+    low = ampcore.dtypes.as_dtype(dtype)
     from ampcore.bench import models as M
     from ampcore.bench import runs as R
 
@@ -146,12 +148,16 @@ def test_a_transformer_blocks_float16_step_gives_eager_bits_with_attentions_tran
         ampcore.manual_seed(0)
         model = spec.build("cpu")
         opt = ampcore.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
-        scaler = ampcore.GradScaler("cpu")
+        scaler = ampcore.GradScaler.for_dtype(low, "cpu")
         step = ampcore.compile(R.train_step) if compiled_step else R.train_step
-        losses = [step(model, opt, scaler, x, y, ampcore.float16, True).numpy().tobytes() for x, y in batches]
+        losses = [step(model, opt, scaler, x, y, low, True).numpy().tobytes() for x, y in batches]
         results.append((losses, [p.numpy().tobytes() for p in model.parameters()]))
         if compiled_step:
-            assert widen.widen_float16(_program(step)) is not None
+            program = _program(step)
+            widened = widen.widen_16bit(program)
+            assert widened is not None
+            kept = {program.slots[s].dtype for s in range(len(program.slots)) if widened.slots[s] != program.slots[s]}
+            assert kept == {low}
     assert results[0] == results[1]
 
 
@@ -188,3 +194,54 @@ def test_a_sum_read_only_by_a_chain_is_kept_widened_and_rounded_as_eager():
     (total,) = [s for s in widened.steps if s.name == "widened[sum]"]
     assert widened.slots[total.args[0].slot].dtype == widened.slots[total.outs.slot].dtype == ampcore.float32
     assert [step(x, w).numpy().tobytes() for _ in range(2)] == [f(x, w).numpy().tobytes()] * 2
+
+
+def test_a_bfloat16_amp_step_keeps_its_gemm_operands_widened_and_gives_eager_bits_step_for_step():
+    """bfloat16 takes part as float16 does, sums aside (bfloat16's sum reduces the 2-byte array in NumPy's
+    buffered order, which a float32 reduction need not repeat): the casts of the input and the weights are kept
+    widened for the GEMMs that read them."""
+    dtype = ampcore.bfloat16
+    eager_parts, captured_parts = _mlp_step("bfloat16"), _mlp_step("bfloat16")
+    step = ampcore.compile(T.train_step)
+    for x, y in _batches(6, inf_at=None):
+        want = T.train_step(*eager_parts[:2], x, y, eager_parts[2], dtype)
+        got = step(*captured_parts[:2], x, y, captured_parts[2], dtype)
+        assert got.numpy().tobytes() == want.numpy().tobytes()
+    for p, q in zip(eager_parts[0].parameters(), captured_parts[0].parameters()):
+        assert p.numpy().tobytes() == q.numpy().tobytes()
+    program = _program(step)
+    assert widen.widen_float16(program) is None
+    widened = widen.widen_bfloat16(program)
+    assert widened is not None and widen.widen_16bit(program) is not None
+    names = [s.name for s in widened.steps]
+    assert names.count("widened[cast]") >= 3 and "widened[sum]" not in names
+
+
+def test_a_bfloat16_value_a_sum_reads_stays_bfloat16():
+    x, w = ampcore.randn(32, 16).bfloat16(), ampcore.randn(16, 24).bfloat16()
+
+    def f(x, w):
+        h = (x @ w + 1.0).relu()  # read by the sum only
+        return h.sum(0) * 3.0 + 1.0
+
+    step = ampcore.compile(f, options={"warmup": 0})
+    step(x, w)
+    assert widen.widen_bfloat16(_program(step)) is None
+    assert [step(x, w).numpy().tobytes() for _ in range(2)] == [f(x, w).numpy().tobytes()] * 2
+
+
+def test_a_widened_bfloat16_epilogue_hands_bfloat16_operands_to_onemkl_if_it_runs_later(monkeypatch):
+    seen = []
+
+    def fake(a, b, *rest):
+        seen.append((a.dtype, b.dtype))
+        return a
+
+    kernel = widen._widened_operands(fake, kernels.BF16)
+    a32 = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b16 = np.ones((3, 2), kernels.BF16)
+    kernel(a32, b16)
+    mkl = kernels.lowp_gemm.GemmChoice("bfloat16", True, "forced for the test")
+    monkeypatch.setitem(kernels.lowp_gemm._chosen, ("bfloat16", kernels.threads._wanted), mkl)
+    kernel(a32, b16)
+    assert seen == [(np.float32, np.float32), (kernels.BF16, kernels.BF16)]

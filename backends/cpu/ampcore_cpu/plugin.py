@@ -165,15 +165,15 @@ class CPUBackend(ampcore.Backend):
         return fusion.fused_gemm_kernel(gemm, program, product_dtype, operand_dtypes, result_dtype)
 
     def capture_runner(self, program: Any) -> Any:
-        """The core's runner on ``program`` with its float16 values kept widened where all their kernels take
-        them so (:mod:`.widen`) and its float8 casts' dequantized operands handed to the GEMMs that read them
-        (:mod:`.dequantize`); None (the core's runner on ``program`` itself) where neither applies."""
+        """The core's runner on ``program`` with its float16 and bfloat16 values kept widened where all their
+        kernels take them so (:mod:`.widen`), and its float8 casts' dequantized operands handed to the GEMMs that
+        read them (:mod:`.dequantize`); None (the core's runner on ``program`` itself) where neither applies."""
         from ampcore.capture import reference_runner
 
         from .dequantize import dequantize_float8
-        from .widen import widen_float16
+        from .widen import widen_16bit
 
-        widened = widen_float16(program) or program
+        widened = widen_16bit(program) or program
         rewritten = dequantize_float8(widened) or widened  # after widening, which compiles epilogues anew
         return None if rewritten is program else reference_runner(rewritten)
 
@@ -181,7 +181,7 @@ class CPUBackend(ampcore.Backend):
         if compiled.status().enabled:
             return (
                 "kernels called back to back (the core's runner); elementwise chains fused into numba loops, "
-                "and a GEMM's epilogue into its product's; inner float16 values kept widened in float32"
+                "and a GEMM's epilogue into its product's; inner 16-bit values kept widened in float32"
             )
         return "kernels called back to back (the core's runner); fused chains evaluated with NumPy (no numba)"
 
