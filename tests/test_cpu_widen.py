@@ -158,6 +158,7 @@ def test_a_transformer_blocks_16_bit_step_gives_eager_bits_with_attentions_trans
             assert widened is not None
             kept = {program.slots[s].dtype for s in range(len(program.slots)) if widened.slots[s] != program.slots[s]}
             assert kept == {low}
+            assert "widened[matmul]" in [s.name for s in widened.steps]  # attention's products, read by views
     assert results[0] == results[1]
 
 

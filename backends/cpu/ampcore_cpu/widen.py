@@ -14,10 +14,11 @@ an input nor a result of the program (those keep the dtype their tensors have), 
 widened sgemm (where oneMKL's float16 GEMM runs, it reads 2-byte operands as they are):
 
 - producers: a fused chain or GEMM epilogue whose program ends in its float16 rounding; a float32 -> float16
-  ``cast``; a float16 ``sum``; ``reshape`` and ``transpose`` of a kept value;
-- readers: a fused chain's operand; a matmul epilogue's operand (its product is then sgemm's on the same
-  float32 values the widened path makes, laid out as its copy would be: BLAS sums a transposed operand in
-  another order); a ``sum``, whose reduction then runs on the float32 value its float16 path widens to;
+  ``cast``; a ``matmul`` (its product rounded and widened in one pass); a float16 ``sum``; ``reshape`` and
+  ``transpose`` of a kept value;
+- readers: a fused chain's operand; a ``matmul``'s or a matmul epilogue's operand (its product is then sgemm's
+  on the same float32 values the widened path makes, laid out as its copy would be: BLAS sums a transposed
+  operand in another order); a ``sum``, whose reduction then runs on the float32 value its float16 path widens to;
   ``reshape`` and ``transpose``, whose result is kept too.  A value a view made is read widened only by a
   GEMM: elsewhere its float32 copy's memory order, and so a result's, could differ.
 
@@ -123,7 +124,19 @@ def _produces(step: Step, slots: list[Any], dtype: Any) -> bool:
         return isinstance(step.args[0], Ref) and slots[step.args[0].slot].dtype == dt.float32
     if step.name == "sum":
         return dtype == dt.float16 and isinstance(step.args[0], Ref) and slots[step.args[0].slot].dtype == dtype
+    if step.name == "matmul":
+        return len(step.args) == 2 and not step.kwargs and _widenable_gemm(step, slots, dtype)
     return step.name in _VIEWS
+
+
+def _widenable_gemm(step: Step, slots: list[Any], dtype: Any) -> bool:
+    """Whether a matmul's (or a matmul epilogue's) operands are both ``dtype`` slots small enough for the
+    widened path's one product (a larger one goes block by block, rounding each block)."""
+    a, b = step.args[0], step.args[1]
+    if not (isinstance(a, Ref) and isinstance(b, Ref)):
+        return False
+    sizes = [np.prod(slots[r.slot].shape or ()) for r in (a, b)]
+    return all(slots[r.slot].dtype == dtype for r in (a, b)) and max(sizes) < BLOCKED_GEMM_ELEMENTS
 
 
 def _reads(
@@ -145,11 +158,9 @@ def _reads(
             # one of the chain's own operands: not a view, whose float32 copy's layout (and so the chain's
             # result's, where it falls back to NumPy's ufuncs) could differ from the widened float16 one's
             return not from_view
-        if step.gemm != "matmul":
-            return False
-        a, b = step.args[0], step.args[1]
-        sizes = [np.prod(slots[r.slot].shape or ()) for r in (a, b)]
-        return all(slots[r.slot].dtype == dtype for r in (a, b)) and max(sizes) < BLOCKED_GEMM_ELEMENTS
+        return step.gemm == "matmul" and _widenable_gemm(step, slots, dtype)
+    if step.name == "matmul":
+        return position < 2 and len(step.args) == 2 and not step.kwargs and _widenable_gemm(step, slots, dtype)
     if step.name == "sum":
         return dtype == dt.float16 and not from_view
     if step.name in _VIEWS:
@@ -169,6 +180,8 @@ def _rewrite(step: Step, kept: set[int], dtype: Any) -> Step:
         return _step(step, "widened[cast]", _cast(_rounding(step.args[1]), dtype.numpy))
     if step.name == "sum":
         return _step(step, "widened[sum]", _sum(out_kept))
+    if step.name == "matmul":
+        return _step(step, "widened[matmul]", _matmul(_rounding(dtype) if out_kept else None, dtype.numpy))
     return step  # a view: the same kernel on the float32 value
 
 
@@ -242,6 +255,21 @@ def _cast(rounding: Callable[[np.ndarray], np.ndarray], low: np.dtype) -> Callab
         return _up(_down(x, low))
 
     return widened_cast
+
+
+def _matmul(rounding: Callable[[np.ndarray], np.ndarray] | None, low: np.dtype) -> Callable[..., np.ndarray]:
+    """A 16-bit matmul whose operands or product are kept widened: sgemm on the float32 operands the widened
+    path makes (laid out as its copies), rounded once to ``low`` and widened again where the product is kept
+    (``rounding``, one compiled pass); the 16-bit operands where oneMKL's GEMM runs now."""
+
+    def widened_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if kernels.gemm_choice(low).mkl:
+            product = kernels.matmul(_narrow(a, low), _narrow(b, low))
+            return product if rounding is None else _up(product)
+        sums = kernels.matmul(_as_widened(a, low), _as_widened(b, low))
+        return _down(sums, low) if rounding is None else rounding(sums)
+
+    return widened_matmul
 
 
 def _sum(out_kept: bool) -> Callable[..., np.ndarray]:
