@@ -99,21 +99,23 @@ def test_nothing_is_widened_where_onemkl_runs_the_float16_gemm_or_numba_is_off(m
     assert widen.widen_float16(program) is None
 
 
-def test_a_widened_epilogue_hands_float16_operands_to_onemkl_if_it_runs_later(monkeypatch):
+@pytest.mark.parametrize("low", [kernels.F16, kernels.BF16], ids=["float16", "bfloat16"])
+def test_a_widened_epilogue_hands_16_bit_operands_to_onemkl_if_it_runs_later(monkeypatch, low):
     seen = []
 
     def fake(a, b, *rest):
         seen.append((a.dtype, b.dtype))
         return a
 
-    kernel = widen._widened_operands(fake, kernels.F16)
-    a32 = np.arange(6, dtype=np.float16).reshape(2, 3).astype(np.float32)
-    b16 = np.ones((3, 2), np.float16)
+    kernel = widen._widened_operands(fake, low)
+    a32 = np.arange(6, dtype=low).reshape(2, 3).astype(np.float32)
+    b16 = np.ones((3, 2), low)
     kernel(a32, b16)
-    mkl = kernels.lowp_gemm.GemmChoice("float16", True, "forced for the test")
-    monkeypatch.setitem(kernels.lowp_gemm._chosen, ("float16", kernels.threads._wanted), mkl)  # as if probed so
+    kind = ampcore.dtypes.as_dtype(low).name
+    mkl = kernels.lowp_gemm.GemmChoice(kind, True, "forced for the test")
+    monkeypatch.setitem(kernels.lowp_gemm._chosen, (kind, kernels.threads._wanted), mkl)  # as if probed so
     kernel(a32, b16)
-    assert seen == [(np.float32, np.float32), (np.float16, np.float16)]
+    assert seen == [(np.float32, np.float32), (low, low)]
 
 
 def test_turning_the_runner_off_gives_the_same_bits(monkeypatch):
@@ -229,20 +231,3 @@ def test_a_bfloat16_value_a_sum_reads_stays_bfloat16():
     step(x, w)
     assert widen.widen_bfloat16(_program(step)) is None
     assert [step(x, w).numpy().tobytes() for _ in range(2)] == [f(x, w).numpy().tobytes()] * 2
-
-
-def test_a_widened_bfloat16_epilogue_hands_bfloat16_operands_to_onemkl_if_it_runs_later(monkeypatch):
-    seen = []
-
-    def fake(a, b, *rest):
-        seen.append((a.dtype, b.dtype))
-        return a
-
-    kernel = widen._widened_operands(fake, kernels.BF16)
-    a32 = np.arange(6, dtype=np.float32).reshape(2, 3)
-    b16 = np.ones((3, 2), kernels.BF16)
-    kernel(a32, b16)
-    mkl = kernels.lowp_gemm.GemmChoice("bfloat16", True, "forced for the test")
-    monkeypatch.setitem(kernels.lowp_gemm._chosen, ("bfloat16", kernels.threads._wanted), mkl)
-    kernel(a32, b16)
-    assert seen == [(np.float32, np.float32), (kernels.BF16, kernels.BF16)]

@@ -115,35 +115,12 @@ def quantize_current(  # pragma: no cover - compiled
     over: int,
     nan: int,
     top_bits: int,
+    dequantized: Any,
 ) -> None:
     """float8's cast with current scaling, one row of the C-contiguous ``x`` (rows, cols; float32, or bfloat16
     as uint16 bits) at a time: ``scales[:, r]`` gets the row's scale, 1 / scale and amax (:func:`_row_scale`),
-    and ``out[r]`` the saturated codes of ``float32(x[r]) * scale``."""
-    for r in range(x.shape[0]):
-        amax, s, inv = _row_scale(x, r, fmax, eps, pow2)
-        scales[0, r], scales[1, r], scales[2, r] = s, inv, amax
-        for j in range(x.shape[1]):
-            y = _bits_from_f32(_float32(x[r, j]) * s)
-            out[r, j] = _code(y, mbits, bias, top, over, nan, top_bits, True)
-
-
-@numba.njit(nogil=True, cache=True, error_model="numpy")
-def quantize_current_dequantized(  # pragma: no cover - compiled
-    x: Any,
-    out: Any,
-    scales: Any,
-    fmax: Any,
-    eps: Any,
-    pow2: bool,
-    mbits: int,
-    bias: int,
-    top: int,
-    over: int,
-    nan: int,
-    top_bits: int,
-    dequantized: Any,
-) -> None:
-    """:func:`quantize_current`, also writing ``dequantized[r, j] = value(code) * inv[r]`` in float32: what
+    and ``out[r]`` the saturated codes of ``float32(x[r]) * scale``.  Unless ``dequantized`` is None (numba
+    compiles that case without the branch), it also gets ``value(code) * (1 / scale)`` in float32: what
     ``scaled_mm``'s widened path computes from the codes and the dequantization scale, made in the same pass."""
     for r in range(x.shape[0]):
         amax, s, inv = _row_scale(x, r, fmax, eps, pow2)
@@ -152,7 +129,8 @@ def quantize_current_dequantized(  # pragma: no cover - compiled
             y = _bits_from_f32(_float32(x[r, j]) * s)
             code, value = _code_and_value(y, mbits, bias, top, over, nan, top_bits, True)
             out[r, j] = code
-            dequantized[r, j] = value * inv
+            if dequantized is not None:
+                dequantized[r, j] = value * inv
 
 
 @numba.njit(nogil=True, cache=True)

@@ -123,7 +123,7 @@ def _current_compiled(
     (the whole tensor is one row unless ``rowwise``), and the scale rule between them in float32, as the NumPy
     composition computes it.  A (64, 128) bfloat16 cast: ~12 -> ~5 µs."""
     rows, q, scales, args = _current_arrays(x, target, eps, round_pow2, rowwise)
-    loops.quantize_current(*args)
+    loops.quantize_current(*args, None)
     return (q.view(target), *_scales(scales, rowwise))
 
 
@@ -164,7 +164,7 @@ def quantize_current_dequantized(
     target = dtype.numpy
     rows, q, scales, args = _current_arrays(x, target, eps, round_pow2, rowwise)
     dequantized = np.empty(x.shape, F32)
-    _loops().quantize_current_dequantized(*args, dequantized.reshape(rows.shape))
+    _loops().quantize_current(*args, dequantized.reshape(rows.shape))
     return (q.view(target), *_scales(scales, rowwise), dequantized)
 
 
