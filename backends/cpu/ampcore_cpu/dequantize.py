@@ -2,11 +2,12 @@
 them.
 
 On the widened path (:mod:`.float8`) ``scaled_mm`` turns each float8 operand back into float32, ``value(code) *
-scale`` by a table lookup, before sgemm.  In a float8 training step each cast's codes feed two GEMMs (an
-activation the forward's and the weight gradient's, a weight the forward's and the input gradient's, a gradient
-both backward ones), so each is looked up twice, a pass and an allocation each time.  Here a tensorwise
-``quantize_float8_current`` whose codes reach a ``scaled_mm`` (through ``transpose`` views) with that cast's own
-``1 / scale`` as their dequantization scale also writes that float32 operand, in the pass that makes the codes
+scale`` by a table lookup (and a multiply for per-row scales), before sgemm.  In a tensorwise float8 training
+step each cast's codes feed two GEMMs (an activation the forward's and the weight gradient's, a weight the
+forward's and the input gradient's, a gradient both backward ones), so each is looked up twice, a pass and an
+allocation each time.  Here a ``quantize_float8_current`` (per tensor or per row) whose codes reach a
+``scaled_mm`` (through ``transpose`` views) with that cast's own ``1 / scale`` as their dequantization scale also
+writes that float32 operand, in the pass that makes the codes
 (:func:`.float8.quantize_current_dequantized`), and the ``scaled_mm`` reads it: the same numbers (each the one
 rounding of the same product), laid out as the lookup would lay them out (:func:`.float8.as_looked_up`).  The
 codes are still made and read by everything else.  Where oneMKL's float8 GEMM runs at replay (it reads the
@@ -26,6 +27,8 @@ from . import compiled, float8
 
 __all__ = ["dequantize_float8"]
 
+_VIEWS = ("reshape", "transpose")
+
 
 def dequantize_float8(program: Program) -> Program | None:
     """``program`` with its float8 casts' dequantized operands handed to the ``scaled_mm`` steps that read them
@@ -37,7 +40,7 @@ def dequantize_float8(program: Program) -> Program | None:
     for i, step in enumerate(steps):
         for s in _out_slots(step):
             made_by[s] = i
-    casts = {i for i, step in enumerate(steps) if _tensorwise_cast(step)}
+    casts = {i for i, step in enumerate(steps) if _cast(step)}
     reads: dict[int, list[tuple[int, list[int]]]] = {}  # scaled_mm step -> per operand: (cast, views) or none
     for j, step in enumerate(steps):
         if _gemm_name(step) != "scaled_mm":
@@ -74,9 +77,14 @@ def _out_slots(step: Step) -> list[int]:
     return [o.slot for o in outs if isinstance(o, Ref)]
 
 
-def _tensorwise_cast(step: Step) -> bool:
-    """A ``quantize_float8_current`` per tensor (0-d scales) with all four results in slots."""
-    if step.name != "quantize_float8_current" or step.kwargs or len(step.args) != 5 or step.args[3] is not False:
+def _cast(step: Step) -> bool:
+    """A ``quantize_float8_current`` (per tensor or per row) with all four results in slots."""
+    if (
+        step.name != "quantize_float8_current"
+        or step.kwargs
+        or len(step.args) != 5
+        or step.args[3] not in (True, False)
+    ):
         return False
     return isinstance(step.outs, tuple | list) and len(step.outs) == 4 and all(isinstance(o, Ref) for o in step.outs)
 
@@ -90,8 +98,10 @@ def _gemm_name(step: Step) -> str | None:
 def _source(
     step: Step, k: int, steps: list[Step], made_by: dict[int, int], casts: set[int]
 ) -> tuple[int, list[int]] | None:
-    """(the cast, the transposes from its codes in order) where ``step``'s operand ``k`` is a tensorwise cast's
-    codes, through ``transpose`` views only, and its scale operand is that cast's own ``1 / scale``."""
+    """(the cast, the transposes from its codes in order) where ``step``'s operand ``k`` is a cast's codes,
+    through ``transpose`` views only, and its scale operand is that cast's own ``1 / scale``: as it is, or for a
+    per-row cast's codes transposed into ``b`` (K, N), its (N, 1) inverse scales as the (1, N) row ``scaled_mm``
+    takes (one reshape or transpose), so that each dequantized value is the same product as the GEMM's own."""
     operand, scale = step.args[k], step.args[2 + k]
     if not isinstance(operand, Ref) or not isinstance(scale, Ref):
         return None
@@ -103,9 +113,19 @@ def _source(
         views.append(made_by[slot])
         slot = steps[made_by[slot]].args[0].slot
     i = made_by.get(slot)
-    if i not in casts or steps[i].outs[0].slot != slot or steps[i].outs[2].slot != scale.slot:
+    if i not in casts or steps[i].outs[0].slot != slot:
         return None
-    return i, views[::-1]
+    inv = steps[i].outs[2].slot
+    if scale.slot == inv and (not steps[i].args[3] or not views):
+        return i, views[::-1]
+    if not steps[i].args[3] or k != 1 or len(views) != 1 or tuple(steps[views[0]].args[1]) != (1, 0):
+        return None
+    made = steps[made_by[scale.slot]] if scale.slot in made_by else None
+    if made is None or made.name not in _VIEWS or not isinstance(made.args[0], Ref) or made.args[0].slot != inv:
+        return None
+    shape = tuple(made.args[1])  # the transpose's axes, or the reshape's shape
+    as_row = shape == (1, 0) if made.name == "transpose" else len(shape) == 2 and shape[0] == 1
+    return (i, views[::-1]) if as_row else None
 
 
 def _with_dequantized(step: Step, slot: int) -> FusedStep:
