@@ -68,6 +68,7 @@ def test_a_float8_step_hands_every_cast_dequantized_to_its_gemms_with_eager_bits
     assert len(gemms) == 8  # three forward, three weight gradients, two input gradients (not the input's)
     refs = [s.args[-2:] for s in gemms]
     assert all(isinstance(r, ampcore.capture.Ref) for pair in refs for r in pair)
+    assert rewritten.removed > program.removed  # the codes' transposes, which only the GEMMs read
 
 
 def test_a_dequantized_operand_off_by_one_ulp_changes_the_step(monkeypatch):
@@ -97,21 +98,24 @@ def test_the_numpy_fallback_is_left_as_it_is(monkeypatch):
 
 
 def test_the_gemm_takes_the_codes_if_onemkl_runs_it_later(monkeypatch):
+    """A dequantized operand's argument is its cast's codes themselves (their views are dead steps no longer): the
+    GEMM gets the float32 operand viewed as the codes were, or where oneMKL runs, the codes viewed so."""
     seen = []
 
     def fake(a, b, *rest):
-        seen.append((a.dtype, b.dtype, len(rest)))
+        seen.append((a.dtype, a.shape, a.flags.c_contiguous, b.dtype, len(rest)))
         return a
 
     kernel = dequantize._dequantized_operands(fake, [[(1, 0)], []])
     q = np.zeros((4, 3), ml_dtypes.float8_e4m3fn)
     scale = np.asarray(np.float32(1.0))
     dequantized = np.zeros((4, 3), np.float32)
-    kernel(q.T, q, scale, scale, dt.float32, None, False, dequantized, None)
+    kernel(q, q, scale, scale, dt.float32, None, False, dequantized, None)
     mkl = float8.lowp_gemm.GemmChoice("float8", True, "forced for the test")
     monkeypatch.setitem(float8.lowp_gemm._chosen, float8.lowp_gemm.key("float8"), mkl)
-    kernel(q.T, q, scale, scale, dt.float32, None, False, dequantized, None)
-    assert seen == [(np.float32, q.dtype, 5), (q.dtype, q.dtype, 5)]
+    kernel(q, q, scale, scale, dt.float32, None, False, dequantized, None)
+    # a small operand is laid out C-contiguous, as the lookup's np.take lays it out; the codes stay a view
+    assert seen == [(np.float32, (3, 4), True, q.dtype, 5), (q.dtype, (3, 4), False, q.dtype, 5)]
 
 
 @pytest.mark.parametrize("target", [dt.float8_e4m3fn, dt.float8_e5m2], ids=lambda d: d.name)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ampcore import dtypes as dt
-from ampcore.capture import FusedStep, Program, Ref, Step
+from ampcore.capture import FusedStep, Program, Ref, Step, refs_in
 
 from . import compiled, float8
 
@@ -64,12 +64,32 @@ def dequantize_float8(program: Program) -> Program | None:
         elif i in reads:
             operands: list[Any] = [None, None]
             views: list[list[Any]] = [[], []]
+            args = list(step.args)
             for k, cast, chain in reads[i]:
                 operands[k] = Ref(dequantized[cast])
                 views[k] = [steps[v].args[1] for v in chain]
-            step = _reading(step, operands, views)
+                args[k] = steps[cast].outs[0]  # the codes themselves: the views are applied only where used
+            step = _reading(dataclasses.replace(step, args=tuple(args)), operands, views)
         new_steps.append(step)
-    return dataclasses.replace(program, slots=slots, steps=new_steps)
+    kept = _without_unread_views(new_steps, set(program.results))
+    return dataclasses.replace(program, slots=slots, steps=kept, removed=program.removed + len(new_steps) - len(kept))
+
+
+def _without_unread_views(steps: list[Step], results: set[int]) -> list[Step]:
+    """``steps`` less the views of codes that nothing reads any longer (each GEMM now views its own operands)."""
+    while True:
+        read = set(results)
+        for step in steps:
+            read.update(refs_in(step.args))
+            read.update(refs_in(step.kwargs))
+        unread = [
+            i
+            for i, step in enumerate(steps)
+            if step.name in _VIEWS and isinstance(step.outs, Ref) and step.outs.slot not in read
+        ]
+        if not unread:
+            return steps
+        steps = [step for i, step in enumerate(steps) if i not in set(unread)]
 
 
 def _out_slots(step: Step) -> list[int]:
@@ -164,11 +184,12 @@ def _dequantized_operands(fn: Callable[..., Any], views: list[list[Any]]) -> Cal
 
     def kernel(a: Any, b: Any, *rest: Any) -> Any:
         *rest, dequantized_a, dequantized_b = rest
-        if float8.widened_path():
-            if dequantized_a is not None:
-                a = float8.as_looked_up(_viewed(dequantized_a, views_a))
-            if dequantized_b is not None:
-                b = float8.as_looked_up(_viewed(dequantized_b, views_b))
+        if not float8.widened_path():  # oneMKL reads the codes, viewed as the GEMM took them
+            return fn(_viewed(a, views_a), _viewed(b, views_b), *rest)
+        if dequantized_a is not None:
+            a = float8.as_looked_up(_viewed(dequantized_a, views_a))
+        if dequantized_b is not None:
+            b = float8.as_looked_up(_viewed(dequantized_b, views_b))
         return fn(a, b, *rest)
 
     return kernel
