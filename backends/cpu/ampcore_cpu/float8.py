@@ -96,7 +96,7 @@ def quantize_float8_current(
     target = dtype.numpy
     loops = _loops()
     if loops is not None and x.size:  # an empty row cannot be reshaped to (rows, -1)
-        return _current_compiled(loops, x, target, eps, rowwise, round_pow2)
+        return _compiled_cast(loops, x, target, eps, rowwise, round_pow2, False)[:4]
     x32 = _up(x) if x.dtype != F32 else x
     magnitude = np.abs(x32)
     if x32.size == 0:
@@ -116,27 +116,26 @@ def quantize_float8_current(
     return q, scale, np.asarray(np.float32(1.0) / scale, F32), amax
 
 
-def _current_compiled(
-    loops: Any, x: np.ndarray, target: np.dtype, eps: float, rowwise: bool, round_pow2: bool
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _compiled_cast(
+    loops: Any, x: np.ndarray, target: np.dtype, eps: float, rowwise: bool, round_pow2: bool, dequantize: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """:func:`quantize_float8_current` as one compiled loop: the amax pass and the scaled rounding pass per row
     (the whole tensor is one row unless ``rowwise``), and the scale rule between them in float32, as the NumPy
-    composition computes it.  A (64, 128) bfloat16 cast: ~12 -> ~5 µs."""
-    rows, q, scales, args = _current_arrays(x, target, eps, round_pow2, rowwise)
-    loops.quantize_current(*args, None)
-    return (q.view(target), *_scales(scales, rowwise))
-
-
-def _current_arrays(
-    x: np.ndarray, target: np.dtype, eps: float, round_pow2: bool, rowwise: bool
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[Any, ...]]:
-    """The current-scaling loops' input as (rows, cols) (float32, or bfloat16 as its uint16 bits: the loops
-    widen it), the codes (uint8, ``x``'s shape), a (3, rows) float32 array for the scales, and the arguments."""
+    composition computes it.  A (64, 128) bfloat16 cast: ~12 -> ~5 µs.  Returns ``(q, scale, 1 / scale, amax,
+    dequantized)``: the three scales are views of the loop's (3, rows) array, and ``dequantized`` (with
+    ``dequantize``, else None) is :func:`quantize_current_dequantized`'s float32 operand."""
     source = np.ascontiguousarray(x.view(np.uint16) if x.dtype == BF16 else x if x.dtype == F32 else _up(x))
-    rows = source.reshape(source.shape[0], -1) if rowwise else source.reshape(1, -1)
-    q = np.empty(x.shape, np.uint8)
+    rows = source.reshape(source.shape[0], -1) if rowwise else source.reshape(1, -1)  # bfloat16 as its bits
+    q = np.empty(rows.shape, np.uint8)
     scales = np.empty((3, rows.shape[0]), F32)
-    return rows, q, scales, (rows, q.reshape(rows.shape), scales, *_constants(target, eps, round_pow2))
+    dequantized = np.empty(rows.shape, F32) if dequantize else None
+    loops.quantize_current(rows, q, scales, *_constants(target, eps, round_pow2), dequantized)
+    if rowwise:
+        scale, inv, amax = scales[0][:, None], scales[1][:, None], scales[2][:, None]
+    else:
+        scale, inv, amax = scales[0, 0, ...], scales[1, 0, ...], scales[2, 0, ...]
+    widened = None if dequantized is None else dequantized.reshape(x.shape)
+    return q.reshape(x.shape).view(target), scale, inv, amax, widened
 
 
 @functools.cache
@@ -144,13 +143,6 @@ def _constants(target: np.dtype, eps: float, round_pow2: bool) -> tuple[Any, ...
     """The loops' constant arguments for a format, an eps and a rounding: float8's max, eps in float32, the
     power-of-two flag and the format's constants (:data:`_FORMAT`)."""
     return (_MAX[target], F32.type(eps), bool(round_pow2), *_FORMAT[target])
-
-
-def _scales(scales: np.ndarray, rowwise: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(scale, 1 / scale, amax), 0-d per tensor or (rows, 1) per row: views of the loop's (3, rows) array."""
-    if rowwise:
-        return scales[0][:, None], scales[1][:, None], scales[2][:, None]
-    return scales[0, 0, ...], scales[1, 0, ...], scales[2, 0, ...]
 
 
 def quantize_current_dequantized(
@@ -161,11 +153,9 @@ def quantize_current_dequantized(
     path only; a captured program asks for it, :mod:`.dequantize`)."""
     if x.size == 0:
         return (*quantize_float8_current(x, dtype, eps, rowwise, round_pow2), np.empty(x.shape, F32))
-    target = dtype.numpy
-    rows, q, scales, args = _current_arrays(x, target, eps, round_pow2, rowwise)
-    dequantized = np.empty(x.shape, F32)
-    _loops().quantize_current(*args, dequantized.reshape(rows.shape))
-    return (q.view(target), *_scales(scales, rowwise), dequantized)
+    q, scale, inv, amax, dequantized = _compiled_cast(_loops(), x, dtype.numpy, eps, rowwise, round_pow2, True)
+    assert dequantized is not None
+    return q, scale, inv, amax, dequantized
 
 
 def widened_path() -> bool:
