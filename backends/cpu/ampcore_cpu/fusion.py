@@ -90,7 +90,7 @@ def _planned(
     if planned is None:
         return None
     shape, (rows, cols), modes = planned
-    views = [_VIEW_SHAPES[m](rows, cols, v) for m, v in zip(modes, operands)]
+    views = [loops.view_shape(m, rows, cols, v) for m, v in zip(modes, operands)]
     return shape, (rows, cols), views, _loop(prog.key, prog, modes, tags, out_tag)
 
 
@@ -155,16 +155,6 @@ def _plan(operands: Sequence[Any]) -> tuple[tuple[int, ...], tuple[int, int], tu
         return None
     rows, cols, modes = laid
     return shape, (rows, cols), modes
-
-
-# Each layout mode's 2-D view of an operand (None: a scalar, passed as a number).
-_VIEW_SHAPES: dict[str, Callable[[int, int, Any], tuple[int, int] | None]] = {
-    "scalar": lambda rows, cols, v: None,
-    "full": lambda rows, cols, v: (rows, cols),
-    "row": lambda rows, cols, v: (1, cols),
-    "col": lambda rows, cols, v: (v.size, 1),
-    "one": lambda rows, cols, v: (1, 1),
-}
 
 
 def _view(v: Any, shape: tuple[int, int] | None, bits: bool) -> Any:

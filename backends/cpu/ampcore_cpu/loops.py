@@ -124,11 +124,20 @@ def _mode(v: Any, shape: tuple[int, ...]) -> tuple[str | None, int | None]:
     return None, None
 
 
-def _view(v: Any, mode: str, rows: int, cols: int) -> Any:
+def view_shape(mode: str, rows: int, cols: int, v: Any) -> tuple[int, int] | None:
+    """The 2-D shape a :func:`layout` mode views operand ``v`` as in a (rows, cols) loop; None for a scalar."""
     if mode == "scalar":
-        return np.float32(v)
-    shape = {"full": (rows, cols), "row": (1, cols), "col": (v.size, 1), "one": (1, 1)}[mode]
-    return v.view(np.uint16).reshape(shape)
+        return None
+    if mode == "full":
+        return rows, cols
+    if mode == "row":
+        return 1, cols
+    return (v.size, 1) if mode == "col" else (1, 1)
+
+
+def _view(v: Any, mode: str, rows: int, cols: int) -> Any:
+    shape = view_shape(mode, rows, cols, v)
+    return np.float32(v) if shape is None else v.view(np.uint16).reshape(shape)
 
 
 # --------------------------------------------------------------------------- source
