@@ -38,7 +38,7 @@ def dequantize_float8(program: Program) -> Program | None:
     steps = program.steps
     made_by: dict[int, int] = {}
     for i, step in enumerate(steps):
-        for s in _out_slots(step):
+        for s in refs_in(step.outs):
             made_by[s] = i
     casts = {i for i, step in enumerate(steps) if _cast(step)}
     reads: dict[int, list[tuple[int, list[int]]]] = {}  # scaled_mm step -> per operand: (cast, views) or none
@@ -90,11 +90,6 @@ def _without_unread_views(steps: list[Step], results: set[int]) -> list[Step]:
         if not unread:
             return steps
         steps = [step for i, step in enumerate(steps) if i not in set(unread)]
-
-
-def _out_slots(step: Step) -> list[int]:
-    outs = step.outs if isinstance(step.outs, tuple | list) else (step.outs,)
-    return [o.slot for o in outs if isinstance(o, Ref)]
 
 
 def _cast(step: Step) -> bool:
@@ -166,17 +161,12 @@ def _reading(step: Step, operands: list[Any], views: list[list[Any]]) -> Step:
     """``step`` (a ``scaled_mm``, plain or with its epilogue) taking its dequantized operands as two more
     arguments (None for an operand that has none), viewed as its codes are (``views``: each operand's transposes'
     axes, in order) and used in place of the codes on the widened path."""
-    fn = step.fn if isinstance(step, FusedStep) and step.fn is not None else _kernel(step)
+    fn = step.fn if isinstance(step, FusedStep) and step.fn is not None else step.table.kernel(step.name)
     args = (*step.args, *operands)
     kernel = _dequantized_operands(fn, views)
     if isinstance(step, FusedStep):
         return dataclasses.replace(step, args=args, fn=kernel)
     return FusedStep(step.table, step.name, args, step.kwargs, step.outs, step.where, fn=kernel, replaces=1)
-
-
-def _kernel(step: Step) -> Callable[..., Any]:
-    table = step.table
-    return table.kernel(step.name) if hasattr(table, "kernel") else getattr(table, step.name)
 
 
 def _dequantized_operands(fn: Callable[..., Any], views: list[list[Any]]) -> Callable[..., Any]:
