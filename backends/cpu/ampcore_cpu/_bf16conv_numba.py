@@ -1,6 +1,7 @@
 """The compiled loop of :mod:`.bf16conv` (importing this module imports numba; ImportError without it).
 
-Integer-only, branch-free body (a select, not a jump), so LLVM vectorises it.
+Integer-only, branch-free body (a select, not a jump) in 32-bit operations (:mod:`._u32_numba`), so LLVM
+vectorises it in 32-bit lanes.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from typing import Any
 
 import numba
 import numpy as np
+
+from ._u32_numba import add32, and32, or32, shr32
 
 u16, u32 = np.uint16, np.uint32
 
@@ -19,9 +22,9 @@ def bf16_bits(x: Any) -> Any:  # pragma: no cover - compiled
 
     A NaN becomes the quiet NaN 0x7FC0 with its sign (ml_dtypes' bits: the payload is not kept).
     """
-    high = x >> u32(16)
-    rounded = (x + u32(0x7FFF) + (high & u32(1))) >> u32(16)
-    return u16(((high & u32(0x8000)) | u32(0x7FC0)) if (x & u32(0x7FFFFFFF)) > u32(0x7F800000) else rounded)
+    high = shr32(x, 16)
+    rounded = shr32(add32(add32(x, 0x7FFF), and32(high, 1)), 16)
+    return u16(or32(and32(high, 0x8000), 0x7FC0) if and32(x, 0x7FFFFFFF) > u32(0x7F800000) else rounded)
 
 
 @numba.njit(nogil=True, cache=True)

@@ -26,6 +26,8 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
+from ._u32_numba import and32, or32, shl32, shr32
+
 u16, u32 = np.uint16, np.uint32
 
 
@@ -73,10 +75,10 @@ def _round_trip_half(typingctx: Any, value: Any) -> Any:  # pragma: no cover - c
 @numba.njit(nogil=True, cache=True, inline="always", error_model="numpy")
 def narrow_f16c(x: Any) -> Any:  # pragma: no cover - compiled
     """float32 bits ``x`` -> float16 bits, NumPy's: the instruction's, NaN payloads as NumPy keeps them."""
-    a = x & u32(0x7FFFFFFF)
-    nan = u32(0x7C00) | ((a & u32(0x7FFFFF)) >> u32(13))
-    nan = nan | u32(nan == u32(0x7C00))  # a payload only in the dropped bits stays a NaN, as NumPy's
-    nan = nan | ((x >> u32(16)) & u32(0x8000))
+    a = and32(x, 0x7FFFFFFF)
+    nan = or32(0x7C00, shr32(and32(a, 0x7FFFFF), 13))
+    nan = or32(nan, u32(nan == u32(0x7C00)))  # a payload only in the dropped bits stays a NaN, as NumPy's
+    nan = or32(nan, and32(shr32(x, 16), 0x8000))
     return u16(nan) if a > u32(0x7F800000) else _fptrunc_half(x)
 
 
@@ -84,8 +86,8 @@ def narrow_f16c(x: Any) -> Any:  # pragma: no cover - compiled
 def widen_f16c(h: Any) -> Any:  # pragma: no cover - compiled
     """float16 bits ``h`` -> float32 bits, NumPy's: the instruction's, a NaN's payload not quieted."""
     x = u32(h)
-    nan = u32(0x7F800000) | ((x & u32(0x3FF)) << u32(13)) | ((x & u32(0x8000)) << u32(16))
-    return nan if (x & u32(0x7FFF)) > u32(0x7C00) else _fpext_half(h)
+    nan = or32(or32(0x7F800000, shl32(and32(x, 0x3FF), 13)), shl32(and32(x, 0x8000), 16))
+    return nan if and32(x, 0x7FFF) > u32(0x7C00) else _fpext_half(h)
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
