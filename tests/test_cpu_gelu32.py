@@ -1,7 +1,7 @@
 """ampcore_cpu.gelu32 / _gelu32_numba: the vectorized float32 GELU and its backward give, bit for bit, what the
 kernels they replace give (the libm loops of _gelu_numba, rounded once to float32), on the transformer bench's
 shape, on millions of values spread over every binade and on the edge values; float16/bfloat16 get the libm
-loops' float64 values rounded once to their dtype, block by block and without whole-array temporaries; the
+loops' float64 values rounded once to their dtype, by tables of every input and without whole-array temporaries; the
 tanh form keeps the old path."""
 
 import math
@@ -94,14 +94,12 @@ def test_a_broadcast_gradient_and_a_strided_input_give_the_same_bits():
 @pytest.mark.parametrize("seed", [0, 1])
 def test_low_precision_results_are_the_float64_values_rounded_once(dtype, seed):
     """float16/bfloat16 GELU is the libm loops' float64 value rounded once to the dtype (NumPy's cast for
-    float16, ml_dtypes' for bfloat16): the vectorized loops give those bits, block by block (several blocks and
-    a partial one, every float16 / a spread of bfloat16 inputs, a broadcast gradient)."""
-    if dtype == np.float16:
-        x = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)  # every float16 value
-        x = np.concatenate([x, x[np.isfinite(x)][:: 3 + seed]])
-    else:
-        x = _spread(1_000_000, seed)
-        x = x.astype(dtype)
+    float16, ml_dtypes' for bfloat16): the tables give those bits (every input value, with gradients of every
+    binade and the edges; a spread of bfloat16 inputs; a broadcast gradient)."""
+    x = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dtype)  # every value of the dtype
+    x = np.concatenate([x, x[np.isfinite(x)][:: 3 + seed]])
+    if dtype != np.float16:
+        x = np.concatenate([x, _spread(1_000_000, seed).astype(dtype)])
     gy = (np.random.default_rng(seed + 8).standard_normal(x.size) * 4.0 ** (seed - 1)).astype(dtype)
     gy[:8] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-7, -1e-7, 3.0]
     assert np.array_equal(
@@ -120,9 +118,9 @@ def test_low_precision_results_are_the_float64_values_rounded_once(dtype, seed):
 def test_a_float32_value_on_a_float16_midpoint_is_moved_toward_the_float64_value(midpoint, big_above):
     """Where float32(R) is halfway between two float16 values the float32 -> float16 rounding would tie to even;
     the libm path moves it one float32 step toward R, so it rounds as R does (and leaves R itself, if exact)."""
-    loops = gelu32._loops()
+    loops = compiled.load("_gelu16_numba")
     for big in (midpoint * (1 + 2**-40 if big_above else 1 - 2**-40), midpoint):
-        y = np.array([loops._to_float16_way(big)], _F32)
+        y = np.array([loops.to_float16_way(big)], _F32)
         want = np.array([big], np.float64).astype(np.float16)
         assert y.astype(np.float16).view(np.uint16)[0] == want.view(np.uint16)[0]
 

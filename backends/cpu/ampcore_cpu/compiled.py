@@ -181,12 +181,12 @@ def warm() -> bool:
     first: each loop once, on tiny arrays of the types the backend passes it.
     """
     names = ("_bf16conv_numba", "_gelu_numba", "_halfconv_numba", "_optim_numba", "_f16c_numba")
-    names += ("_lowp_max_numba", "_pool_numba", "_select_numba", "_gelu32_numba")
+    names += ("_lowp_max_numba", "_pool_numba", "_select_numba", "_gelu32_numba", "_gelu16_numba")
     if not status().enabled:
         return False
     loaded = [load(n) for n in names]
     assert all(loaded)  # status().enabled: numba imported
-    bf16conv, gelu, halfconv, optim, f16c, lowp_max, pool, select, gelu32 = loaded
+    bf16conv, gelu, halfconv, optim, f16c, lowp_max, pool, select, gelu32, gelu16 = loaded
     bits32, bits16 = np.zeros(1, np.uint32), np.zeros(1, np.uint16)
     halfconv.down(bits32, bits16)
     halfconv.up(bits16, np.zeros(1 << 16, np.uint32), bits32)
@@ -199,8 +199,10 @@ def warm() -> bool:
     ok = np.zeros(1, np.bool_)
     gelu32.gelu(x, x, ok)
     gelu32.gelu_backward(x, x, x, ok)
-    gelu32.gelu16(x, x, ok)
-    gelu32.gelu16_backward(x, x, x, ok)
+    table = np.zeros(1 << 16, np.uint16)
+    gelu16.gather16(bits16, table, bits16)
+    gelu16.backward_bf16(bits16, bits16, out, bits16)
+    gelu16.backward_f16(bits16, bits16, out, bits16)
     optim.adamw(x, x, x, x, np.zeros(8, np.float32), True, True)
     optim.unscale(x, np.float32(1.0))
     optim.unscale(out, np.float32(1.0))

@@ -3,16 +3,16 @@ bits as the kernel they wrap (:mod:`._gelu_numba`'s libm loops, their float64 va
 
 :func:`float32_first` wraps the fused kernel the backend had.  float32 inputs
 (``approximate="none"``, at least :data:`MIN_ELEMENTS`) take the vectorized
-loops, which write float32 directly.  float16/bfloat16 inputs take them block
-by block (float16 through ``gelu16``, which keeps float16 midpoints apart):
-whole-array float32 copies of the inputs and a float64 result took 18 MiB at
-the transformer's GELU backward, more than the float32 step now holds at its
-peak.  Everything else (the tanh form, small arrays, mixed dtypes, the NumPy
-fallback) runs the wrapped kernel.
+loops, which write float32 directly.  float16/bfloat16 inputs take
+:mod:`._gelu16_numba`'s tables of all 65536 inputs, made once per dtype by the
+libm loops: a gather forward, one float64 product per element backward, 16-bit
+values in and out (whole-array float32 copies of the inputs and a float64
+result had taken 18 MiB at the transformer's GELU backward, more than the
+float32 step holds at its peak).  Everything else (the tanh form, small arrays,
+mixed dtypes, the NumPy fallback) runs the wrapped kernel.
 
 1M float32 values of N(0, 4), against :mod:`._gelu_numba`: forward 40 -> 10
-ms, backward 53 -> 14 ms; 2M float16 / bfloat16 backward, rounding included,
-79 -> 20 / 62 -> 18 ms (2-core Xeon with AVX-512 under a load average of 3-6,
+ms, backward 53 -> 14 ms (2-core Xeon with AVX-512 under a load average of 3-6,
 the two interleaved in one process).
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from . import compiled
-from .kernels import CHUNK, LOW, _down, _up
+from .kernels import LOW
 
 MIN_ELEMENTS = 1024  # below this the wrapped kernel's fixed cost is no worse
 _F32 = np.dtype(np.float32)
@@ -51,29 +51,41 @@ def _float32(name: str, arrays: list[np.ndarray]) -> np.ndarray | None:
     return out
 
 
-def _blocked_16bit(name: str, arrays: list[np.ndarray]) -> np.ndarray | None:
-    """The 16-bit rounding of the libm loops' float64 value, :data:`~.kernels.CHUNK` elements at a time: float16
-    through the loops that keep float16 midpoints apart (``gelu16``), bfloat16 through the float32 loops (ml_dtypes
-    casts float64 to bfloat16 through float32), each block's float32 result rounded by :func:`~.kernels._down`."""
-    loops = _loops()
+@functools.cache
+def _tables(dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Every value of the 16-bit ``dtype``, by its bits: its GELU, the libm loop's float64 value rounded once to
+    ``dtype`` (the bits of the kernel this replaces, :func:`float32_first`'s ``fallback``), and the float64 factor
+    ``Phi(x) + x phi(x)`` that loop's backward multiplies ``gy`` by (its value at ``gy = 1``, exactly)."""
+    libm = compiled.load("_gelu_numba")
+    assert libm is not None  # only on the compiled path
+    x = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dtype).astype(_F32)  # exact
+    value, slope = np.empty(x.size, np.float64), np.empty(x.size, np.float64)
+    libm.gelu(x, value)
+    libm.gelu_backward(x, np.ones(x.size, _F32), slope)
+    return value.astype(dtype).view(np.uint16), slope
+
+
+def _tabled_16bit(name: str, arrays: list[np.ndarray]) -> np.ndarray | None:
+    """The 16-bit result by :mod:`._gelu16_numba`'s tables: 16-bit operands in, the 16-bit result out, no wider
+    copy (``tests/test_cpu_gelu32.py`` holds the kernel to its output and one byte per element)."""
+    loops = compiled.load("_gelu16_numba")
     if loops is None:
         return None
     x = arrays[0]
-    loop = getattr(loops, name.replace("gelu", "gelu16") if x.dtype == np.float16 else name)
-    flats = _flats(arrays)
-    out = np.empty(x.size, x.dtype)
-    block, ok = np.empty(min(CHUNK, x.size), _F32), np.empty(min(CHUNK, x.size), np.bool_)
-    for start in range(0, x.size, CHUNK):
-        parts = [_up(f[start : start + CHUNK]) for f in flats]
-        n = parts[0].size
-        loop(*parts, block[:n], ok[:n])
-        out[start : start + n] = _down(block[:n], x.dtype)
-    return out.reshape(x.shape)
+    value, slope = _tables(x.dtype)
+    bits = [f.view(np.uint16) for f in _flats(arrays)]
+    out = np.empty(x.shape, x.dtype)
+    if name == "gelu":
+        loops.gather16(bits[0], value, out.reshape(-1).view(np.uint16))
+    else:
+        backward = loops.backward_f16 if x.dtype == np.float16 else loops.backward_bf16
+        backward(bits[0], bits[1], slope, out.reshape(-1).view(np.uint16))
+    return out
 
 
 def float32_first(name: str, fallback: Callable[..., Any]) -> Callable[..., Any]:
-    """The fused kernel ``name`` ("gelu" or "gelu_backward"): the vectorized float32 loop or the blocked
-    16-bit one where it applies, else ``fallback`` (the kernel it replaces, which gives the same bits)."""
+    """The fused kernel ``name`` ("gelu" or "gelu_backward"): the vectorized float32 loop or the 16-bit tables
+    where they apply, else ``fallback`` (the kernel it replaces, which gives the same bits)."""
 
     def kernel(*args: Any) -> Any:
         *arrays, approximate = args
@@ -84,7 +96,7 @@ def float32_first(name: str, fallback: Callable[..., Any]) -> Callable[..., Any]
             if dtype == _F32:
                 out = _float32(name, arrays)
             elif dtype in LOW:
-                out = _blocked_16bit(name, arrays)
+                out = _tabled_16bit(name, arrays)
         return fallback(*args) if out is None else out
 
     kernel.__name__ = name
