@@ -181,12 +181,12 @@ def warm() -> bool:
     first: each loop once, on tiny arrays of the types the backend passes it.
     """
     names = ("_bf16conv_numba", "_gelu_numba", "_halfconv_numba", "_optim_numba", "_f16c_numba")
-    names += ("_lowp_max_numba", "_pool_numba", "_select_numba", "_gelu32_numba", "_gelu16_numba")
+    names += ("_lowp_max_numba", "_pool_numba", "_select_numba", "_gelu32_numba", "_gelu16_numba", "_scatter_numba")
     if not status().enabled:
         return False
     loaded = [load(n) for n in names]
     assert all(loaded)  # status().enabled: numba imported
-    bf16conv, gelu, halfconv, optim, f16c, lowp_max, pool, select, gelu32, gelu16 = loaded
+    bf16conv, gelu, halfconv, optim, f16c, lowp_max, pool, select, gelu32, gelu16, scatter = loaded
     bits32, bits16 = np.zeros(1, np.uint32), np.zeros(1, np.uint16)
     halfconv.down(bits32, bits16)
     halfconv.up(bits16, np.zeros(1 << 16, np.uint32), bits32)
@@ -203,6 +203,8 @@ def warm() -> bool:
     gelu16.gather16(bits16, table, bits16)
     gelu16.backward_bf16(bits16, bits16, out, bits16)
     gelu16.backward_f16(bits16, bits16, out, bits16)
+    for rows in (np.zeros((1, 1), np.float32), np.zeros((1, 1), np.float64)):
+        scatter.add_rows(rows, np.zeros(1, np.int64), rows.copy())
     optim.adamw(x, x, x, x, np.zeros(8, np.float32), True, True)
     optim.unscale(x, np.float32(1.0))
     optim.unscale(out, np.float32(1.0))

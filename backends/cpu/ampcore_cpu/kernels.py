@@ -535,7 +535,14 @@ def take(x: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarray:
 def scatter_add(src: np.ndarray, indices: np.ndarray, axis: int, size: int) -> np.ndarray:
     moved = np.moveaxis(_up(src), axis, 0)
     out = np.zeros((size,) + moved.shape[1:], dtype=moved.dtype)
-    np.add.at(out, indices, moved)
+    loops = compiled.load("_scatter_numba") if out.dtype in (F32, F64) and indices.ndim == 1 else None
+    if loops is None or moved.shape[0] != indices.size or moved.size == 0:
+        np.add.at(out, indices, moved)
+    else:  # np.add.at's additions, in its order, in one compiled loop (:mod:`._scatter_numba`)
+        rows = np.ascontiguousarray(moved).reshape(indices.size, -1)
+        bad = loops.add_rows(rows, indices, out.reshape(size, -1))
+        if bad >= 0:
+            raise IndexError(f"index {indices[bad]} is out of bounds for axis {axis} with size {size}")
     return np.moveaxis(out, 0, axis).astype(src.dtype, copy=False)
 
 
