@@ -182,11 +182,12 @@ def warm() -> bool:
     """
     names = ("_bf16conv_numba", "_gelu_numba", "_halfconv_numba", "_optim_numba", "_f16c_numba")
     names += ("_lowp_max_numba", "_pool_numba", "_select_numba", "_gelu32_numba", "_gelu16_numba", "_scatter_numba")
+    names += ("_softmax_numba",)
     if not status().enabled:
         return False
     loaded = [load(n) for n in names]
     assert all(loaded)  # status().enabled: numba imported
-    bf16conv, gelu, halfconv, optim, f16c, lowp_max, pool, select, gelu32, gelu16, scatter = loaded
+    bf16conv, gelu, halfconv, optim, f16c, lowp_max, pool, select, gelu32, gelu16, scatter, softmax = loaded
     bits32, bits16 = np.zeros(1, np.uint32), np.zeros(1, np.uint16)
     halfconv.down(bits32, bits16)
     halfconv.up(bits16, np.zeros(1 << 16, np.uint32), bits32)
@@ -205,6 +206,11 @@ def warm() -> bool:
     gelu16.backward_f16(bits16, bits16, out, bits16)
     for rows in (np.zeros((1, 1), np.float32), np.zeros((1, 1), np.float64)):
         scatter.add_rows(rows, np.zeros(1, np.int64), rows.copy())
+    for bits in (np.zeros((1, 1), np.float32), np.zeros((1, 1), np.uint16), np.zeros((1, 1), np.int16)):
+        e = np.zeros((1, 1), np.float32)
+        softmax.shifted(bits, e)
+        softmax.normalized(e, bits.copy())
+        softmax.backward(bits, bits, bits.copy())
     optim.adamw(x, x, x, x, np.zeros(8, np.float32), True, True)
     optim.unscale(x, np.float32(1.0))
     optim.unscale(out, np.float32(1.0))

@@ -22,7 +22,7 @@ from ampcore import expr as E
 
 from . import compiled, gelu32, special
 from .elementwise import FUNCTIONS
-from .kernels import CHUNK, _erf, _lowp, _quiet
+from .kernels import BF16, CHUNK, F16, _erf, _lowp, _quiet
 
 # The sigmoid op's own program (ampcore.ops.decls.math): exp(-|x|) over 1 + exp(-|x|) for x < 0, no cancellation.
 _SIGMOID = E.evaluator(E.get("sigmoid"), FUNCTIONS)
@@ -144,9 +144,56 @@ def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
     return kernel
 
 
+# The 16-bit formats as the row loops take their bits (:mod:`._softmax_numba`): bfloat16 as uint16, float16 as int16.
+_ROW_BITS = {np.dtype(np.float32): None, F16: np.int16, BF16: np.uint16}
+
+
+@functools.cache
+def _row_loops() -> Any:
+    """:mod:`._softmax_numba` on the compiled path, else None (:mod:`.compiled`)."""
+    return compiled.load("_softmax_numba")
+
+
+def _by_rows(fn: Callable[..., Any], fallback: Callable[..., Any]) -> Callable[..., Any]:
+    """softmax / softmax_backward over the last axis of C-contiguous float32, float16 or bfloat16 arrays of one
+    dtype and shape in :mod:`._softmax_numba`'s row loops (NumPy's bits, in two passes), else ``fallback``."""
+
+    def kernel(*args: Any) -> Any:
+        *arrays, axis = args
+        x = arrays[0]
+        if (
+            x.ndim == 0
+            or axis not in (-1, x.ndim - 1)
+            or x.size == 0
+            or x.dtype not in _ROW_BITS
+            or any(a.dtype != x.dtype or a.shape != x.shape or not a.flags.c_contiguous for a in arrays)
+        ):
+            return fallback(*args)
+        loops = _row_loops()
+        if loops is None:
+            return fallback(*args)
+        bits = _ROW_BITS[x.dtype]
+        rows = [(a if bits is None else a.view(bits)).reshape(-1, x.shape[-1]) for a in arrays]
+        out = np.empty(x.shape, x.dtype)
+        out_rows = (out if bits is None else out.view(bits)).reshape(-1, x.shape[-1])
+        if fn is softmax:
+            e = np.empty(rows[0].shape, np.float32)
+            loops.shifted(rows[0], e)
+            np.exp(e, out=e)  # NumPy's exp: the NumPy kernel's bits
+            loops.normalized(e, out_rows)
+        else:
+            loops.backward(rows[0], rows[1], out_rows)
+        return out
+
+    kernel.__name__ = fn.__name__
+    return kernel
+
+
 def _kernel(fn: Callable[..., Any]) -> Callable[..., Any]:
-    if fn in (gelu, gelu_backward):  # gelu32: float32 vectorized, float16/bfloat16 block by block (the same bits)
+    if fn in (gelu, gelu_backward):  # gelu32: float32 vectorized, float16/bfloat16 by table (the same bits)
         return _quiet(gelu32.float32_first(fn.__name__, _lowp(_compiled(fn))))
+    if fn in (softmax, softmax_backward):
+        return _quiet(_by_rows(fn, _lowp(fn)))
     return _quiet(_lowp(fn))
 
 
