@@ -1,12 +1,14 @@
-"""The compiled row loops of softmax and its backward over the last axis (importing this imports numba).
+"""The compiled row loops of softmax, log_softmax and their backwards over the last axis (importing this imports
+numba).
 
 The NumPy kernels (:mod:`.fused_nn`) make six to eight whole-array passes, each with its own temporary: widen,
-max, subtract, exp, sum, divide, round.  These loops make the same float32 operations in two passes around
-NumPy's own ``exp`` (whose bits they keep), and sum each row as NumPy's add-reduction of a contiguous row
-does: its pairwise summation (eight running sums, combined as a tree, the rest added in order; halves split
-at multiples of 8 past 128 elements) onto 0.  So the results are the NumPy kernels' bits
-(``tests/test_cpu_softmax.py``).  A bfloat16 (16, 4, 32, 32) attention softmax: 0.16 -> 0.064 ms forward,
-0.076 -> 0.036 ms backward (2-core AMD EPYC Zen 5).
+max, subtract, exp, sum, divide, round. These loops make the same float32 operations in two or three passes
+around NumPy's own ``exp`` and ``log`` (whose bits they keep), and sum each row as NumPy's add-reduction of a
+contiguous row does: its pairwise summation (eight running sums, combined as a tree, the rest added in order;
+halves split at multiples of 8 past 128 elements) onto 0. So the results are the NumPy kernels' bits
+(``tests/test_cpu_softmax.py``), but for the sign and payload of a NaN made where two NaNs meet (which of the
+two a product or sum returns is the compiler's operand order; IEEE leaves it open). A bfloat16 (16, 4, 32, 32)
+attention softmax: 0.16 -> 0.064 ms forward, 0.076 -> 0.036 ms backward (2-core AMD EPYC Zen 5).
 
 The 16-bit arrays come as their bits, and the integer type says the format: bfloat16 as uint16, float16 as
 int16 (:func:`_widen`, :func:`_store`).  Numba specializes each loop per dtype that way; passing the conversions
@@ -32,7 +34,7 @@ def _widen(value: Any) -> Any:  # pragma: no cover - compiled (its overload)
     """An element as float32: a float32 as it is, uint16 bits as bfloat16, int16 bits as float16."""
 
 
-@overload(_widen, inline="always")
+@overload(_widen)
 def _widen_overload(value):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
     # unannotated: numba compares this signature with its implementations', which are lambdas
     if value == types.float32:
@@ -48,7 +50,7 @@ def _store(out: Any, r: int, c: int, value: Any) -> None:  # pragma: no cover - 
     """``out[r, c] = value`` rounded to ``out``'s format (float32, or bits: uint16 bfloat16, int16 float16)."""
 
 
-@overload(_store, inline="always")
+@overload(_store)
 def _store_overload(out, r, c, value):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
     if out.dtype == types.float32:
 
@@ -172,3 +174,31 @@ def backward(y: Any, gy: Any, out: Any) -> None:  # pragma: no cover - compiled
         s = row_sum(products)
         for c in range(y.shape[1]):
             _store(out, r, c, _widen(y[r, c]) * (_widen(gy[r, c]) - s))
+
+
+@numba.njit(**_OPTS)
+def row_sums(e: Any, sums: Any) -> None:  # pragma: no cover - compiled
+    """``sums[r] = e[r].sum()`` per row of the float32 ``e``, NumPy's bits."""
+    for r in range(e.shape[0]):
+        sums[r] = row_sum(e[r])
+
+
+@numba.njit(**_OPTS)
+def log_normalized(z: Any, logs: Any, out: Any) -> None:  # pragma: no cover - compiled
+    """``out[r] = z[r] - logs[r]`` per row, in float32, rounded to ``out``'s format."""
+    for r in range(z.shape[0]):
+        for c in range(z.shape[1]):
+            _store(out, r, c, z[r, c] - logs[r])
+
+
+@numba.njit(**_OPTS)
+def log_backward(e: Any, gy: Any, out: Any) -> None:  # pragma: no cover - compiled
+    """``out[r] = gy[r] - e[r] * gy[r].sum()`` per row, in float32 (``e`` = exp(y), ``gy`` widened), rounded to
+    ``out``'s format."""
+    row = np.empty(gy.shape[1], _F32)
+    for r in range(gy.shape[0]):
+        for c in range(gy.shape[1]):
+            row[c] = _widen(gy[r, c])
+        s = row_sum(row)
+        for c in range(gy.shape[1]):
+            _store(out, r, c, row[c] - e[r, c] * s)

@@ -22,7 +22,7 @@ from ampcore import expr as E
 
 from . import compiled, gelu32, special
 from .elementwise import FUNCTIONS
-from .kernels import BF16, CHUNK, F16, _erf, _lowp, _quiet
+from .kernels import BF16, CHUNK, F16, _erf, _lowp, _quiet, _up
 
 # The sigmoid op's own program (ampcore.ops.decls.math): exp(-|x|) over 1 + exp(-|x|) for x < 0, no cancellation.
 _SIGMOID = E.evaluator(E.get("sigmoid"), FUNCTIONS)
@@ -155,8 +155,8 @@ def _row_loops() -> Any:
 
 
 def _by_rows(fn: Callable[..., Any], fallback: Callable[..., Any]) -> Callable[..., Any]:
-    """softmax / softmax_backward over the last axis of C-contiguous float32, float16 or bfloat16 arrays of one
-    dtype and shape in :mod:`._softmax_numba`'s row loops (NumPy's bits, in two passes), else ``fallback``."""
+    """softmax, log_softmax and their backwards over the last axis of C-contiguous float32, float16 or bfloat16
+    arrays of one dtype and shape in :mod:`._softmax_numba`'s row loops (NumPy's bits), else ``fallback``."""
 
     def kernel(*args: Any) -> Any:
         *arrays, axis = args
@@ -176,13 +176,21 @@ def _by_rows(fn: Callable[..., Any], fallback: Callable[..., Any]) -> Callable[.
         rows = [(a if bits is None else a.view(bits)).reshape(-1, x.shape[-1]) for a in arrays]
         out = np.empty(x.shape, x.dtype)
         out_rows = (out if bits is None else out.view(bits)).reshape(-1, x.shape[-1])
-        if fn is softmax:
-            e = np.empty(rows[0].shape, np.float32)
-            loops.shifted(rows[0], e)
-            np.exp(e, out=e)  # NumPy's exp: the NumPy kernel's bits
-            loops.normalized(e, out_rows)
-        else:
+        if fn is softmax or fn is log_softmax:
+            z = np.empty(rows[0].shape, np.float32)
+            loops.shifted(rows[0], z)
+            if fn is softmax:
+                np.exp(z, out=z)  # NumPy's exp and log: the NumPy kernels' bits
+                loops.normalized(z, out_rows)
+            else:
+                sums = np.empty(z.shape[0], np.float32)
+                loops.row_sums(np.exp(z), sums)
+                loops.log_normalized(z, np.log(sums, out=sums), out_rows)
+        elif fn is softmax_backward:
             loops.backward(rows[0], rows[1], out_rows)
+        else:
+            e = np.exp(arrays[0].reshape(rows[0].shape) if bits is None else _up(arrays[0]).reshape(rows[0].shape))
+            loops.log_backward(e, rows[1], out_rows)
         return out
 
     kernel.__name__ = fn.__name__
@@ -192,7 +200,7 @@ def _by_rows(fn: Callable[..., Any], fallback: Callable[..., Any]) -> Callable[.
 def _kernel(fn: Callable[..., Any]) -> Callable[..., Any]:
     if fn in (gelu, gelu_backward):  # gelu32: float32 vectorized, float16/bfloat16 by table (the same bits)
         return _quiet(gelu32.float32_first(fn.__name__, _lowp(_compiled(fn))))
-    if fn in (softmax, softmax_backward):
+    if fn in (softmax, softmax_backward, log_softmax, log_softmax_backward):
         return _quiet(_by_rows(fn, _lowp(fn)))
     return _quiet(_lowp(fn))
 
