@@ -171,16 +171,18 @@ def _reading(step: Step, operands: list[Any], views: list[list[Any]]) -> Step:
 
 def _dequantized_operands(fn: Callable[..., Any], views: list[list[Any]]) -> Callable[..., Any]:
     views_a, views_b = views
+    # A dequantized operand comes C-contiguous from its cast: with no view to take it is as the lookup lays it out.
+    plain_a, plain_b = not views_a, not views_b
 
     def kernel(a: Any, b: Any, *rest: Any) -> Any:
-        *rest, dequantized_a, dequantized_b = rest
+        dequantized_a, dequantized_b = rest[-2], rest[-1]
         if not float8.widened_path():  # oneMKL reads the codes, viewed as the GEMM took them
-            return fn(_viewed(a, views_a), _viewed(b, views_b), *rest)
+            return fn(_viewed(a, views_a), _viewed(b, views_b), *rest[:-2])
         if dequantized_a is not None:
-            a = float8.as_looked_up(_viewed(dequantized_a, views_a))
+            a = dequantized_a if plain_a else float8.as_looked_up(_viewed(dequantized_a, views_a))
         if dequantized_b is not None:
-            b = float8.as_looked_up(_viewed(dequantized_b, views_b))
-        return fn(a, b, *rest)
+            b = dequantized_b if plain_b else float8.as_looked_up(_viewed(dequantized_b, views_b))
+        return fn(a, b, *rest[:-2])
 
     return kernel
 
