@@ -63,16 +63,21 @@ class _CaptureState:
 CAPTURE = _CaptureState()
 
 
-def keep_device_values(keep: Callable[..., None], *tensors: Any) -> None:
+def keep_device_values(keep: Callable[..., None], *tensors: Any, arrays: bool = False) -> None:
     """Call ``keep(*tensors)``: host code keeping device values a step made, unread (float8's per-step stats).
 
     In a captured step (:mod:`ampcore.capture`) each replay calls ``keep`` again with its own values, so what
     the host keeps is what eager steps would have kept, with no host read.
+
+    ``arrays=True`` hands ``keep`` the tensors' backend arrays instead, eagerly and in every replay: for host
+    code that only holds them until a later read, no tensor is made per value per step (float8's nine casts
+    made 18 a step; the captured digits-MLP float8 step went from about 345 to 335 µs on a 2-core AMD EPYC
+    Zen 5).
     """
-    keep(*tensors)
+    keep(*[t._data for t in tensors]) if arrays else keep(*tensors)
     recorder = CAPTURE.recorder
     if recorder is not None:
-        recorder.values_kept(keep, tensors)
+        recorder.values_kept(keep, tensors, arrays)
 
 
 _lock = threading.Lock()

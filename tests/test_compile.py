@@ -414,6 +414,28 @@ def test_values_host_code_keeps_are_handed_over_again_by_each_replay():
     assert [bits(v) for v in kept] == [bits((x * 2.0).sum()) for x in xs]
 
 
+def test_kept_values_can_be_handed_over_as_arrays():
+    """keep_device_values(..., arrays=True): eagerly and in every replay, ``keep`` gets the backend arrays, no
+    tensor per value, with the values each call made."""
+    from ampcore.hooks import keep_device_values
+
+    kept: list[object] = []
+
+    def f(x):
+        y = x * 2.0
+        keep_device_values(lambda a, b: kept.append((a, b)), y.sum(), y.amax(), arrays=True)
+        return y + 1.0
+
+    compiled = ampcore.compile(f)
+    xs = [ampcore.randn(4, 3) for _ in range(5)]
+    for x in xs:
+        compiled(x)
+    assert compiled._compiled.stats.replays == 3 and not compiled._compiled.stats.breaks
+    assert all(not isinstance(v, ampcore.Tensor) for pair in kept for v in pair)
+    want = [(bits((x * 2.0).sum()), bits((x * 2.0).amax())) for x in xs]
+    assert [(np.asarray(a).tobytes(), np.asarray(b).tobytes()) for a, b in kept] == want
+
+
 def test_a_kept_value_made_outside_the_call_breaks_the_capture():
     from ampcore.hooks import keep_device_values
 

@@ -178,7 +178,7 @@ class Entry:
         self.writes: list[_Write] = []
         self.output: Any = None
         self.checks: list[tuple[int, Callable[..., Any], list[tuple[int, Any]], Any, Any]] = []
-        self.kept: list[tuple[Callable[..., None], list[int], list[tuple[Any, Any]]]] = []
+        self.kept: list[tuple[Callable[..., None], list[int], list[tuple[Any, Any]] | None]] = []
         self.backward: list[tuple[BackwardProgram, list[int]]] = []
         self.uploads = 0
         # The recording's own outputs and arrays, kept until _reroute gives its outputs their captured backward.
@@ -237,7 +237,10 @@ class Entry:
             flag = wrap(results[index], device, backend)
             syncs.requeue_check(flag, _rebind(error, cells, results, tensors))
         for keep, indices, places in self.kept:
-            keep(*[wrap(results[i], device, backend) for i, (device, backend) in zip(indices, places)])
+            if places is None:  # keep_device_values(..., arrays=True)
+                keep(*[results[i] for i in indices])
+            else:
+                keep(*[wrap(results[i], device, backend) for i, (device, backend) in zip(indices, places)])
         return self._outputs(self.output, results, tensors)
 
     def _outputs(self, template: Any, results: tuple[Any, ...], tensors: Sequence[Any]) -> Any:

@@ -162,8 +162,9 @@ class Recording:
     dynamics: list[Callable[[], float]] = field(default_factory=list)
     # (flag Ref, error, device, backend) of each check queued on the device
     checks: list[tuple[Any, Callable[[], Exception], Any, Any]] = field(default_factory=list)
-    # (keep, [Ref], [(device, backend)]) of each keep_device_values call, and the ids of the tensors it kept
-    kept: list[tuple[Callable[..., None], list[Any], list[tuple[Any, Any]]]] = field(default_factory=list)
+    # (keep, [Ref], [(device, backend)], or None where keep takes arrays) of each keep_device_values call, and the
+    # ids of the tensors it kept
+    kept: list[tuple[Callable[..., None], list[Any], list[tuple[Any, Any]] | None]] = field(default_factory=list)
     kept_ids: set[int] = field(default_factory=set)
     uploads: int = 0  # arrays made from host data inside the call (taken as constants)
     created: dict[int, Any] = field(default_factory=dict)  # id -> tensor made during the call
@@ -436,15 +437,16 @@ class Recorder:
             return
         self.recording.checks.append((ref, error, flag.device, flag._backend))
 
-    def values_kept(self, keep: Callable[..., None], tensors: tuple[Any, ...]) -> None:
-        """Device values host code kept (hooks.keep_device_values calls this): a replay hands it its own."""
+    def values_kept(self, keep: Callable[..., None], tensors: tuple[Any, ...], arrays: bool = False) -> None:
+        """Device values host code kept (hooks.keep_device_values calls this): a replay hands it its own, as
+        tensors, or as their arrays with ``arrays`` (then no places are kept: None)."""
         if threading.get_ident() != self.thread:
             return
         refs = [self.recording.ref_of(_DATA.__get__(t)) for t in tensors]
         if any(r is None for r in refs):
             self.add_break("host code kept a device value computed outside the call")
             return
-        self.recording.kept.append((keep, refs, [(t.device, t._backend) for t in tensors]))
+        self.recording.kept.append((keep, refs, None if arrays else [(t.device, t._backend) for t in tensors]))
         self.recording.kept_ids.update(id(t) for t in tensors)
 
     # ------------------------------------------------------------------ finishing

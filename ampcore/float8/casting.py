@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -91,16 +92,20 @@ class CastStats:
     amax: deque[float] = field(default_factory=lambda: deque(maxlen=STATS_LENGTH))
     scale: deque[float] = field(default_factory=lambda: deque(maxlen=STATS_LENGTH))
     saturated: deque[int] = field(default_factory=lambda: deque(maxlen=STATS_LENGTH))
-    pending: deque[tuple[Tensor, Tensor, Tensor | None]] = field(default_factory=lambda: deque(maxlen=STATS_LENGTH))
+    # The records not read yet, as backend arrays (amax, scale, saturated count or None), and where they live.
+    pending: deque[tuple[Any, Any, Any]] = field(default_factory=lambda: deque(maxlen=STATS_LENGTH))
+    place: tuple[Any, Any] | None = field(default=None, repr=False)
 
     def record(self, amax: Tensor, scale: Tensor, saturated: Tensor | None) -> None:
         """One step's 0-d device amax and scale, and its saturated count (None: the recipe cannot saturate).
 
-        Kept through :func:`ampcore.hooks.keep_device_values`, so a captured step's replays record theirs too.
+        Kept through :func:`ampcore.hooks.keep_device_values` as arrays (no tensor per value per step), so a
+        captured step's replays record theirs too, and :meth:`flush` wraps them when it reads them.
         """
-        keep_device_values(self._keep, amax, scale, *(() if saturated is None else (saturated,)))
+        self.place = (amax.device, amax._backend)
+        keep_device_values(self._keep, amax, scale, *(() if saturated is None else (saturated,)), arrays=True)
 
-    def _keep(self, amax: Tensor, scale: Tensor, saturated: Tensor | None = None) -> None:
+    def _keep(self, amax: Any, scale: Any, saturated: Any = None) -> None:
         self.pending.append((amax, scale, saturated))
 
     def flush(self) -> None:
@@ -109,13 +114,16 @@ class CastStats:
             return
         entries = list(self.pending)
         self.pending.clear()
-        values = to_host(cat([v.reshape(1) for a, s, _ in entries for v in (a, s)]), STATS_READ).astype(np.float64)
-        counts = [n for _, _, n in entries if n is not None]
-        read = iter(to_host(cat([n.reshape(1) for n in counts]), STATS_READ).tolist() if counts else [])
+        assert self.place is not None  # set by the record that made the first entry
+        device, backend = self.place
+        values = [wrap(v, device, backend).reshape(1) for a, s, _ in entries for v in (a, s)]
+        read = to_host(cat(values), STATS_READ).astype(np.float64)
+        counts = [wrap(n, device, backend).reshape(1) for _, _, n in entries if n is not None]
+        numbers = iter(to_host(cat(counts), STATS_READ).tolist() if counts else [])
         for i, (_, _, n) in enumerate(entries):
-            self.amax.append(float(values[2 * i]))
-            self.scale.append(float(values[2 * i + 1]))
-            self.saturated.append(0 if n is None else int(next(read)))
+            self.amax.append(float(read[2 * i]))
+            self.scale.append(float(read[2 * i + 1]))
+            self.saturated.append(0 if n is None else int(next(numbers)))
 
     def as_dict(self) -> dict[str, list[float] | list[int]]:
         self.flush()
