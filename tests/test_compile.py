@@ -395,15 +395,17 @@ def test_a_whole_amp_step_replays_bit_identical_on_an_opencl_device(opencl_devic
 
 
 # --------------------------------------------------------------------------- values host code keeps
-def test_values_host_code_keeps_are_handed_over_again_by_each_replay():
-    """hooks.keep_device_values: the host keeps device values unread (float8's stats); each replay hands its own."""
+@pytest.mark.parametrize("arrays", [False, True])
+def test_values_host_code_keeps_are_handed_over_again_by_each_replay(arrays):
+    """hooks.keep_device_values: the host keeps device values unread (float8's stats); each replay hands its own,
+    as tensors, or with ``arrays=True`` as the backend's arrays (no tensor per value), eagerly and in replays."""
     from ampcore.hooks import keep_device_values
 
-    kept: list[ampcore.Tensor] = []
+    kept: list[tuple[object, ...]] = []
 
     def f(x):
         y = x * 2.0
-        keep_device_values(kept.append, y.sum())
+        keep_device_values(lambda *values: kept.append(values), y.sum(), y.amax(), arrays=arrays)
         return y + 1.0
 
     compiled = ampcore.compile(f)
@@ -411,29 +413,10 @@ def test_values_host_code_keeps_are_handed_over_again_by_each_replay():
     for x in xs:
         compiled(x)
     assert compiled._compiled.stats.replays == 3 and not compiled._compiled.stats.breaks
-    assert [bits(v) for v in kept] == [bits((x * 2.0).sum()) for x in xs]
-
-
-def test_kept_values_can_be_handed_over_as_arrays():
-    """keep_device_values(..., arrays=True): eagerly and in every replay, ``keep`` gets the backend arrays, no
-    tensor per value, with the values each call made."""
-    from ampcore.hooks import keep_device_values
-
-    kept: list[object] = []
-
-    def f(x):
-        y = x * 2.0
-        keep_device_values(lambda a, b: kept.append((a, b)), y.sum(), y.amax(), arrays=True)
-        return y + 1.0
-
-    compiled = ampcore.compile(f)
-    xs = [ampcore.randn(4, 3) for _ in range(5)]
-    for x in xs:
-        compiled(x)
-    assert compiled._compiled.stats.replays == 3 and not compiled._compiled.stats.breaks
-    assert all(not isinstance(v, ampcore.Tensor) for pair in kept for v in pair)
+    assert all(isinstance(v, ampcore.Tensor) != arrays for values in kept for v in values)
+    as_bytes = (lambda v: np.asarray(v).tobytes()) if arrays else bits
     want = [(bits((x * 2.0).sum()), bits((x * 2.0).amax())) for x in xs]
-    assert [(np.asarray(a).tobytes(), np.asarray(b).tobytes()) for a, b in kept] == want
+    assert [tuple(as_bytes(v) for v in values) for values in kept] == want
 
 
 def test_a_kept_value_made_outside_the_call_breaks_the_capture():
