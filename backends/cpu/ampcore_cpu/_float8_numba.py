@@ -12,9 +12,8 @@ from typing import Any
 
 import numba
 import numpy as np
-from numba.core import types
-from numba.extending import overload
 
+from ._lowp_numba import widen
 from ._u32_numba import add32, and32, bits_from_f32, f32_from_bits, max32, or32, shl32, shr32, sub32
 
 u8, u32, f32 = np.uint8, np.uint32, np.float32
@@ -78,20 +77,6 @@ def _pow2_floor(s: Any) -> Any:  # pragma: no cover - compiled
     return f32(0.5) if b >= u32(0x7F800000) else f32_from_bits(and32(b, 0x7F800000))
 
 
-def _float32(value: Any) -> Any:  # pragma: no cover - compiled (its overload)
-    """An input element as float32: a float32 as it is, a uint16 as the bfloat16 whose bits it holds."""
-
-
-@overload(_float32, inline="always")
-def _float32_overload(value):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    # unannotated: numba compares this signature with its implementations', which are lambdas
-    if isinstance(value, types.Float):
-        return lambda value: value
-    if value == types.uint16:
-        return lambda value: f32_from_bits(shl32(value, 16))
-    return None
-
-
 @numba.njit(nogil=True, cache=True, inline="always", error_model="numpy")
 def _scales(x: Any, r0: int, r1: int, fmax: Any, eps: Any, pow2: bool) -> Any:
     """Rows ``r0:r1``'s (amax, scale, 1 / scale): amax the largest ``|x|`` by its float32 bits (a NaN's bits
@@ -100,7 +85,7 @@ def _scales(x: Any, r0: int, r1: int, fmax: Any, eps: Any, pow2: bool) -> Any:
     m = u32(0)
     for r in range(r0, r1):
         for j in range(x.shape[1]):
-            m = max32(m, and32(bits_from_f32(_float32(x[r, j])), 0x7FFFFFFF))
+            m = max32(m, and32(bits_from_f32(widen(x[r, j])), 0x7FFFFFFF))
     amax = f32_from_bits(m)
     s = fmax / (eps if eps > amax else amax) if m < u32(0x7F800000) else f32(1.0)
     s = _pow2_floor(s) if pow2 else s
@@ -113,7 +98,7 @@ def _quantize_rows(  # pragma: no cover - compiled
 ) -> None:
     for r in range(r0, r1):
         for j in range(x.shape[1]):
-            code, value = _code_and_value(bits_from_f32(_float32(x[r, j]) * s), fmt, True)
+            code, value = _code_and_value(bits_from_f32(widen(x[r, j]) * s), fmt, True)
             out[r, j] = code
             if dequantized is not None:
                 dequantized[r, j] = value * inv
@@ -148,10 +133,3 @@ def quantize_current(  # pragma: no cover - compiled
         _quantize(x, out, scales, fmax, eps, pow2, rowwise, E4M3, dequantized)
     else:
         _quantize(x, out, scales, fmax, eps, pow2, rowwise, E5M2, dequantized)
-
-
-@numba.njit(nogil=True, cache=True)
-def gather_f32(codes: Any, table: Any, out: Any) -> None:  # pragma: no cover - compiled
-    """``out[i] = table[codes[i]]``: float8 codes (flat uint8) through a 256-entry float32 table."""
-    for i in range(codes.size):
-        out[i] = table[codes[i]]

@@ -2,11 +2,11 @@
 
 A 16-bit input has 65536 possible values, so the kernel's whole answer fits in two tables, made once per dtype
 by the libm loops themselves (:mod:`._gelu_numba`, see :mod:`.gelu32`): each input's GELU, already rounded to
-the dtype, and the float64 factor ``Phi(x) + x phi(x)`` the backward multiplies ``gy`` by.  The forward is a
-gather; the backward one float64 product per element, rounded as the libm path's float64 result is (NumPy's
-float64 -> float16 cast; ml_dtypes' float64 -> bfloat16, which goes through float32).  Same bits by construction,
-on every input, and no libm call per element: the GPT port's bfloat16 GELU, (16, 32, 256), 0.36 -> 0.04 ms
-forward and 0.48 -> 0.1 ms backward (2-core AMD EPYC Zen 5).
+the dtype, and the float64 factor ``Phi(x) + x phi(x)`` the backward multiplies ``gy`` by. The forward is a
+gather (:func:`._select_numba.gather`); the backward one float64 product per element, rounded as the libm path's
+float64 result is (NumPy's float64 -> float16 cast; ml_dtypes' float64 -> bfloat16, which goes through float32).
+Same bits by construction, on every input, and no libm call per element: the GPT port's bfloat16 GELU, (16, 32,
+256), 0.36 -> 0.04 ms forward and 0.48 -> 0.1 ms backward (2-core AMD EPYC Zen 5).
 """
 
 from __future__ import annotations
@@ -27,13 +27,6 @@ def _product(gy: Any, slope: Any) -> Any:  # pragma: no cover - compiled
     """``gy * slope`` in float64, the slope's NaN where both are NaN (the libm loop's result keeps x's payload;
     a multiply alone returns either operand's, as the compiler orders them)."""
     return slope if slope != slope else np.float64(gy) * slope
-
-
-@numba.njit(nogil=True, cache=True)
-def gather16(codes: Any, table: Any, out: Any) -> None:  # pragma: no cover - compiled
-    """``out[i] = table[codes[i]]``: 16-bit values (flat, as uint16 bits) through a 65536-entry table of bits."""
-    for i in range(codes.size):
-        out[i] = table[codes[i]]
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")

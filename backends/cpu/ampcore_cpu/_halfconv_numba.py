@@ -47,10 +47,3 @@ def down(w: Any, out: Any) -> None:  # pragma: no cover - compiled
     """float32 bits ``w`` -> float16 bits ``out``, rounded to nearest even (both flat, one length)."""
     for i in range(w.size):
         out[i] = f16_bits(w[i])
-
-
-@numba.njit(nogil=True, cache=True)
-def up(h: Any, table: Any, out: Any) -> None:  # pragma: no cover - compiled
-    """float16 bits ``h`` -> float32 bits ``out`` through ``table`` (every float16's float32 bits)."""
-    for i in range(h.size):
-        out[i] = table[h[i]]

@@ -19,6 +19,8 @@ from typing import Any
 
 import numba
 import numpy as np
+from numba.core import types
+from numba.extending import overload
 
 from ._bf16conv_numba import bf16_bits
 from ._f16c_numba import F16C, _round_trip_half, widen_f16c
@@ -90,3 +92,21 @@ def widen_bf16(h: Any) -> Any:  # pragma: no cover - compiled
 def narrow_bf16(value: Any) -> Any:  # pragma: no cover - compiled
     """float32 -> bfloat16 bits, rounded to nearest even: :func:`._bf16conv_numba.down`'s element."""
     return bf16_bits(_bits_from_f32(value))
+
+
+def widen(value: Any) -> Any:  # pragma: no cover - compiled (its overload)
+    """A loop's element as float32 by its type: a float32 as it is, uint16 bits as bfloat16, int16 bits as
+    float16 (a loop takes a 16-bit array as its bits, the integer type saying the format)."""
+
+
+@overload(widen)
+def _widen_overload(value):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    # unannotated: numba compares this signature with its implementations', which are lambdas.  Not inlined in
+    # numba's IR (its SSA check warned on the float16 form); LLVM inlines it.
+    if value == types.float32:
+        return lambda value: value
+    if value == types.uint16:
+        return lambda value: widen_bf16(value)
+    if value == types.int16:
+        return lambda value: widen_f16(np.uint16(value))
+    return None

@@ -1,4 +1,5 @@
-"""The compiled loops of :mod:`.select` (importing this module imports numba; ImportError without it).
+"""The compiled loops of :mod:`.select` (importing this module imports numba; ImportError without it), and the
+table lookup the conversions share (:func:`gather`).
 
 ``where`` on the values' bits (unsigned integers of their width): a select moves a value exactly, NaN payloads
 and -0.0 included, and the branch-free body vectorises (a random mask, as the ReLU backward's, mispredicts).
@@ -30,3 +31,12 @@ def select_scalar(cond: Any, a: Any, b: Any, a_first: bool, out: Any) -> None:  
     else:
         for i in range(out.size):
             out[i] = b if cond[i] else a[i]
+
+
+@numba.njit(**_OPTS)
+def gather(codes: Any, table: Any, out: Any) -> None:  # pragma: no cover - compiled
+    """``out[i] = table[codes[i]]`` (all flat): values looked up by their codes, numba compiling one loop per
+    width: float16 bits to float32 bits (:mod:`.halfconv`), float8 codes to scaled float32 (:mod:`.float8`),
+    16-bit GELU results by their inputs (:mod:`.gelu32`)."""
+    for i in range(codes.size):
+        out[i] = table[codes[i]]

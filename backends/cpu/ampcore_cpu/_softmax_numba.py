@@ -24,26 +24,10 @@ import numpy as np
 from numba.core import types
 from numba.extending import overload
 
-from ._lowp_numba import narrow_bf16, narrow_f16, widen_bf16, widen_f16
+from ._lowp_numba import narrow_bf16, narrow_f16, widen
 
 _F32 = np.float32
 _OPTS = {"nogil": True, "cache": True, "error_model": "numpy"}
-
-
-def _widen(value: Any) -> Any:  # pragma: no cover - compiled (its overload)
-    """An element as float32: a float32 as it is, uint16 bits as bfloat16, int16 bits as float16."""
-
-
-@overload(_widen)
-def _widen_overload(value):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    # unannotated: numba compares this signature with its implementations', which are lambdas
-    if value == types.float32:
-        return lambda value: value
-    if value == types.uint16:
-        return lambda value: widen_bf16(value)
-    if value == types.int16:
-        return lambda value: widen_f16(np.uint16(value))
-    return None
 
 
 def _store(out: Any, r: int, c: int, value: Any) -> None:  # pragma: no cover - compiled (its overload)
@@ -147,12 +131,12 @@ def shifted(x: Any, z: Any) -> None:  # pragma: no cover - compiled
         m = _F32(-np.inf)
         nan = False
         for c in range(x.shape[1]):
-            v = _widen(x[r, c])
+            v = widen(x[r, c])
             nan |= v != v
             m = max(m, v)
         m = _F32(np.nan) if nan else m
         for c in range(x.shape[1]):
-            z[r, c] = _widen(x[r, c]) - m
+            z[r, c] = widen(x[r, c]) - m
 
 
 @numba.njit(**_OPTS)
@@ -170,10 +154,10 @@ def backward(y: Any, gy: Any, out: Any) -> None:  # pragma: no cover - compiled
     products = np.empty(y.shape[1], _F32)
     for r in range(y.shape[0]):
         for c in range(y.shape[1]):
-            products[c] = _widen(gy[r, c]) * _widen(y[r, c])
+            products[c] = widen(gy[r, c]) * widen(y[r, c])
         s = row_sum(products)
         for c in range(y.shape[1]):
-            _store(out, r, c, _widen(y[r, c]) * (_widen(gy[r, c]) - s))
+            _store(out, r, c, widen(y[r, c]) * (widen(gy[r, c]) - s))
 
 
 @numba.njit(**_OPTS)
@@ -198,7 +182,7 @@ def log_backward(e: Any, gy: Any, out: Any) -> None:  # pragma: no cover - compi
     row = np.empty(gy.shape[1], _F32)
     for r in range(gy.shape[0]):
         for c in range(gy.shape[1]):
-            row[c] = _widen(gy[r, c])
+            row[c] = widen(gy[r, c])
         s = row_sum(row)
         for c in range(gy.shape[1]):
             _store(out, r, c, row[c] - e[r, c] * s)

@@ -190,7 +190,7 @@ def warm() -> bool:
     bf16conv, gelu, halfconv, optim, f16c, lowp_max, pool, select, gelu32, gelu16, scatter, softmax = loaded
     bits32, bits16 = np.zeros(1, np.uint32), np.zeros(1, np.uint16)
     halfconv.down(bits32, bits16)
-    halfconv.up(bits16, np.zeros(1 << 16, np.uint32), bits32)
+    select.gather(bits16, np.zeros(1 << 16, np.uint32), bits32)  # halfconv's lookup without F16C
     if f16c.F16C:
         f16c.up(bits16, bits32)
     bf16conv.down(bits32, bits16)
@@ -200,8 +200,8 @@ def warm() -> bool:
     ok = np.zeros(1, np.bool_)
     gelu32.gelu(x, x, ok)
     gelu32.gelu_backward(x, x, x, ok)
-    table = np.zeros(1 << 16, np.uint16)
-    gelu16.gather16(bits16, table, bits16)
+    select.gather(bits16, np.zeros(1 << 16, np.uint16), bits16)  # the 16-bit GELU's forward
+    select.gather(np.zeros(1, np.uint8), np.zeros(256, np.float32), x)  # float8 codes to float32
     gelu16.backward_bf16(bits16, bits16, out, bits16)
     gelu16.backward_f16(bits16, bits16, out, bits16)
     for rows in (np.zeros((1, 1), np.float32), np.zeros((1, 1), np.float64)):

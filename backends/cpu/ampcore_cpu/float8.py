@@ -253,7 +253,7 @@ def _lookup(table: np.ndarray, codes: np.ndarray) -> np.ndarray:
         return _lookup(table, codes.T).T
     src = np.ascontiguousarray(codes)
     out = np.empty(src.shape, F32)
-    loops.gather_f32(src.reshape(-1), table, out.reshape(-1))
+    compiled.load("_select_numba").gather(src.reshape(-1), table, out.reshape(-1))
     return out
 
 

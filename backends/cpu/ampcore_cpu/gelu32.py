@@ -76,7 +76,7 @@ def _tabled_16bit(name: str, arrays: list[np.ndarray]) -> np.ndarray | None:
     bits = [f.view(np.uint16) for f in _flats(arrays)]
     out = np.empty(x.shape, x.dtype)
     if name == "gelu":
-        loops.gather16(bits[0], value, out.reshape(-1).view(np.uint16))
+        compiled.load("_select_numba").gather(bits[0], value, out.reshape(-1).view(np.uint16))
     else:
         backward = loops.backward_f16 if x.dtype == np.float16 else loops.backward_bf16
         backward(bits[0], bits[1], slope, out.reshape(-1).view(np.uint16))

@@ -33,8 +33,8 @@ F32 = np.dtype(np.float32)
 def _numba_kernels() -> tuple[Callable[..., None], Callable[..., None]] | None:
     """The compiled (down, up) loops, or None on the NumPy fallback path.
 
-    ``up(h, out)``: F16C's widening (:mod:`._f16c_numba`) where the target has it, else the table lookup of
-    :mod:`._halfconv_numba`.
+    ``up(h, out)``: F16C's widening (:mod:`._f16c_numba`) where the target has it, else a lookup in the table of
+    every float16's float32 bits (:func:`._select_numba.gather`).
     """
     loops = compiled.load("_halfconv_numba")
     if loops is None:
@@ -42,8 +42,8 @@ def _numba_kernels() -> tuple[Callable[..., None], Callable[..., None]] | None:
     f16c = compiled.load("_f16c_numba")
     if f16c is not None and f16c.F16C:
         return loops.down, f16c.up
-    table, up = _table(), loops.up
-    return loops.down, lambda h, out: up(h, table, out)
+    table, gather = _table(), compiled.load("_select_numba").gather
+    return loops.down, lambda h, out: gather(h, table, out)
 
 
 @functools.cache
