@@ -368,7 +368,7 @@ def test_decorator_forms():
 
 
 def test_a_whole_amp_step_replays_bit_identical_on_an_opencl_device(opencl_device):
-    """The core's reference runner on opencl (kernel by kernel): float16 AMP with an overflowing batch."""
+    """The opencl backend's list of enqueues (recorded at the first replay): float16 AMP with an overflowing batch."""
     device = f"opencl:{opencl_device}"
     rng = np.random.default_rng(0)
     xs = [rng.standard_normal((5, 8)).astype(np.float32) for _ in range(6)]

@@ -134,6 +134,27 @@ def _write_build_log(device: Any, source: str, error: BaseException) -> str:
     return path
 
 
+_recording = threading.local()
+
+
+def recording() -> Any:
+    """The enqueue recorder active on this thread (:mod:`.launch_list`), or None: each of :class:`DeviceState`'s
+    enqueues reports to it while a captured program's first replay runs."""
+    return getattr(_recording, "recorder", None)
+
+
+def set_recording(recorder: Any) -> None:
+    """Make ``recorder`` (or None) this thread's enqueue recorder."""
+    _recording.recorder = recorder
+
+
+def refuse_recording(reason: str) -> None:
+    """Tell this thread's recorder, if any, that what is running cannot be replayed from a list of enqueues."""
+    recorder = recording()
+    if recorder is not None:
+        recorder.refuse(reason)
+
+
 class DeviceState:
     """One device's context, in-order queue, memory pool, probed capabilities and compiled kernels.
 
@@ -228,13 +249,50 @@ class DeviceState:
         if local_size is None:
             first = global_size[0] & -global_size[0] if global_size[0] else 1  # its largest power-of-two divisor
             local_size = (min(first, 64),) + (1,) * (len(global_size) - 1)
+        local_size = tuple(local_size)
+        recorder = recording()
+        if recorder is not None:
+            recorder.launch(self, kernel, global_size, local_size, args)
         with self.launch_lock:
-            return kernel(self.queue, global_size, tuple(local_size), *args)
+            return kernel(self.queue, global_size, local_size, *args)
+
+    def copy(self, dst: Any, src: Any, nbytes: int, dst_offset: int = 0, src_offset: int = 0) -> None:
+        """Enqueue a device-to-device copy of ``nbytes`` (byte offsets into each buffer)."""
+        recorder = recording()
+        if recorder is not None:
+            recorder.copy(self, dst, src, nbytes, dst_offset, src_offset)
+        with self.launch_lock:
+            cl().enqueue_copy(self.queue, dst, src, byte_count=nbytes, src_offset=src_offset, dst_offset=dst_offset)
+
+    def fill(self, buffer: Any, pattern: np.ndarray, nbytes: int) -> None:
+        """Enqueue filling the first ``nbytes`` of ``buffer`` with the one-element array ``pattern``."""
+        recorder = recording()
+        if recorder is not None:
+            recorder.fill(self, buffer, pattern, nbytes)
+        with self.launch_lock:
+            cl().enqueue_fill_buffer(self.queue, buffer, pattern, 0, nbytes)
+
+    def upload(self, buffer: Any, host: np.ndarray) -> Any:
+        """Enqueue a copy of ``host`` into ``buffer`` (no wait); returns its event, which holds ``host`` until the
+        copy has run (dropping the event waits for it)."""
+        refuse_recording("a kernel uploads host data")
+        with self.launch_lock:
+            return cl().enqueue_copy(self.queue, buffer, host, is_blocking=False)
+
+    def download(self, host: np.ndarray, buffer: Any) -> None:
+        """Copy the start of ``buffer`` into ``host``, waiting for it (a host read)."""
+        refuse_recording("a kernel reads device data on the host")
+        with self.launch_lock:
+            cl().enqueue_copy(self.queue, host, buffer, is_blocking=True)
 
     # --- memory --------------------------------------------------------
     def allocate(self, nbytes: int) -> Any:
         """A device buffer of at least ``nbytes`` from the pool (OpenCL has no empty buffers)."""
-        return self.pool.allocate(max(int(nbytes), 8))
+        buffer = self.pool.allocate(max(int(nbytes), 8))
+        recorder = recording()
+        if recorder is not None:
+            recorder.allocate(self, buffer, nbytes)
+        return buffer
 
     def meta(self, values: Sequence[int]) -> Any:
         """A read-only int64 device buffer holding ``values`` (shapes and strides for strided kernels).

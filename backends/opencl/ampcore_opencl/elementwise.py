@@ -178,10 +178,7 @@ def cast(x: CLArray, dtype: Any) -> CLArray:
     if out.size == 0:
         return out
     if dtype == x.dtype:
-        with state.launch_lock:
-            import pyopencl as cl
-
-            cl.enqueue_copy(state.queue, out.buffer, x.buffer, byte_count=x.nbytes)
+        state.copy(out.buffer, x.buffer, x.nbytes)
         return out
     expr, typ = _convert(src, dst, "{0}")
     ops = [Operand(src, "c", src.compute)]

@@ -62,15 +62,12 @@ def splitmix64(z: int) -> int:
 
 def full(shape: Sequence[int], value: Any, dtype: Any, device_index: int = 0) -> CLArray:
     """``shape`` filled with ``value`` rounded once to ``dtype`` (inf, NaN and -0.0 kept)."""
-    import pyopencl as cl
-
     dtype = dt.as_dtype(dtype)
     state = device_state(device_index)
     out = empty(state, shape, dtype)
     if out.size:
         pattern = np.asarray(storage_scalar(value, dtype), dtype=ctype(dtype).host).reshape(1)
-        with state.launch_lock:
-            cl.enqueue_fill_buffer(state.queue, out.buffer, pattern, 0, out.nbytes)
+        state.fill(out.buffer, pattern, out.nbytes)
     return out
 
 

@@ -56,27 +56,21 @@ def _scales(scale: CLArray, shape: tuple[int, ...]) -> tuple[Any, int, int]:
         return scale.buffer, 1, inner
     if all(n == 1 for n in padded[:-1]) and padded[-1] == inner:
         return scale.buffer, 2, inner
-    import pyopencl as cl
-
     host = np.empty(scale.shape, np.float32)
     full = empty(scale.state, shape, dt.float32)
-    with scale.state.launch_lock:
-        cl.enqueue_copy(scale.state.queue, host, scale.buffer, is_blocking=True)
-        cl.enqueue_copy(
-            scale.state.queue, full.buffer, np.ascontiguousarray(np.broadcast_to(host.reshape(padded), shape))
-        )
+    scale.state.download(host, scale.buffer)
+    full._keepalive = scale.state.upload(
+        full.buffer, np.ascontiguousarray(np.broadcast_to(host.reshape(padded), shape))
+    )
     return full.buffer, 3, inner
 
 
 def quantize_float8(x: CLArray, scale: CLArray, dtype: Any, saturate: bool) -> tuple[CLArray, CLArray]:
     """``(cast(x * scale, dtype), max|x|)``; see the kernel contract in ``ampcore.kernels``."""
-    import pyopencl as cl
-
     state, c, fmt = x.state, ctype(x.dtype), _FORMAT[dtype]
     q = empty(state, x.shape, dtype)
     amax = empty(state, (), dt.float32)
-    with state.launch_lock:
-        cl.enqueue_copy(state.queue, amax.buffer, np.zeros(1, np.uint32))
+    state.fill(amax.buffer, np.zeros(1, np.uint32), 4)
     if x.size == 0:
         return q, amax
     buffer, mode, inner = _scales(scale, x.shape)

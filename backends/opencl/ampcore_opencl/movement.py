@@ -29,7 +29,7 @@ from ampcore import dtypes as dt
 
 from .array import CLArray, broadcast_strides, collapse, contiguous_strides, empty
 from .codegen import ctype, prelude
-from .devices import DeviceState, cl, is_cpu
+from .devices import DeviceState, is_cpu
 
 __all__ = ["kernels"]
 
@@ -208,8 +208,7 @@ def _raw_kernel(state: DeviceState, itemsize: int, name: str, scalars: Sequence[
 
 
 def _enqueue_copy(state: DeviceState, dst: Any, dst_off: int, src: Any, src_off: int, nbytes: int) -> None:
-    with state.launch_lock:
-        cl().enqueue_copy(state.queue, dst, src, byte_count=nbytes, src_offset=src_off, dst_offset=dst_off)
+    state.copy(dst, src, nbytes, dst_off, src_off)
 
 
 def _chunk(state: DeviceState, total: int) -> int:

@@ -258,20 +258,17 @@ def _amp_on_the_host(
     hyper: dict[str, float],
 ) -> tuple[list[CLArray], list[CLArray], list[CLArray], CLArray]:
     """The fused AMP step on a device without double arithmetic: the two flags read on the host."""
-    import pyopencl as cl
-
     state = steps.state
     flags = np.empty(2, np.float32)
-    with state.launch_lock:
-        cl.enqueue_copy(state.queue, flags[:1], skip.buffer, is_blocking=False)
-        cl.enqueue_copy(state.queue, flags[1:], steps.buffer, is_blocking=True)
+    state.download(flags[:1], skip.buffer)
+    state.download(flags[1:], steps.buffer)
     if flags[0] != 0.0:
         return params, exp_avgs, exp_avg_sqs, steps
     step = int(flags[1]) + 1
     adamw_step(params, grads, exp_avgs, exp_avg_sqs, step=step, decoupled=decoupled, **hyper)
     host = np.full(steps.shape, step, np.float32)
-    with state.launch_lock:
-        cl.enqueue_copy(state.queue, steps.buffer, host, is_blocking=True)
+    event = state.upload(steps.buffer, host)
+    event.wait()
     return params, exp_avgs, exp_avg_sqs, steps
 
 

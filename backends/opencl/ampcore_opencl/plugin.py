@@ -130,8 +130,6 @@ class OpenCLBackend(ampcore.Backend):
 
     # --- array I/O -----------------------------------------------------
     def from_numpy(self, array: np.ndarray, dtype: Any, device_index: int = 0) -> CLArray:
-        import pyopencl as cl
-
         dtype = dt.as_dtype(dtype)
         state = self._state(device_index)
         if dtype == dt.float64 and not state.fp64:
@@ -142,19 +140,15 @@ class OpenCLBackend(ampcore.Backend):
         host = np.asarray(dt.convert(np.asarray(array), dtype), order="C").view(ctype(dtype).host)  # 0-d stays 0-d
         out = CLArray(state, host.shape, dtype)
         if out.size:
-            with state.launch_lock:
-                # The copy runs later, in queue order; its event holds the host array until then (and
-                # dropping the event would wait for it, so the array keeps it).
-                out._keepalive = cl.enqueue_copy(state.queue, out.buffer, host, is_blocking=False)
+            # The copy runs later, in queue order; its event holds the host array until then (and
+            # dropping the event would wait for it, so the array keeps it).
+            out._keepalive = state.upload(out.buffer, host)
         return out
 
     def to_numpy(self, array: CLArray) -> np.ndarray:
-        import pyopencl as cl
-
         raw = np.empty(array.shape, dtype=ctype(array.dtype).host)
         if array.size:
-            with array.state.launch_lock:
-                cl.enqueue_copy(array.state.queue, raw, array.buffer, is_blocking=True)
+            array.state.download(raw, array.buffer)
         return raw.view(array.dtype.numpy) if array.dtype != dt.bool_ else raw.astype(np.bool_)
 
     def dtype_of(self, array: CLArray) -> dt.DType:
@@ -194,10 +188,18 @@ class OpenCLBackend(ampcore.Backend):
 
         return fused_kernel(program, operand_dtypes, result_dtype)
 
+    def capture_runner(self, program: Any) -> Any:
+        """The program's enqueues recorded at its first replay and replayed from a prebuilt list
+        (:mod:`.launch_list`); the core's reference runner where the list declines (random draws, host reads)."""
+        from .launch_list import runner
+
+        return runner(program)
+
     def capture_support(self) -> str:
         return (
-            "kernel-by-kernel replay (the core's reference runner); elementwise chains fused into one OpenCL "
-            "kernel each (mixed dtypes, broadcast operands, eager's 16-bit roundings kept)"
+            "each replay a prebuilt list of enqueues, recorded at the first (programs that draw random numbers or "
+            "move data to or from the host replay kernel by kernel, the core's runner); elementwise chains fused "
+            "into one OpenCL kernel each (mixed dtypes, broadcast operands, eager's 16-bit roundings kept)"
         )
 
     def conformance_known_gaps(self) -> str | None:

@@ -1,0 +1,144 @@
+"""The opencl backend's capture runner (ampcore_opencl.launch_list): a captured program recorded at its first
+replay and replayed from a prebuilt list of enqueues, on each OpenCL device.
+
+The conformance suite checks every op and fused chain replayed twice against eager; here: replays on new input
+values and new arrays (a list that kept reading the recorded buffers, or wrote its results where the previous
+replay's lie, fails), whole training steps, and where the list records again or declines."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ampcore
+from ampcore import nn, optim
+from ampcore_opencl.launch_list import MAX_DYNAMIC_RERECORDS, LaunchListRunner
+
+pytestmark = pytest.mark.usefixtures("opencl_device")
+
+
+def _runner(compiled):
+    (entry,) = compiled._compiled.entries.values()
+    return entry.run
+
+
+def _device(opencl_device):
+    return f"opencl:{opencl_device}"
+
+
+def test_replays_read_each_calls_arrays_and_hand_back_new_results(opencl_device):
+    """Every replay computes from the arrays it is handed (new values each call) and returns results of its own:
+    the results of earlier replays stay as they were."""
+    device = _device(opencl_device)
+    rng = np.random.default_rng(0)
+
+    def f(x, w, b):
+        return ((x @ w + b).relu() * 0.5).to(ampcore.float16), (x * 2.0).sum()
+
+    compiled = ampcore.compile(f)
+    calls = [
+        [ampcore.tensor(rng.standard_normal(s).astype(np.float32), device=device) for s in ((9, 20), (20, 7), (7,))]
+        for _ in range(6)
+    ]
+    got = [compiled(*args) for args in calls]
+    run = _runner(compiled)
+    assert isinstance(run, LaunchListRunner) and run.declined is None, run
+    assert run.recordings == 1 and run.replays == 3, (run.recordings, run.replays)
+    for args, (y, s) in zip(calls, got):
+        want_y, want_s = f(*args)
+        assert y.numpy().tobytes() == want_y.numpy().tobytes()
+        assert s.numpy().tobytes() == want_s.numpy().tobytes()
+
+
+def test_in_place_state_and_skipped_steps_match_eager(opencl_device):
+    """float16 AMP training steps (a fused AdamW step writing its state in place, a GradScaler, an overflowing
+    batch among them) replayed from the list: losses, parameters and the skip count are eager's bits."""
+    device = _device(opencl_device)
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal((16, 12)).astype(np.float32) for _ in range(8)]
+    xs[5][2, 3] = np.inf
+    ys = [rng.integers(0, 4, 16) for _ in range(8)]
+
+    def step(model, opt, scaler, x, y):
+        opt.zero_grad()
+        with ampcore.autocast("opencl", dtype=ampcore.float16):
+            loss = nn.functional.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        return loss.detach()
+
+    runs = []
+    for compiled in (False, True):
+        ampcore.manual_seed(3)
+        model = nn.Sequential(nn.Linear(12, 24), nn.ReLU(), nn.Linear(24, 4)).to(device)
+        opt = optim.AdamW(model.parameters(), lr=1e-2, fused=True)
+        scaler = ampcore.GradScaler("opencl")
+        fn = ampcore.compile(step) if compiled else step
+        losses = [
+            fn(model, opt, scaler, ampcore.tensor(x, device=device), ampcore.tensor(y, device=device)).numpy()
+            for x, y in zip(xs, ys)
+        ]
+        runs.append(([v.tobytes() for v in losses], [p.numpy().tobytes() for p in model.parameters()]))
+        runs[-1] += (scaler.skipped_steps,)
+        if compiled:
+            run = _runner(fn)
+            assert isinstance(run, LaunchListRunner) and run.declined is None and run.replays == 5, run
+    assert runs[0] == runs[1] and runs[0][2] == 1
+
+
+def test_a_changed_learning_rate_records_again_then_declines(opencl_device):
+    """A dynamic number (a scheduler's learning rate) is frozen in the list's arguments: each change records
+    again, up to MAX_DYNAMIC_RERECORDS times, and then the reference runner replays; every step stays eager's."""
+    device = _device(opencl_device)
+    rng = np.random.default_rng(2)
+    x = ampcore.tensor(rng.standard_normal((8, 5)).astype(np.float32), device=device)
+
+    def train(compiled):
+        ampcore.manual_seed(4)
+        lin = nn.Linear(5, 3).to(device)
+        opt = optim.AdamW(lin.parameters(), lr=0.1, fused=True)
+
+        def step():
+            opt.zero_grad()
+            loss = (lin(x) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss.detach()
+
+        fn = ampcore.compile(step) if compiled else step
+        losses = []
+        for i in range(10):
+            opt.param_groups[0]["lr"] = 0.1 / (1 + i // 2)  # a change every second step
+            losses.append(fn().numpy().tobytes())
+        return losses, fn
+
+    eager, _ = train(False)
+    replayed, fn = train(True)
+    assert replayed == eager
+    run = _runner(fn)
+    assert run.dynamic_rerecords == MAX_DYNAMIC_RERECORDS + 1 and "dynamic number" in run.declined, run
+    assert run.reference_calls > 0
+
+
+def test_a_program_that_draws_random_numbers_replays_kernel_by_kernel(opencl_device):
+    """Dropout needs a new seed at each replay, which a list would freeze: declined, with the reason."""
+    device = _device(opencl_device)
+    x = ampcore.ones(64, 32, device=device)
+
+    def f(x):
+        return nn.functional.dropout(x, 0.5, training=True) * 2.0
+
+    compiled = ampcore.compile(f)
+    outs = [compiled(x).numpy() for _ in range(4)]
+    run = _runner(compiled)
+    assert isinstance(run, LaunchListRunner) and "random numbers" in run.declined, run
+    assert not np.array_equal(outs[2], outs[3])  # each replay drew its own mask
+    assert "random numbers" in ampcore.compiler.explain(f, x).runner
+
+
+def test_explain_names_the_list(opencl_device):
+    device = _device(opencl_device)
+    x = ampcore.ones(4, 4, device=device)
+    text = ampcore.compiler.explain(lambda x: (x + 1.0) * 2.0, x).runner
+    assert "prebuilt list of enqueues" in text, text
