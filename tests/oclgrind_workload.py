@@ -64,6 +64,14 @@ def gemm() -> None:
             b = ampcore.randn(k, n, device=DEVICE).to(dtype)
             (a @ b).float().numpy()
     ampcore.matmul(ampcore.randn(3, 1, 5, 4, device=DEVICE), ampcore.randn(2, 4, 6, device=DEVICE)).numpy()
+    # GEMMs with their epilogue (a captured matmul and its chain as one kernel), direct and packed, replayed
+    # from the list of enqueues; a bias row, a column and a full-shape operand
+    linear = ampcore.compile(lambda a, b, bias, col, full: ((a @ b + bias).relu() * col + full).float())
+    for m, k, n in ((5, 3, 7), (33, 65, 31)):
+        for dtype in ("float32", "float16", "bfloat16"):
+            args = [ampcore.randn(*s, device=DEVICE).to(dtype) for s in ((m, k), (k, n), (n,), (m, 1), (m, n))]
+            for _ in range(3):
+                linear(*args).numpy()
 
 
 def training() -> None:

@@ -34,7 +34,7 @@ direct kernel, one work-item per output element; it is slow beyond that size.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -135,16 +135,20 @@ def _pack_b_vector_source(c: CType, fp64: bool) -> str:
     return _pack_b_source(c, fp64, vector=True)
 
 
-def _gemm_source(c: CType, fp64: bool) -> str:
+def _gemm_source(c: CType, fp64: bool, epilogue: Any = None) -> str:
+    """The packed GEMM's source; ``epilogue`` (:class:`.gemm_epilogue.Epilogue`): each element of C goes through
+    it (a fused chain) instead of being stored rounded."""
     mr, nr = BLOCKS[c.compute]
     vt = f"{c.compute}{nr}"
     rows = range(mr)
+    out_type = epilogue.out_storage if epilogue is not None else c.storage
+    extra = "".join(f", {p}" for p in epilogue.params) if epilogue is not None else ""
     lines = [
-        prelude(fp64),
+        prelude(fp64) + (epilogue.helper if epilogue is not None else ""),
         f"""
 /* One MR x NR block of C per work-item: (panel of A, panel of B, output batch index). */
-__kernel void gemm(__global const {c.compute} *ap, __global const {c.compute} *bp, __global {c.storage} *out,
-                   long m, long n, long k, long P, long Q, int nd, __global const long *meta) {{
+__kernel void gemm(__global const {c.compute} *ap, __global const {c.compute} *bp, __global {out_type} *out,
+                   long m, long n, long k, long P, long Q, int nd, __global const long *meta{extra}) {{
     long p = get_global_id(0), q = get_global_id(1), z = get_global_id(2);
     long za = strided_offset(z, nd, meta, meta + nd), zb = strided_offset(z, nd, meta, meta + 2 * nd);
     __global const {c.compute} *A = ap + (za * P + p) * k * {mr};
@@ -159,7 +163,18 @@ __kernel void gemm(__global const {c.compute} *ap, __global const {c.compute} *b
     lines.append(f"""    }}
     long i0 = p * {mr}, j0 = q * {nr};
     long rows = min((long){mr}, m - i0), cols = min((long){nr}, n - j0);
-    __global {c.storage} *o = out + (z * m + i0) * n + j0;""")
+    __global {out_type} *o = out + (z * m + i0) * n + j0;""")
+
+    if epilogue is not None:  # the block through the epilogue in a loop: inlined per element, it bloated the kernel
+        lines.append(f"    {c.compute} block[{mr * nr}];")
+        lines += [f"    vstore{nr}(c{r}, {r}, block);" for r in rows]  # a private array is only element-aligned
+        call = epilogue.call("(z * m + i0 + r) * n + j0 + jj", "i0 + r", "j0 + jj", f"block[r * {nr} + jj]")
+        lines += [
+            "    for (long r = 0; r < rows; ++r)",
+            f"        for (long jj = 0; jj < cols; ++jj) {{ {call} }}",
+            "}",
+        ]
+        return "\n".join(lines)
     for r in rows:
         full = " ".join(c.store("o", f"{r} * n + {j}", f"c{r}.s{j:x}") for j in range(nr))
         part = " ".join(f"if ({j} < cols) {{ {c.store('o', f'{r} * n + {j}', f'c{r}.s{j:x}')} }}" for j in range(nr))
@@ -170,7 +185,10 @@ __kernel void gemm(__global const {c.compute} *ap, __global const {c.compute} *b
     return "\n".join(lines)
 
 
-def _direct_source(c: CType, fp64: bool) -> str:
+def _direct_source(c: CType, fp64: bool, epilogue: Any = None) -> str:
+    """The direct kernel's source; ``epilogue`` as for :func:`_gemm_source` (float operands only)."""
+    out_type = epilogue.out_storage if epilogue is not None else c.storage
+    extra = "".join(f", {p}" for p in epilogue.params) if epilogue is not None else ""
     if c.tag in _INTEGER:  # wrapping arithmetic, as NumPy's: unsigned in C (signed overflow is undefined there)
         acc, back = _INTEGER[c.tag]
         body = f"acc += ({acc})A[kk] * ({acc})B[kk * n];"
@@ -179,12 +197,15 @@ def _direct_source(c: CType, fp64: bool) -> str:
         acc = c.compute
         body = f"acc += {c.load('A', 'kk')} * {c.load('B', 'kk * n')};"
         store = c.store("out", "(z * m + i) * n + j", "acc", value_type=acc)
+        if epilogue is not None:
+            store = epilogue.call("(z * m + i) * n + j", "i", "j", "acc")
     return (
         prelude(fp64)
+        + (epilogue.helper if epilogue is not None else "")
         + f"""
 /* One element of C per work-item, j fastest. */
-__kernel void direct(__global const {c.storage} *a, __global const {c.storage} *b, __global {c.storage} *out,
-                     long m, long n, long k, int nd, __global const long *meta) {{
+__kernel void direct(__global const {c.storage} *a, __global const {c.storage} *b, __global {out_type} *out,
+                     long m, long n, long k, int nd, __global const long *meta{extra}) {{
     long j = get_global_id(0), i = get_global_id(1), z = get_global_id(2);
     if (j >= n) return;  /* the launch rounds n up to whole work-groups */
     long za = strided_offset(z, nd, meta, meta + nd), zb = strided_offset(z, nd, meta, meta + 2 * nd);
@@ -204,11 +225,21 @@ def _round_up(n: int, step: int) -> int:
 
 
 def _kernel(
-    state: Any, variant: str, c: CType, source: Callable[[CType, bool], str], scalars: list[Any], name: str = ""
+    state: Any,
+    variant: str,
+    c: CType,
+    source: Callable[..., str],
+    scalars: list[Any],
+    name: str = "",
+    epilogue: Any = None,
 ) -> Any:
-    """The compiled kernel ``name`` (default: ``variant``) of ``source``, cached under ``variant``."""
+    """The compiled kernel ``name`` (default: ``variant``) of ``source``, cached under ``variant`` (and the
+    epilogue's key)."""
     key = ("matmul", c.tag, variant, BLOCKS.get(c.compute))  # the block is in the key so benchmarks may vary it
-    return state.kernel(key, lambda: source(c, state.fp64), name or variant, scalars)
+    if epilogue is None:
+        return state.kernel(key, lambda: source(c, state.fp64), name or variant, scalars)
+    scalars = scalars + [None] * len(epilogue.params)
+    return state.kernel((*key, epilogue.key), lambda: source(c, state.fp64, epilogue), name or variant, scalars)
 
 
 def _batch_meta(
@@ -221,7 +252,19 @@ def _batch_meta(
     return len(shape), state.meta(shape + sa + sb)
 
 
-def _packed(a: CLArray, b: CLArray, out: CLArray, m: int, n: int, k: int, z: int, nd: int, meta: Any) -> None:
+def _packed(
+    a: CLArray,
+    b: CLArray,
+    out: CLArray,
+    m: int,
+    n: int,
+    k: int,
+    z: int,
+    nd: int,
+    meta: Any,
+    epilogue: Any = None,
+    extra: Sequence[Any] = (),
+) -> None:
     state, c = a.state, a.ctype
     mr, nr = BLOCKS[c.compute]
     panels_a, panels_b = -(-m // mr), -(-n // nr)
@@ -237,16 +280,33 @@ def _packed(a: CLArray, b: CLArray, out: CLArray, m: int, n: int, k: int, z: int
             pack_b = _kernel(state, "pack_b", c, _pack_b_source, [None, None, _I64, _I64, _I64])
         state.launch(pack_a, (_round_up(k, _ROW), panels_a, za), (_ROW, 1, 1), a.buffer, ap, m, k, panels_a)
         state.launch(pack_b, (_round_up(k, _ROW), panels_b, zb), (_ROW, 1, 1), b.buffer, bp, k, n, panels_b)
-    gemm = _kernel(state, "gemm", c, _gemm_source, [None, None, None, _I64, _I64, _I64, _I64, _I64, _I32, None])
+    scalars = [None, None, None, _I64, _I64, _I64, _I64, _I64, _I32, None]
+    gemm = _kernel(state, "gemm", c, _gemm_source, scalars, epilogue=epilogue)
     # One work-item per work-group: PoCL's implicit vectoriser would otherwise try to widen the already
     # vectorised block across work-items (measured slower).
-    state.launch(gemm, (panels_a, panels_b, z), (1, 1, 1), ap, bp, out.buffer, m, n, k, panels_a, panels_b, nd, meta)
+    state.launch(
+        gemm, (panels_a, panels_b, z), (1, 1, 1), ap, bp, out.buffer, m, n, k, panels_a, panels_b, nd, meta, *extra
+    )
 
 
-def _direct(a: CLArray, b: CLArray, out: CLArray, m: int, n: int, k: int, z: int, nd: int, meta: Any) -> None:
+def _direct(
+    a: CLArray,
+    b: CLArray,
+    out: CLArray,
+    m: int,
+    n: int,
+    k: int,
+    z: int,
+    nd: int,
+    meta: Any,
+    epilogue: Any = None,
+    extra: Sequence[Any] = (),
+) -> None:
     state = a.state
-    kernel = _kernel(state, "direct", a.ctype, _direct_source, [None, None, None, _I64, _I64, _I64, _I32, None])
-    state.launch(kernel, (_round_up(n, _ROW), m, z), (_ROW, 1, 1), a.buffer, b.buffer, out.buffer, m, n, k, nd, meta)
+    scalars = [None, None, None, _I64, _I64, _I64, _I32, None]
+    kernel = _kernel(state, "direct", a.ctype, _direct_source, scalars, epilogue=epilogue)
+    grid = (_round_up(n, _ROW), m, z)
+    state.launch(kernel, grid, (_ROW, 1, 1), a.buffer, b.buffer, out.buffer, m, n, k, nd, meta, *extra)
 
 
 def matmul(a: CLArray, b: CLArray) -> CLArray:
@@ -256,6 +316,16 @@ def matmul(a: CLArray, b: CLArray) -> CLArray:
     output) or float64; int32/int64 wrap as NumPy's.  Raises TypeError for
     mixed or bool dtypes and ValueError for shapes that do not match.
     """
+    a2, b2, batch, shape = operands(a, b)
+    out = empty(a.state, batch + a2.shape[-2:-1] + b2.shape[-1:], a.dtype)
+    if out.size:
+        launch(a2, b2, out)
+    return out.reshaped(shape)
+
+
+def operands(a: CLArray, b: CLArray) -> tuple[CLArray, CLArray, tuple[int, ...], tuple[int, ...]]:
+    """``(a, b)`` as batches of matrices (a 1-D operand as NumPy takes it), the output's batch shape and the
+    result's shape; TypeError and ValueError as :func:`matmul` says."""
     if a.dtype != b.dtype:
         raise TypeError(f"matmul needs operands of one dtype, got {a.dtype.name} and {b.dtype.name}; cast first")
     if a.dtype == dt.bool_:
@@ -271,14 +341,18 @@ def matmul(a: CLArray, b: CLArray) -> CLArray:
         batch = tuple(np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2]))
     except ValueError:
         raise ValueError(f"matmul batch dimensions of shapes {a.shape} and {b.shape} cannot be broadcast") from None
-    out = empty(a.state, batch + (m, n), a.dtype)
-    z = math.prod(batch)
-    if out.size:
-        nd, meta = _batch_meta(a.state, a2.shape[:-2], b2.shape[:-2], batch)
-        small = m * n * k <= DIRECT_MAX_WORK or a.ctype.tag in _INTEGER
-        (_direct if small else _packed)(a2, b2, out, m, n, k, z, nd, meta)
     shape = batch + ((m,) if a.ndim > 1 else ()) + ((n,) if b.ndim > 1 else ())
-    return out.reshaped(shape)
+    return a2, b2, batch, shape
+
+
+def launch(a: CLArray, b: CLArray, out: CLArray, epilogue: Any = None, extra: Sequence[Any] = ()) -> None:
+    """Enqueue ``out = a @ b`` (batches of matrices, as :func:`operands` makes them; ``out`` not empty), each
+    element through ``epilogue`` with the operand buffers ``extra`` where one is given."""
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    batch = out.shape[:-2]
+    nd, meta = _batch_meta(a.state, a.shape[:-2], b.shape[:-2], batch)
+    small = m * n * k <= DIRECT_MAX_WORK or a.ctype.tag in _INTEGER
+    (_direct if small else _packed)(a, b, out, m, n, k, math.prod(batch), nd, meta, epilogue, extra)
 
 
 def kernels() -> dict[str, Callable[..., Any]]:

@@ -188,6 +188,15 @@ class OpenCLBackend(ampcore.Backend):
 
         return fused_kernel(program, operand_dtypes, result_dtype)
 
+    def fused_gemm_kernel(
+        self, gemm: str, program: Any, product_dtype: Any, operand_dtypes: Any, result_dtype: Any
+    ) -> Any:
+        """A captured matmul and the chain that alone reads its product as one kernel: the GEMM's float32 sums go
+        through the chain instead of being stored (:mod:`.gemm_epilogue`), eager's bits."""
+        from .gemm_epilogue import fused_gemm_kernel
+
+        return fused_gemm_kernel(gemm, program, product_dtype, operand_dtypes, result_dtype)
+
     def capture_runner(self, program: Any) -> Any:
         """The program's enqueues recorded at its first replay and replayed from a prebuilt list
         (:mod:`.launch_list`); the core's reference runner where the list declines (random draws, host reads)."""
@@ -199,7 +208,8 @@ class OpenCLBackend(ampcore.Backend):
         return (
             "each replay a prebuilt list of enqueues, recorded at the first (programs that draw random numbers or "
             "move data to or from the host replay kernel by kernel, the core's runner); elementwise chains fused "
-            "into one OpenCL kernel each (mixed dtypes, broadcast operands, eager's 16-bit roundings kept)"
+            "into one OpenCL kernel each (mixed dtypes, broadcast operands, eager's 16-bit roundings kept), and a "
+            "matmul's epilogue into its GEMM kernel"
         )
 
     def conformance_known_gaps(self) -> str | None:
