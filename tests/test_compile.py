@@ -479,3 +479,42 @@ def test_a_float8_training_step_replays_bit_identical_with_its_stats_and_no_host
 def test_a_float8_training_step_replays_bit_identical_on_an_opencl_device(opencl_device, recipe):
     eager, compiled = float8_runs(recipe, f"opencl:{opencl_device}")
     assert eager == compiled
+
+
+# --------------------------------------------------------------------------- what a backend runner may use
+def test_the_reference_runner_wraps_each_step_and_names_the_steps_that_draw_per_replay():
+    """reference_runner(program, wrap=...) calls wrap(i, kernel) for each step and runs the wrapped kernels in
+    order; draws_per_replay picks the steps that take a seed or a dynamic number."""
+    from ampcore.capture import draws_per_replay, reference_runner
+
+    model, opt = model_and_optimizer(dropout=0.5)
+    xs = [x for x, _ in batches(6)]
+
+    def step(x):
+        opt.zero_grad()
+        loss = (model(x) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    compiled = ampcore.compile(step)
+    compiled(xs[0])
+    compiled(xs[1])
+    (entry,) = compiled._compiled.entries.values()
+    program = entry.program
+    drawing = {step.name for step in program.steps if draws_per_replay(step)}
+    assert any(name not in ("adamw_step", "adamw_step_amp") for name in drawing), drawing  # dropout's seed
+    assert drawing & {"adamw_step", "adamw_step_amp"}, drawing  # the learning rate
+    seen: list[int] = []
+
+    def wrap(i, kernel):
+        def counted(*args, **kwargs):
+            seen.append(i)
+            return kernel(*args, **kwargs)
+
+        return counted
+
+    entry.run = reference_runner(program, wrap=wrap)
+    for x in xs[2:4]:
+        compiled(x)
+    assert seen == list(range(len(program.steps))) * 2 and compiled._compiled.stats.replays == 2

@@ -12,7 +12,7 @@ import pytest
 
 import ampcore
 from ampcore import nn, optim
-from ampcore_opencl.launch_list import MAX_DYNAMIC_RERECORDS, LaunchListRunner
+from ampcore_opencl.launch_list import LaunchListRunner
 
 pytestmark = pytest.mark.usefixtures("opencl_device")
 
@@ -87,54 +87,39 @@ def test_in_place_state_and_skipped_steps_match_eager(opencl_device):
     assert runs[0] == runs[1] and runs[0][2] == 1
 
 
-def test_a_changed_learning_rate_records_again_then_declines(opencl_device):
-    """A dynamic number (a scheduler's learning rate) is frozen in the list's arguments: each change records
-    again, up to MAX_DYNAMIC_RERECORDS times, and then the reference runner replays; every step stays eager's."""
+def test_a_scheduled_learning_rate_and_dropout_replay_from_the_list(opencl_device):
+    """The steps that take a value drawn anew each replay (the learning rate a schedule changes every step,
+    dropout's seed) are called afresh inside the list: every replay is the list's, and losses and parameters are
+    eager's bits from the same seeds."""
     device = _device(opencl_device)
     rng = np.random.default_rng(2)
-    x = ampcore.tensor(rng.standard_normal((8, 5)).astype(np.float32), device=device)
+    xs = [ampcore.tensor(rng.standard_normal((8, 5)).astype(np.float32), device=device) for _ in range(7)]
 
     def train(compiled):
         ampcore.manual_seed(4)
-        lin = nn.Linear(5, 3).to(device)
-        opt = optim.AdamW(lin.parameters(), lr=0.1, fused=True)
+        model = nn.Sequential(nn.Linear(5, 16), nn.Dropout(0.3), nn.ReLU(), nn.Linear(16, 3)).to(device)
+        opt = optim.AdamW(model.parameters(), lr=0.1, fused=True)
 
-        def step():
+        def step(x):
             opt.zero_grad()
-            loss = (lin(x) ** 2).mean()
+            loss = (model(x) ** 2).mean()
             loss.backward()
             opt.step()
             return loss.detach()
 
         fn = ampcore.compile(step) if compiled else step
         losses = []
-        for i in range(10):
-            opt.param_groups[0]["lr"] = 0.1 / (1 + i // 2)  # a change every second step
-            losses.append(fn().numpy().tobytes())
-        return losses, fn
+        for i, x in enumerate(xs):
+            opt.param_groups[0]["lr"] = 0.1 / (1 + i)  # a new rate every step
+            losses.append(fn(x).numpy().tobytes())
+        return losses, [p.numpy().tobytes() for p in model.parameters()], fn
 
-    eager, _ = train(False)
-    replayed, fn = train(True)
-    assert replayed == eager
+    eager_losses, eager_params, _ = train(False)
+    losses, params, fn = train(True)
+    assert losses == eager_losses and params == eager_params
     run = _runner(fn)
-    assert run.dynamic_rerecords == MAX_DYNAMIC_RERECORDS + 1 and "dynamic number" in run.declined, run
-    assert run.reference_calls > 0
-
-
-def test_a_program_that_draws_random_numbers_replays_kernel_by_kernel(opencl_device):
-    """Dropout needs a new seed at each replay, which a list would freeze: declined, with the reason."""
-    device = _device(opencl_device)
-    x = ampcore.ones(64, 32, device=device)
-
-    def f(x):
-        return nn.functional.dropout(x, 0.5, training=True) * 2.0
-
-    compiled = ampcore.compile(f)
-    outs = [compiled(x).numpy() for _ in range(4)]
-    run = _runner(compiled)
-    assert isinstance(run, LaunchListRunner) and "random numbers" in run.declined, run
-    assert not np.array_equal(outs[2], outs[3])  # each replay drew its own mask
-    assert "random numbers" in ampcore.compiler.explain(f, x).runner
+    assert isinstance(run, LaunchListRunner) and run.declined is None, run
+    assert run.recordings == 1 and run.replays == len(xs) - 3 and run.reference_calls == 0, run
 
 
 def test_explain_names_the_list(opencl_device):

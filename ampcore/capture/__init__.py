@@ -15,11 +15,12 @@ from ..hooks import CAPTURE
 from .compiled import CaptureConfig, CompiledFunction, Stats, config
 from .dynamic import Dynamic, dynamic
 from .fusion import FusedStep
-from .program import IN_PLACE_KERNELS, Program, reference_runner, refs_in
+from .program import IN_PLACE_KERNELS, Program, draws_per_replay, reference_runner, refs_in
 from .record import Break, CaptureBreakError, Recorder, Ref, SlotInfo, Step
 
 __all__ = [
     "IN_PLACE_KERNELS",
+    "draws_per_replay",
     "Break",
     "CaptureBreakError",
     "CaptureConfig",

@@ -26,7 +26,15 @@ from typing import Any
 from ..plugins import registry
 from .record import Dyn, Ref, Seed, SlotInfo, Step
 
-__all__ = ["Program", "build_program", "reference_runner", "runner_for", "refs_in", "IN_PLACE_KERNELS"]
+__all__ = [
+    "Program",
+    "build_program",
+    "reference_runner",
+    "runner_for",
+    "refs_in",
+    "draws_per_replay",
+    "IN_PLACE_KERNELS",
+]
 
 # Kernels that may write their inputs in place (the kernel contract's): never removed as unread.
 IN_PLACE_KERNELS = frozenset({"unscale_and_check", "adamw_step", "adamw_step_amp"})
@@ -42,6 +50,22 @@ def refs_in(template: Any) -> Iterator[int]:
     elif type(template) is dict:
         for t in template.values():
             yield from refs_in(t)
+
+
+def draws_per_replay(step: Step) -> bool:
+    """Whether ``step`` takes a value each replay draws anew (a random seed, a dynamic number such as a learning
+    rate): a runner that freezes a step's host arguments must call this one afresh each time."""
+
+    def found(template: Any) -> bool:
+        if isinstance(template, (Seed, Dyn)):
+            return True
+        if type(template) in (list, tuple):
+            return any(found(t) for t in template)
+        if type(template) is dict:
+            return any(found(t) for t in template.values())
+        return False
+
+    return found(step.args) or found(step.kwargs)
 
 
 @dataclass
@@ -110,13 +134,16 @@ def build_program(
 
 
 # --------------------------------------------------------------------------- the reference replay
-def reference_runner(program: Program) -> Callable[[Sequence[Any], Sequence[int], Sequence[float]], tuple[Any, ...]]:
+def reference_runner(
+    program: Program, wrap: Callable[[int, Callable[..., Any]], Callable[..., Any]] | None = None
+) -> Callable[[Sequence[Any], Sequence[int], Sequence[float]], tuple[Any, ...]]:
     """``run(inputs, seeds, dynamics) -> results``: the program's kernels called back to back.
 
     One generated Python function: each step is one line calling the kernel (the backend table's callable, as
     eager code calls it, so a backend failure is still a KernelError naming the kernel), each slot a local
     deleted after its last use.  ``inputs`` are the arrays of ``program.inputs``, in order; ``seeds`` and
-    ``dynamics`` the values drawn for this replay.
+    ``dynamics`` the values drawn for this replay.  ``wrap(i, kernel)``, where given, is called instead of
+    step ``i``'s kernel (a backend runner that records what each step does, a profiler).
     """
     env: dict[str, Any] = {}
     last_use: dict[int, int] = {}
@@ -132,7 +159,7 @@ def reference_runner(program: Program) -> Callable[[Sequence[Any], Sequence[int]
         fn = getattr(step, "fn", None)
         if fn is None:
             fn = step.table.kernel(step.name) if hasattr(step.table, "kernel") else getattr(step.table, step.name)
-        env[f"k{i}"] = fn
+        env[f"k{i}"] = fn if wrap is None else wrap(i, fn)
         args = [_render(a, env) for a in step.args]
         args += [f"{k}={_render(v, env)}" for k, v in step.kwargs.items()]
         call = f"k{i}({', '.join(args)})"
