@@ -26,6 +26,8 @@
 #                       AMP (goal <= 1.0x) with 0 host reads per captured step
 #   fusion-tests, bench-fusion-*  issue 36's fused elementwise chains on cuda: fused for real, eager's bits, and the
 #                       captured step's kernels and ms per step with and without fusion
+#   opencl-*            where the GPU has an OpenCL driver and pyopencl is there (PYOPENCL_WHEELS, see the end): the
+#                       opencl backend's conformance, captured-step tests and mlp-large captured on the GPU
 # Each step's output goes to OUTDIR (JSON where the step writes one); a failing or timed-out step is reported
 # and the next one still runs.  GPU_CHECKS_STEP_TIMEOUT (seconds, default 300) bounds each step.
 set -uo pipefail
@@ -139,4 +141,23 @@ step bench-transformer-large "$python" -m ampcore bench --device cuda:0 --model 
 step bench-transformer-large-ran-ampcore bench_ran_ampcore "$out/bench-transformer-large.json"
 step bench-unscale    "$python" benchmarks/bench_unscale.py --device cuda:0 --elements 100000000 --steps 20 \
                                 --json "$out/bench-unscale.json"
+# The opencl backend on the GPU's own OpenCL driver (NVIDIA's ICD), where the machine has one: its conformance suite,
+# the captured-step tests (the prebuilt list of enqueues, GEMM epilogues) and mlp-large captured beside eager.  The
+# device image has no pyopencl: carry its wheels and name their folder (pip download pyopencl pytools platformdirs
+# siphash24 -d DIR), e.g. PYOPENCL_WHEELS=DIR bash benchmarks/gpu_checks.sh.  opencl:0 is the first GPU found.
+if [ -n "${PYOPENCL_WHEELS:-}" ]; then
+    step opencl-install "$python" -m pip install -q --no-index --find-links "$PYOPENCL_WHEELS" pyopencl
+    step opencl-register "$python" -m pip install -q --no-deps --no-build-isolation -e backends/opencl
+fi
+if "$python" -c 'import pyopencl as cl, sys; sys.exit(0 if any(d.type & cl.device_type.GPU for p in cl.get_platforms()
+        for d in p.get_devices()) else 1)' 2>/dev/null; then
+    step opencl-info      "$python" -m ampcore info
+    step opencl-conformance "$python" -m ampcore conformance --backend opencl:0 --json "$out/opencl-conformance.json"
+    step opencl-capture-tests "$python" -m pytest -q -p no:cacheprovider tests/test_opencl_launch_list.py \
+                                tests/test_opencl_gemm_epilogue.py tests/test_opencl_backend.py
+    step bench-opencl-mlp-large-compile "$python" -m ampcore bench --device opencl:0 --model mlp-large --steps 20 \
+                                --compile --json "$out/bench-opencl-mlp-large-compile.json"
+else
+    echo "== opencl: no OpenCL GPU device here (or no pyopencl: set PYOPENCL_WHEELS), skipped"
+fi
 exit $status
