@@ -144,7 +144,8 @@ step bench-unscale    "$python" benchmarks/bench_unscale.py --device cuda:0 --el
 # The opencl backend on the GPU's own OpenCL driver (NVIDIA's ICD), where the machine has one: its conformance suite,
 # the captured-step tests (the prebuilt list of enqueues, GEMM epilogues) and mlp-large captured beside eager.  The
 # device image has no pyopencl: carry its wheels and name their folder (pip download pyopencl pytools platformdirs
-# siphash24 -d DIR), e.g. PYOPENCL_WHEELS=DIR bash benchmarks/gpu_checks.sh.  opencl:0 is the first GPU found.
+# siphash24 -d DIR, without numpy; .wheels/ is git-ignored for it), e.g. PYOPENCL_WHEELS=.wheels/pyopencl.
+# opencl:0 is the first GPU found.
 if [ -n "${PYOPENCL_WHEELS:-}" ]; then
     step opencl-install "$python" -m pip install -q --no-index --find-links "$PYOPENCL_WHEELS" pyopencl
     step opencl-register "$python" -m pip install -q --no-deps --no-build-isolation -e backends/opencl
