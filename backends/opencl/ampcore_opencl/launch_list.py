@@ -14,8 +14,9 @@ reference runner's.  Only the buffers change from replay to replay, each found b
 
 - an input's buffer: that input's buffer at this replay (a parameter, a moment, the batch), whichever array the
   caller hands (a program's inputs are read and written where they lie, as eager's kernels read them);
-- a buffer the recording allocated: allocated again from the pool just before its first use and let go after its
-  last one (a result's is handed back in a new array: nothing of one replay's results is written by the next);
+- a buffer the recording allocated: planned once (:func:`_plan`), one buffer for the intermediates of one size
+  whose uses do not overlap; a result's is allocated at each replay and handed back in a new array, so nothing
+  of one replay's results is written by the next;
 - any other buffer (the shape tables kernels keep cached on the device): the same buffer, kept alive.
 
 A step that takes a value drawn anew at each replay (:func:`ampcore.capture.draws_per_replay`: a learning rate
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -321,6 +323,8 @@ def _generate(
             handed.append(f"CLArray(state, {r.shape!r}, {name(r.dtype, end)}, {name(r.buffer, end)})")
     if name.bad is not None:
         return None, name.bad
+    planned = _plan(name, calls, unlocked, end, state)
+    env.update(planned)
     lines = ["def replay(inputs, seeds, dyn):"]
     for at, call in enumerate(calls):
         # listed enqueues under the launch lock (kernel objects hold their arguments until enqueued); a step
@@ -328,7 +332,11 @@ def _generate(
         indent = "    " if at in unlocked else "        "
         if at not in unlocked and (at == 0 or at - 1 in unlocked):
             lines.append("    with lock:")
-        lines += [f"{indent}t{t} = allocate({name.sizes[t]})" for t, first in name.first_use.items() if first == at]
+        lines += [
+            f"{indent}t{t} = p{t}" if f"p{t}" in planned else f"{indent}t{t} = allocate({name.sizes[t]})"
+            for t, first in name.first_use.items()
+            if first == at
+        ]
         lines.append(f"{indent}{call}")
         dead = [f"t{t}" for t, last in name.last_use.items() if last == at]
         if dead:
@@ -340,3 +348,29 @@ def _generate(
     replay = env["replay"]
     replay.source = source
     return replay, None
+
+
+def _plan(name: _Names, calls: Sequence[str], unlocked: set[int], end: int, state: DeviceState) -> dict[str, Any]:
+    """Buffers for the temporaries, made once: ``{"p<t>": buffer}``, one buffer shared by temporaries of one size
+    whose uses do not overlap (the queue runs in order, so a later kernel may reuse what an earlier one is done
+    with).  Not planned, so allocated at each replay: a result's (handed back, so each replay's must be its own)
+    and any a step called afresh reads (it may return a view of it)."""
+    read_live = {int(t) for at in unlocked for t in re.findall(r"\bt(\d+)\b", calls[at])}
+    free: dict[int, list[Any]] = {}
+    planned: dict[str, Any] = {}
+    ends: dict[int, list[int]] = {}
+    for t, last in name.last_use.items():
+        ends.setdefault(last, []).append(t)
+    starts: dict[int, list[int]] = {}
+    for t, first in name.first_use.items():
+        if name.last_use[t] < end and t not in read_live:
+            starts.setdefault(first, []).append(t)
+    for at in range(end):
+        for t in starts.get(at, []):
+            size = name.sizes[t]
+            pile = free.get(size)
+            planned[f"p{t}"] = pile.pop() if pile else state.allocate(size)
+        for t in ends.get(at, []):
+            if f"p{t}" in planned:
+                free.setdefault(name.sizes[t], []).append(planned[f"p{t}"])
+    return planned
