@@ -4,10 +4,11 @@
 Whole float16 and bfloat16 AMP steps (autocast, scaler.scale(loss).backward(), scaler.step(AdamW),
 scaler.update(), zero_grad) and a compiled module's forward and backward with an eager optimizer replay through
 the graph runner (the tests assert it launched, so a silent fallback to the core's runner fails them), bit for bit
-the eager steps, a step skipped on an injected inf included, reading the host 0 times per replay.  What a graph
-cannot replay (random draws, a learning rate that keeps changing, a float32 or float64 GEMM, whose eager path is
-CuPy's matmul, no nvmath-python) replays
-through the core's runner with eager's bits, and says why.  On a GPU, benchmarks/gpu_checks.sh times it.
+the eager steps, a step skipped on an injected inf included, reading the host 0 times per replay.  A step that
+takes a value drawn anew each replay (dropout's seed; a learning rate that keeps changing) runs between graphs
+(a StagedRunner), with eager's bits.  What a graph cannot replay (a float32 or float64 GEMM, whose eager path is
+CuPy's matmul, no nvmath-python) replays through the core's runner with eager's bits, and says why.  On a GPU,
+benchmarks/gpu_checks.sh times it.
 """
 
 from __future__ import annotations
@@ -60,23 +61,30 @@ def _model(dropout: float = 0.0) -> Any:
 
 
 def _runner_report(run: Any) -> dict[str, Any]:
-    from ampcore_cuda.graph_runner import GraphRunner
+    from ampcore_cuda.graph_runner import GraphRunner, StagedRunner
 
-    if not isinstance(run, GraphRunner):
+    if not isinstance(run, (GraphRunner, StagedRunner)):
         return {"type": type(run).__name__}
-    return {
-        "type": "GraphRunner",
+    report = {
+        "type": type(run).__name__,
         "launches": run.launches,
         "captures": run.captures,
         "reference_calls": run.reference_calls,
         "declined": run.declined,
     }
+    if isinstance(run, StagedRunner):
+        report["graphs"] = len(run._graphs)
+    elif run.staged is not None:
+        report["staged"] = _runner_report(run.staged)
+    return report
 
 
-def amp_steps(dtype: str, steps: int = 7, inf_at: int = 4, lrs: list[float] | None = None) -> dict[str, Any]:
+def amp_steps(
+    dtype: str, steps: int = 7, inf_at: int | None = 4, lrs: list[float] | None = None, dropout: float = 0.0
+) -> dict[str, Any]:
     """``steps`` whole AMP steps eagerly and compiled, from the same seeds: bits of losses, parameters, AdamW's
     moments and step counts, the loss scale and the skipped steps; the compiled run's host reads per call and
-    its runner.  ``lrs``: a learning rate set before each step (a schedule)."""
+    its runner.  ``lrs``: a learning rate set before each step (a schedule); ``dropout``: the model's."""
     import ampcore
     from ampcore import optim
     from ampcore.nn import functional as F
@@ -93,9 +101,10 @@ def amp_steps(dtype: str, steps: int = 7, inf_at: int = 4, lrs: list[float] | No
     data = _data(steps, inf_at)
     runs: list[dict[str, Any]] = []
     for compiled in (False, True):
-        model = _model()
+        model = _model(dropout)
         opt = optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
         scaler = ampcore.GradScaler("cuda", init_scale=2.0**10)
+        ampcore.manual_seed(1)
         fn = ampcore.compile(step) if compiled else step
         losses, reads = [], []
         for i, (x, y) in enumerate(data):
@@ -142,6 +151,18 @@ def test_a_whole_amp_step_replays_as_one_graph_launch_bit_for_bit_skip_included(
     assert runner["captures"] <= 2, runner  # the first replay, and once more for state the step rebinds
     assert got["fused"] > 0, "the graph should hold the backend's fused elementwise kernels"
     assert got["reads"][2:] == [0] * 5, got["reads"]  # 0 host reads per replayed step (capture included)
+
+
+def test_an_amp_step_with_dropout_replays_as_graphs_around_the_draw_bit_for_bit(run_python):
+    """Dropout draws a new mask each step: the step that draws runs between two graphs, every replay; a skipped
+    step included, the bits are eager's from the same seeds, with 0 host reads."""
+    got = _run(run_python, "amp_steps", dtype="float16", dropout=0.3)
+    assert got["same"] == dict.fromkeys(got["same"], True), got["same"]
+    assert got["skipped"] == [1, 1], got
+    runner = got["runner"]
+    assert runner["type"] == "StagedRunner" and runner["declined"] is None and runner["reference_calls"] == 0, runner
+    assert runner["launches"] == 5 * runner["graphs"], runner
+    assert got["reads"][2:] == [0] * 5, got["reads"]
 
 
 def module_steps(dtype: str, steps: int = 6) -> dict[str, Any]:
@@ -197,24 +218,26 @@ def declines() -> dict[str, Any]:
     from ampcore_cuda import blas
 
     out: dict[str, Any] = {}
-    # Dropout draws a seed per call: the backend offers no runner, the core's replays.
+    # Dropout draws a seed per call: the step that draws runs between two graphs (float16 autocast: a float32
+    # GEMM declines, below).
     model = _model(dropout=0.5)
     net = ampcore.compile(model)
     x, _ = _data(1)[0]
     got = []
     for i in range(4):
         ampcore.manual_seed(i)
-        with ampcore.no_grad():
+        with ampcore.no_grad(), ampcore.autocast("cuda", dtype="float16"):
             got.append(_bits(net(x)))
     want = []
     for i in range(4):
         ampcore.manual_seed(i)
-        with ampcore.no_grad():
+        with ampcore.no_grad(), ampcore.autocast("cuda", dtype="float16"):
             want.append(_bits(model(x)))
     (entry,) = net._compiled.entries.values()
     out["dropout"] = {"same": got == want, "runner": _runner_report(entry.run), "differ": len(set(want)) == 4}
-    with ampcore.no_grad():
-        out["explain"] = {"dropout": explain(net, x).runner, "plain": explain(lambda t: t * 2.0, x).runner}
+    with ampcore.no_grad(), ampcore.autocast("cuda", dtype="float16"):
+        out["explain"] = {"dropout": explain(net, x).runner}
+    out["explain"]["plain"] = explain(lambda t: t * 2.0, x).runner
 
     # A float32 or float64 GEMM runs through CuPy's matmul eagerly and cublasGemmEx in a graph: the capture
     # declines, the runner says why and the core's runner replays, with eager's bits.
@@ -251,11 +274,10 @@ def test_what_a_graph_cannot_replay_runs_through_the_cores_runner_with_eagers_bi
     got = _run(run_python, "declines")
     assert got["dropout"]["same"] and got["dropout"]["differ"], got["dropout"]
     dropout = got["dropout"]["runner"]
-    assert dropout["type"] == "GraphRunner" and "draws random numbers" in dropout["declined"], dropout
-    assert dropout["launches"] == 0 and dropout["reference_calls"] == 2, dropout  # the core's runner replayed
-    assert got["explain"]["dropout"].startswith(
-        "the core's reference runner (kernel by kernel); the cuda backend's graph declined: it draws random numbers"
-    ), got["explain"]
+    assert dropout["type"] == "StagedRunner" and dropout["declined"] is None, dropout
+    # two replays, each two graph launches around the step that draws the mask
+    assert dropout["graphs"] == 2 and dropout["launches"] == 4 and dropout["reference_calls"] == 0, dropout
+    assert got["explain"]["dropout"].startswith("the cuda backend's CUDA graphs: 2 launches per replay"), got["explain"]
     assert got["explain"]["no_nvmath"] == "the core's reference runner (kernel by kernel)", got["explain"]
     assert got["explain"]["plain"].startswith("the cuda backend's CUDA graph: one launch per replay"), got["explain"]
     for dtype in ("float32", "float64"):
@@ -269,14 +291,17 @@ def test_what_a_graph_cannot_replay_runs_through_the_cores_runner_with_eagers_bi
     assert "no CUDA graphs here" in support and "ampcore-cuda[graphs]" in support, support
 
 
-def test_a_learning_rate_that_keeps_changing_recaptures_twice_then_replays_kernel_by_kernel(run_python):
+def test_a_learning_rate_that_keeps_changing_recaptures_twice_then_runs_its_step_between_graphs(run_python):
     lrs = [1e-2, 1e-2, 1e-2, 1e-2, 5e-3, 5e-3, 2e-3, 1e-3, 5e-4]
     got = _run(run_python, "amp_steps", dtype="float16", steps=len(lrs), inf_at=None, lrs=lrs)
     assert got["same"] == dict.fromkeys(got["same"], True), got["same"]
     runner = got["runner"]
     assert "a dynamic number (a learning rate) changed more than 2 times" in runner["declined"], runner
-    # Replays 1-5 launched the graph (recaptured at the 2e-3 and 5e-3 changes); 1e-3 and 5e-4 run kernel by kernel.
-    assert runner["launches"] == 5 and runner["reference_calls"] == 2, runner
+    # Replays 1-5 launched the one graph (recaptured at the 2e-3 and 5e-3 changes); at 1e-3 and 5e-4 the AdamW
+    # step runs between two graphs, the rest of the step before it and the scaler's update after it.
+    assert runner["launches"] == 5 and runner["reference_calls"] == 0, runner
+    staged = runner["staged"]
+    assert staged["graphs"] == 2 and staged["launches"] == 4 and staged["reference_calls"] == 0, staged
     assert got["reads"][2:] == [0] * 7
 
 

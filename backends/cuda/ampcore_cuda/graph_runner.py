@@ -19,9 +19,11 @@ reference runner hands it, and a view of a bound input as it is (it views the ca
 result lives in the graph's pool, rewritten by the next launch, so each call returns a fresh copy of it (a loss
 or gradient kept from an earlier step must not change).
 
-A graph freezes its kernels' host arguments, so it must decline what changes them: random seeds (dropout draws
-a new one per call) and, after :data:`MAX_DYNAMIC_RECAPTURES` recaptures, :mod:`ampcore.capture.dynamic`
-numbers (a learning rate a scheduler changes: a new value captures again).  It also declines where
+A graph freezes its kernels' host arguments, so the steps that take a value drawn anew each replay must run
+outside it: a program with random seeds (dropout draws a new one per call) gets a :class:`StagedRunner` (graphs
+around those steps, which run between the launches), and a :mod:`ampcore.capture.dynamic` number (a learning
+rate a scheduler changes) captures again when it changes, and after :data:`MAX_DYNAMIC_RECAPTURES` recaptures
+hands the program to a :class:`StagedRunner` too.  A graph also declines where
 :func:`.graphs.capture` declines or the capture fails (nvmath-python missing, a kernel that reads the host), and
 where a kernel would run another path in the graph than eagerly (``eager_bits=True``: a float32 or float64 GEMM,
 a bfloat16 one without bfloat16 tensor cores: CuPy's matmul eagerly, cublasGemmEx in a graph).  Declined, the
@@ -30,16 +32,17 @@ reference runner replays, with the same bits; :attr:`GraphRunner.declined` says 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from ampcore.capture import IN_PLACE_KERNELS, Program, reference_runner, refs_in
+from ampcore.capture import IN_PLACE_KERNELS, Program, draws_per_replay, reference_runner, refs_in
 
 from . import graphs
 from .array import CuArray
 from .runtime import import_cupy
 
-__all__ = ["GraphRunner", "MAX_DYNAMIC_RECAPTURES", "runner", "decline_reason"]
+__all__ = ["GraphRunner", "StagedRunner", "MAX_DYNAMIC_RECAPTURES", "runner", "decline_reason"]
 
 MAX_DYNAMIC_RECAPTURES = 2
 """Captures again for a changed dynamic number (a learning rate) before replaying kernel by kernel for good."""
@@ -56,12 +59,15 @@ def decline_reason(program: Program) -> str | None:
     return None
 
 
-def runner(program: Program) -> GraphRunner | None:
-    """A :class:`GraphRunner` for ``program``; one declined from the start (the reference replays, and the runner
-    says why) where the program cannot be graphed; None where this backend has no CUDA graphs at all (its
-    ``capture_support`` says why)."""
+def runner(program: Program) -> GraphRunner | StagedRunner | None:
+    """A :class:`GraphRunner` for ``program``, or a :class:`StagedRunner` where some of its steps take a value
+    each replay draws anew (a learning rate a schedule moves, dropout's seed); one declined from the start (the
+    reference replays, and the runner says why) where the program cannot be graphed; None where this backend has
+    no CUDA graphs at all (its ``capture_support`` says why)."""
     if not graphs.support()[0]:
         return None
+    if program.steps and program.seeds:  # a new seed each replay: the steps that draw it run between graphs
+        return StagedRunner(program)
     run = GraphRunner(program)
     why = decline_reason(program)
     if why is not None:
@@ -96,6 +102,7 @@ class GraphRunner:
         self.captures = 0
         self.reference_calls = 0
         self.dynamic_recaptures = 0
+        self.staged: StagedRunner | None = None  # replays once a changing learning rate made it decline
         positions = {slot: i for i, slot in enumerate(program.inputs)}
         written: set[int] = set()
         for step in program.steps:
@@ -113,6 +120,8 @@ class GraphRunner:
     @property
     def description(self) -> str:
         """What ``ampcore.compiler.explain`` says replays the program."""
+        if self.staged is not None:
+            return f"{self.staged.description} (one graph declined: {self.declined})"
         if self.declined is not None:
             return f"the core's reference runner (kernel by kernel); the cuda backend's graph declined: {self.declined}"
         return "the cuda backend's CUDA graph: one launch per replay (captured at the first replay)"
@@ -127,6 +136,8 @@ class GraphRunner:
             wanted = self._stale(inputs, dynamics)
             if wanted is not None:
                 self._capture(inputs, dynamics, wanted)
+        if self.staged is not None:
+            return self.staged(inputs, seeds, dynamics)
         if self.declined is not None:
             self.reference_calls += 1
             return self.reference(inputs, seeds, dynamics)
@@ -165,8 +176,9 @@ class GraphRunner:
             if self.dynamic_recaptures > MAX_DYNAMIC_RECAPTURES:
                 self._decline(
                     f"a dynamic number (a learning rate) changed more than {MAX_DYNAMIC_RECAPTURES} times: a graph "
-                    "freezes its kernels' arguments, so every change would capture again"
+                    "freezes its kernels' arguments, so the steps that read it now run between graphs"
                 )
+                self.staged = StagedRunner(self.program)
                 return None
             return set()
         return None
@@ -255,6 +267,108 @@ class GraphRunner:
         return placed
 
 
+class StagedRunner:
+    """A program whose steps take values drawn anew each replay (:func:`ampcore.capture.draws_per_replay`: a
+    learning rate a schedule moves, dropout's seed), which a graph would freeze: the runs of steps between them
+    are CUDA graphs (a :class:`GraphRunner` each, on the part of the program they make), and each such step is
+    called afresh between the launches, as the core's runner calls it, on this replay's value.  Slots pass from
+    stage to stage as arrays; a graph reads what an earlier stage made from its own buffer, copied in device to
+    device (a static input), as it reads a call's tensors.  The bits are the reference runner's.
+
+    ``launches`` counts graph launches, ``captures`` captures, ``reference_calls`` replays the core's runner ran
+    (a declined graph's), over all the graphs; ``declined`` is None or why every graph declined.
+    """
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.stages: list[tuple[str, Any, list[int], list[int]]] = []  # (kind, runner, input slots, result slots)
+        later_reads: list[set[int]] = []
+        reads_after: set[int] = set(program.results)
+        for step in reversed(program.steps):
+            later_reads.append(set(reads_after))
+            reads_after |= set(refs_in(step.args)) | set(refs_in(step.kwargs))
+        later_reads.reverse()  # later_reads[i]: the slots read after step i (or handed back)
+        run: list[int] = []
+        for i, step in enumerate(program.steps):
+            if draws_per_replay(step):
+                self._add_graph(run, later_reads[i - 1] if i else set())
+                run = []
+                self._add(i, "live", later_reads[i])
+            else:
+                run.append(i)
+        self._add_graph(run, set(program.results))
+
+    def _sub(self, indices: list[int], needed_after: set[int]) -> tuple[Program, list[int], list[int]]:
+        steps = [self.program.steps[i] for i in indices]
+        made: set[int] = set()
+        inputs: list[int] = []
+        for step in steps:
+            for slot in (*refs_in(step.args), *refs_in(step.kwargs)):
+                if slot not in made and slot not in inputs:
+                    inputs.append(slot)
+            made |= set(refs_in(step.outs))
+        results = [slot for slot in sorted(made) if slot in needed_after]
+        # seeds and dynamics stay: a step called afresh reads them by index from the whole program's lists
+        return dataclasses.replace(self.program, steps=steps, inputs=inputs, results=results), inputs, results
+
+    def _add_graph(self, indices: list[int], needed_after: set[int]) -> None:
+        if indices:
+            sub, inputs, results = self._sub(indices, needed_after)
+            graph = GraphRunner(dataclasses.replace(sub, seeds=[], dynamics=[]))
+            self.stages.append(("graph", graph, inputs, results))
+
+    def _add(self, i: int, kind: str, needed_after: set[int]) -> None:
+        sub, inputs, results = self._sub([i], needed_after | set(refs_in(self.program.steps[i].outs)))
+        self.stages.append((kind, reference_runner(sub), inputs, results))
+
+    @property
+    def _graphs(self) -> list[GraphRunner]:
+        return [run for kind, run, _, _ in self.stages if kind == "graph"]
+
+    @property
+    def launches(self) -> int:
+        return sum(g.launches for g in self._graphs)
+
+    @property
+    def captures(self) -> int:
+        return sum(g.captures for g in self._graphs)
+
+    @property
+    def reference_calls(self) -> int:
+        return sum(g.reference_calls for g in self._graphs)
+
+    @property
+    def declined(self) -> str | None:
+        graphs_ = self._graphs
+        reasons = [g.declined for g in graphs_]
+        if graphs_ and all(r is not None for r in reasons):
+            return "; ".join(dict.fromkeys(r for r in reasons if r is not None))
+        return None
+
+    @property
+    def description(self) -> str:
+        """What ``ampcore.compiler.explain`` says replays the program."""
+        live = [self.program.steps[i].name for i, step in enumerate(self.program.steps) if draws_per_replay(step)]
+        graphs_ = self._graphs
+        declined = [g.declined for g in graphs_ if g.declined is not None]
+        text = (
+            f"the cuda backend's CUDA graphs: {len(graphs_)} launches per replay, around the step(s) that take a value "
+            f"drawn anew each replay ({', '.join(live)}), called between them"
+        )
+        return text + (f"; {len(declined)} declined: {declined[0]}" if declined else "")
+
+    def __repr__(self) -> str:
+        return f"<StagedRunner {len(self.program.steps)} kernels, {len(self._graphs)} graphs>"
+
+    def __call__(self, inputs: Sequence[Any], seeds: Sequence[int], dynamics: Sequence[float]) -> tuple[Any, ...]:
+        values = dict(zip(self.program.inputs, inputs))
+        for kind, run, slots, results in self.stages:
+            args = [values[slot] for slot in slots]
+            out = run(args, seeds, dynamics) if kind == "live" else run(args, [], [])
+            values.update(zip(results, out))
+        return tuple(values[slot] for slot in self.program.results)
+
+
 _FUSED = (
     "elementwise chains fused into one CUDA kernel each (mixed dtypes, broadcast operands, eager's 16-bit roundings "
     "kept, --ftz=false)"
@@ -267,7 +381,8 @@ def support() -> str:
     if not ok:
         return f"kernels called back to back (the core's runner): no CUDA graphs here, {how}; {_FUSED}"
     return (
-        f"each replay one CUDA-graph launch ({how}); programs that draw random numbers (dropout), run a GEMM through "
-        f"CuPy's matmul eagerly (float32, float64) or whose learning rate changes more than {MAX_DYNAMIC_RECAPTURES} "
-        f"times replay kernel by kernel (the core's runner); {_FUSED}"
+        f"each replay one CUDA-graph launch ({how}); programs that draw random numbers (dropout) or whose learning "
+        f"rate changes more than {MAX_DYNAMIC_RECAPTURES} times replay as graphs around the steps that read those "
+        f"values; those that run a GEMM through CuPy's matmul eagerly (float32, float64) replay kernel by kernel "
+        f"(the core's runner); {_FUSED}"
     )

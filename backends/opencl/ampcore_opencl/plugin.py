@@ -206,8 +206,9 @@ class OpenCLBackend(ampcore.Backend):
 
     def capture_support(self) -> str:
         return (
-            "each replay a prebuilt list of enqueues, recorded at the first (programs that draw random numbers or "
-            "move data to or from the host replay kernel by kernel, the core's runner); elementwise chains fused "
+            "each replay a prebuilt list of enqueues, recorded at the first, steps that draw a seed or a learning "
+            "rate called afresh in it (programs whose kernels move data to or from the host replay kernel by kernel, "
+            "the core's runner); elementwise chains fused "
             "into one OpenCL kernel each (mixed dtypes, broadcast operands, eager's 16-bit roundings kept), and a "
             "matmul's epilogue into its GEMM kernel"
         )
