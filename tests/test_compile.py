@@ -216,8 +216,9 @@ def test_a_compiled_module_inside_a_compiled_step_runs_as_part_of_it():
 
 # --------------------------------------------------------------------------- whole training steps
 def amp_step(model, opt, scaler, x, y, dtype):
+    """One training step, under autocast to ``dtype`` on ``x``'s device (float32: none) with ``scaler``."""
     opt.zero_grad()
-    with ampcore.autocast("cpu", dtype=dtype, enabled=dtype != ampcore.float32):
+    with ampcore.autocast(x.device.type, dtype=dtype, enabled=dtype != ampcore.float32):
         loss = F.cross_entropy(model(x), y)
     scaler.scale(loss).backward()
     scaler.step(opt)
@@ -488,18 +489,11 @@ def test_the_reference_runner_wraps_each_step_and_names_the_steps_that_draw_per_
     from ampcore.capture import draws_per_replay, reference_runner
 
     model, opt = model_and_optimizer(dropout=0.5)
-    xs = [x for x, _ in batches(6)]
-
-    def step(x):
-        opt.zero_grad()
-        loss = (model(x) ** 2).mean()
-        loss.backward()
-        opt.step()
-        return loss.detach()
-
-    compiled = ampcore.compile(step)
-    compiled(xs[0])
-    compiled(xs[1])
+    data = batches(4)
+    scaler = ampcore.GradScaler("cpu", enabled=False)
+    compiled = ampcore.compile(amp_step)
+    for x, y in data[:2]:
+        compiled(model, opt, scaler, x, y, ampcore.float32)
     (entry,) = compiled._compiled.entries.values()
     program = entry.program
     drawing = {step.name for step in program.steps if draws_per_replay(step)}
@@ -515,6 +509,6 @@ def test_the_reference_runner_wraps_each_step_and_names_the_steps_that_draw_per_
         return counted
 
     entry.run = reference_runner(program, wrap=wrap)
-    for x in xs[2:4]:
-        compiled(x)
+    for x, y in data[2:]:
+        compiled(model, opt, scaler, x, y, ampcore.float32)
     assert seen == list(range(len(program.steps))) * 2 and compiled._compiled.stats.replays == 2

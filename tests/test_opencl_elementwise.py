@@ -90,6 +90,20 @@ def test_scalar_on_the_left(k, dtype):
     assert np.array_equal(get(k["ge"](2.0, d)), 2.0 >= v)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_python_number_meets_16_bit_values_in_float32(k, dtype):
+    """``x * (1 / 0.9)`` (dropout's scale) computes with the number in float32 and rounds once, as torch's opmath,
+    the cpu and cuda backends and a captured step's fused chain do: not with the number rounded to 16 bits
+    first (it was, and on a device with native half arithmetic the half path rounded it too)."""
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(4096) * 3).astype(np.float32)
+    d = put(x, dtype)
+    v = to_f64(get(d)).astype(np.float32)
+    for name, op in (("mul", np.multiply), ("add", np.add), ("sub", np.subtract), ("div", np.divide)):
+        want = to_f64(round_to(op(v, np.float32(1.0 / 0.9)).astype(np.float64), dtype))
+        assert np.array_equal(to_f64(get(k[name](d, 1.0 / 0.9))), want), name
+
+
 def test_integers_wrap_like_numpy(k):
     big = np.array([2**31 - 1, -(2**31), 7, -3], dtype=np.int32)
     d = put(big, "int32")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_compile import amp_step
 
 import ampcore
 from ampcore import nn, optim
@@ -59,26 +60,18 @@ def test_in_place_state_and_skipped_steps_match_eager(opencl_device):
     xs[5][2, 3] = np.inf
     ys = [rng.integers(0, 4, 16) for _ in range(8)]
 
-    def step(model, opt, scaler, x, y):
-        opt.zero_grad()
-        with ampcore.autocast("opencl", dtype=ampcore.float16):
-            loss = nn.functional.cross_entropy(model(x), y)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-        return loss.detach()
-
     runs = []
     for compiled in (False, True):
         ampcore.manual_seed(3)
         model = nn.Sequential(nn.Linear(12, 24), nn.ReLU(), nn.Linear(24, 4)).to(device)
         opt = optim.AdamW(model.parameters(), lr=1e-2, fused=True)
         scaler = ampcore.GradScaler("opencl")
-        fn = ampcore.compile(step) if compiled else step
+        fn = ampcore.compile(amp_step) if compiled else amp_step
         losses = [
-            fn(model, opt, scaler, ampcore.tensor(x, device=device), ampcore.tensor(y, device=device)).numpy()
+            fn(model, opt, scaler, ampcore.tensor(x, device=device), ampcore.tensor(y, device=device), ampcore.float16)
             for x, y in zip(xs, ys)
         ]
+        losses = [v.numpy() for v in losses]
         runs.append(([v.tobytes() for v in losses], [p.numpy().tobytes() for p in model.parameters()]))
         runs[-1] += (scaler.skipped_steps,)
         if compiled:
@@ -94,24 +87,18 @@ def test_a_scheduled_learning_rate_and_dropout_replay_from_the_list(opencl_devic
     device = _device(opencl_device)
     rng = np.random.default_rng(2)
     xs = [ampcore.tensor(rng.standard_normal((8, 5)).astype(np.float32), device=device) for _ in range(7)]
+    ys = [ampcore.tensor(rng.integers(0, 3, 8), device=device) for _ in range(7)]
 
     def train(compiled):
         ampcore.manual_seed(4)
         model = nn.Sequential(nn.Linear(5, 16), nn.Dropout(0.3), nn.ReLU(), nn.Linear(16, 3)).to(device)
         opt = optim.AdamW(model.parameters(), lr=0.1, fused=True)
-
-        def step(x):
-            opt.zero_grad()
-            loss = (model(x) ** 2).mean()
-            loss.backward()
-            opt.step()
-            return loss.detach()
-
-        fn = ampcore.compile(step) if compiled else step
+        scaler = ampcore.GradScaler("opencl", enabled=False)
+        fn = ampcore.compile(amp_step) if compiled else amp_step
         losses = []
-        for i, x in enumerate(xs):
+        for i, (x, y) in enumerate(zip(xs, ys)):
             opt.param_groups[0]["lr"] = 0.1 / (1 + i)  # a new rate every step
-            losses.append(fn(x).numpy().tobytes())
+            losses.append(fn(model, opt, scaler, x, y, ampcore.float32).numpy().tobytes())
         return losses, [p.numpy().tobytes() for p in model.parameters()], fn
 
     eager_losses, eager_params, _ = train(False)

@@ -189,6 +189,8 @@ CHAINS: dict[str, Callable[..., Any]] = {
     "chain.relu_sign": lambda a, b, c: (a + b).relu() * c.sign() - c,
     "chain.casts": lambda a, b, c: ((a.float() * b.float()).to(a.dtype) + c) * 3.0,
     "chain.compare_cast": lambda a, b, c: (a > c).to(a.dtype) * b + (b <= c).to(a.dtype),
+    # numbers no 16-bit dtype holds (dropout's 1 / (1 - p)): computed in float32 eagerly, so fused too
+    "chain.inexact_scalar": lambda a, b, c: ampcore.where(a > c, a * (1.0 / 0.9), b - 0.1) / 3.0,
 }
 """Chains of elementwise ops, by the name their cells carry in the report."""
 

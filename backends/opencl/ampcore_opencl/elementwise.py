@@ -115,7 +115,10 @@ def elementwise(prog: Program) -> Callable[..., CLArray]:
             return _sign_bits(direct, operands[0], out, p)
         if not ct.dtype.is_floating_point and not prog.ints:
             raise TypeError(f"{prog.name} needs a floating-point array, got {dtype.name}; cast it to float32 first")
-        native = prog.exact and ct.tag == "f16" and state.half.native
+        # half arithmetic rounds as float32-then-store only on half operands: a Python number (1 / 0.9) would be
+        # rounded to half first, so a program with one computes in float32
+        scalars = any(not isinstance(v, CLArray) for v in operands)
+        native = prog.exact and ct.tag == "f16" and state.half.native and not scalars
         work = "half" if native else ct.compute
         kinds = [ctype(dt.bool_) if k == "b" else ct for k in prog.inputs]
         ops = [Operand(c, m, "int" if k == "b" else work) for c, k, m in zip(kinds, prog.inputs, p.modes)]

@@ -84,11 +84,12 @@ class Operand:
 
 
 def scalar_arg(value: Any, dtype: dt.DType, work: str) -> Any:
-    """A Python number taken to ``dtype`` (rounded once to it, as the kernel contract says) and passed as
-    the kernel's work type."""
+    """A Python number as a kernel over ``dtype`` arrays computes with it: a float in the compute type (float32
+    for float16/bfloat16, as the cpu and cuda backends and torch's opmath take it: rounding it to the 16-bit
+    dtype first made ``x * (1 / 0.9)`` differ from theirs, and from the fused chain of a captured step, which
+    holds the constant in float32), an int wrapped to the integer dtype."""
     if dtype.is_floating_point:
-        rounded = float(dt.convert(np.asarray(float(value)), dtype).astype(np.float64))
-        return np.float64(rounded) if work == "double" else np.float32(rounded)
+        return np.float64(float(value)) if work == "double" else np.float32(float(value))
     if dtype == dt.bool_:
         return np.int32(bool(value))
     bits = np.iinfo(dtype.numpy).bits
