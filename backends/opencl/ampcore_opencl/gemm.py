@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -252,20 +252,20 @@ def _batch_meta(
     return len(shape), state.meta(shape + sa + sb)
 
 
-def _packed(
-    a: CLArray,
-    b: CLArray,
-    out: CLArray,
-    m: int,
-    n: int,
-    k: int,
-    z: int,
-    nd: int,
-    meta: Any,
-    epilogue: Any = None,
-    extra: Sequence[Any] = (),
-) -> None:
+class _Product(NamedTuple):
+    """A batched product's sizes: ``z`` matrices of ``m x n`` over ``k``, batch layout ``nd``/``meta``."""
+
+    m: int
+    n: int
+    k: int
+    z: int
+    nd: int
+    meta: Any
+
+
+def _packed(a: CLArray, b: CLArray, out: CLArray, g: _Product, epilogue: Any = None, extra: Sequence[Any] = ()) -> None:
     state, c = a.state, a.ctype
+    m, n, k, z, nd, meta = g
     mr, nr = BLOCKS[c.compute]
     panels_a, panels_b = -(-m // mr), -(-n // nr)
     za, zb = math.prod(a.shape[:-2]), math.prod(b.shape[:-2])
@@ -289,20 +289,9 @@ def _packed(
     )
 
 
-def _direct(
-    a: CLArray,
-    b: CLArray,
-    out: CLArray,
-    m: int,
-    n: int,
-    k: int,
-    z: int,
-    nd: int,
-    meta: Any,
-    epilogue: Any = None,
-    extra: Sequence[Any] = (),
-) -> None:
+def _direct(a: CLArray, b: CLArray, out: CLArray, g: _Product, epilogue: Any = None, extra: Sequence[Any] = ()) -> None:
     state = a.state
+    m, n, k, z, nd, meta = g
     scalars = [None, None, None, _I64, _I64, _I64, _I32, None]
     kernel = _kernel(state, "direct", a.ctype, _direct_source, scalars, epilogue=epilogue)
     grid = (_round_up(n, _ROW), m, z)
@@ -352,7 +341,7 @@ def launch(a: CLArray, b: CLArray, out: CLArray, epilogue: Any = None, extra: Se
     batch = out.shape[:-2]
     nd, meta = _batch_meta(a.state, a.shape[:-2], b.shape[:-2], batch)
     small = m * n * k <= DIRECT_MAX_WORK or a.ctype.tag in _INTEGER
-    (_direct if small else _packed)(a, b, out, m, n, k, math.prod(batch), nd, meta, epilogue, extra)
+    (_direct if small else _packed)(a, b, out, _Product(m, n, k, math.prod(batch), nd, meta), epilogue, extra)
 
 
 def kernels() -> dict[str, Callable[..., Any]]:
