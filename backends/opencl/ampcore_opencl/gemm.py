@@ -166,8 +166,10 @@ __kernel void gemm(__global const {c.compute} *ap, __global const {c.compute} *b
     __global {out_type} *o = out + (z * m + i0) * n + j0;""")
 
     if epilogue is not None:  # the block through the epilogue in a loop: inlined per element, it bloated the kernel
-        lines.append(f"    {c.compute} block[{mr * nr}];")
-        lines += [f"    vstore{nr}(c{r}, {r}, block);" for r in rows]  # a private array is only element-aligned
+        # an array of vectors, read element by element: PoCL 3 drops a kernel that vstore16s into a float array
+        lines.append(f"    {vt} blocks[{mr}];")
+        lines += [f"    blocks[{r}] = c{r};" for r in rows]
+        lines.append(f"    const {c.compute} *block = (const {c.compute} *)blocks;")
         call = epilogue.call("(z * m + i0 + r) * n + j0 + jj", "i0 + r", "j0 + jj", f"block[r * {nr} + jj]")
         lines += [
             "    for (long r = 0; r < rows; ++r)",

@@ -24,7 +24,7 @@ from typing import Any
 from ampcore import cgen
 from ampcore import dtypes as dt
 from ampcore import expr as E
-from ampcore.expr.c import render
+from ampcore.expr import render
 
 from . import gemm
 from .array import CLArray, empty
