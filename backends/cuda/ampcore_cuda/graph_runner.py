@@ -45,7 +45,7 @@ from .runtime import import_cupy
 __all__ = ["GraphRunner", "StagedRunner", "MAX_DYNAMIC_RECAPTURES", "runner", "decline_reason"]
 
 MAX_DYNAMIC_RECAPTURES = 2
-"""Captures again for a changed dynamic number (a learning rate) before replaying kernel by kernel for good."""
+"""Captures again for a changed dynamic number (a learning rate) before handing the program to a StagedRunner."""
 
 _BOUND_KINDS = frozenset({"state", "grad", "saved"})
 
